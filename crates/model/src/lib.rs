@@ -1,0 +1,30 @@
+//! hopwise's model: the mesh file read into validated types, the policy those types describe,
+//! and the arithmetic of timeouts, retries and back-off.
+//!
+//! Everything here is pure: no I/O, no clock, no threads. The analyser (`hopwise-analyze`) and
+//! the proxy call the same functions, so what `hopwise check` predicts is what the proxy does.
+//! Reading is two-staged: YAML → [`raw`] (as written) → [`Mesh`] (presets applied, validated),
+//! and every problem is reported at once with its path and line.
+
+pub mod backoff;
+pub mod diag;
+pub mod duration;
+pub mod mesh;
+pub mod policy;
+pub mod preset;
+pub mod raw;
+pub mod read;
+pub mod timing;
+pub mod yaml;
+
+pub use backoff::{Backoff, Strategy};
+pub use diag::{Diagnostic, Diagnostics, Pos};
+pub use duration::Dur;
+pub use mesh::{Call, Entry, Mesh, Service};
+pub use policy::{Budget, Decision, GrpcCode, Limits, Outcome, Policy, Protocol, Retry, RetryOn};
+pub use preset::Preset;
+
+/// The JSON Schema of the mesh file, generated from the raw types.
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(raw::RawMesh)
+}

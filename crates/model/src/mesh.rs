@@ -1,0 +1,400 @@
+//! The validated mesh: every call with its fully resolved policy. Stage two of two: presets are
+//! applied layer by layer (built-in `hopwise` → `defaults` → service → call → route; a layer's
+//! `preset:` restarts from that product's defaults), then the whole graph is checked. Every
+//! problem is returned at once, each with its path and line.
+
+use indexmap::IndexMap;
+use serde::Serialize;
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::duration::Dur;
+use crate::policy::{Budget, Policy, Protocol, idempotent_method};
+use crate::preset::Preset;
+use crate::raw::{OrNone, RawMesh, RawPolicy, RawRequest, read_mesh};
+use crate::read::{Locations, Reader};
+use crate::yaml;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mesh {
+    pub name: String,
+    pub trust_domain: String,
+    pub services: IndexMap<String, Service>,
+    #[serde(skip)]
+    pub locations: Locations,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Service {
+    pub name: String,
+    pub protocol: Protocol,
+    /// Set when requests arrive from outside the mesh (or nobody in the mesh calls it).
+    pub entry: Option<Entry>,
+    pub calls: Vec<Call>,
+}
+
+/// The client outside the mesh that calls an entry service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    pub timeout: Option<Dur>,
+    pub retries: u32,
+}
+
+/// One call (or one route of a call) from `from` to `to`, resolved.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Call {
+    pub from: String,
+    pub to: String,
+    pub route: Option<String>,
+    /// Path prefix of the route, if the call has routes.
+    pub route_path: Option<String>,
+    /// Where the call is written in the mesh file (`services.a.calls.b[.routes.r]`).
+    pub path: String,
+    pub protocol: Protocol,
+    pub method: String,
+    /// Safe to repeat (declared, or by RFC 9110 from the method).
+    pub idempotent: bool,
+    pub app_retries: u32,
+    pub policy: Policy,
+}
+
+impl Call {
+    /// `checkout → pricing`, or `checkout → pricing/quote` for a route.
+    pub fn label(&self) -> String {
+        match &self.route {
+            Some(r) => format!("{} → {}/{r}", self.from, self.to),
+            None => format!("{} → {}", self.from, self.to),
+        }
+    }
+}
+
+impl Mesh {
+    /// Reads and validates a mesh file's text. `Err` holds every problem found.
+    pub fn from_yaml(text: &str) -> Result<Mesh, Diagnostics> {
+        let tree = yaml::parse(text).map_err(|d| Diagnostics(vec![d]))?;
+        let mut reader = Reader::default();
+        let raw = read_mesh(&mut reader, &tree);
+        let mesh = resolve(&raw, reader.locations, &mut reader.diags);
+        let mut diags = reader.diags;
+        validate(&mesh, &mut diags);
+        if diags.is_empty() {
+            Ok(mesh)
+        } else {
+            diags.sort_by_key(|d| d.pos);
+            Err(Diagnostics(diags))
+        }
+    }
+
+    /// The SPIFFE identity of a service's proxies.
+    pub fn identity(&self, service: &str) -> String {
+        format!("spiffe://{}/service/{service}", self.trust_domain)
+    }
+
+    /// Every call in the mesh, in file order.
+    pub fn calls(&self) -> impl Iterator<Item = &Call> {
+        self.services.values().flat_map(|s| s.calls.iter())
+    }
+
+    /// Services that requests enter the mesh through: marked with `entry`, or called by nobody.
+    pub fn entries(&self) -> Vec<&Service> {
+        self.services
+            .values()
+            .filter(|s| s.entry.is_some() || !self.calls().any(|c| c.to == s.name))
+            .collect()
+    }
+
+    fn diag(&self, path: &str, message: String) -> Diagnostic {
+        Diagnostic::new(path, self.locations.of(path), message)
+    }
+}
+
+fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> Mesh {
+    let mut base = Preset::Hopwise.policy();
+    if let Some(d) = &raw.defaults {
+        apply(&mut base, d);
+    }
+    let info = raw.mesh.clone().unwrap_or_default();
+    let mut services = IndexMap::new();
+    for (name, rs) in &raw.services {
+        let mut service_policy = base.clone();
+        apply(&mut service_policy, &rs.policy);
+        let mut calls = Vec::new();
+        for (to, rc) in &rs.calls {
+            let mut call_policy = service_policy.clone();
+            apply(&mut call_policy, &rc.policy);
+            let callee_protocol = raw
+                .services
+                .get(to)
+                .and_then(|s| s.protocol)
+                .unwrap_or(Protocol::Http);
+            let path = format!("services.{name}.calls.{to}");
+            let call = |route: Option<(&String, &RawRequest, Option<String>)>, policy: Policy| {
+                let mut req = rc.request.clone();
+                if let Some((_, r, _)) = &route {
+                    overlay(&mut req, r);
+                }
+                let protocol = req.protocol.unwrap_or(callee_protocol);
+                let method = req.method.clone().unwrap_or_else(|| match protocol {
+                    Protocol::Http => "GET".to_owned(),
+                    Protocol::Grpc => "POST".to_owned(),
+                });
+                Call {
+                    from: name.clone(),
+                    to: to.clone(),
+                    route: route.as_ref().map(|(n, _, _)| (*n).clone()),
+                    route_path: route.as_ref().and_then(|(_, _, p)| p.clone()),
+                    path: match &route {
+                        Some((n, _, _)) => format!("{path}.routes.{n}"),
+                        None => path.clone(),
+                    },
+                    protocol,
+                    idempotent: req.idempotent.unwrap_or_else(|| {
+                        protocol == Protocol::Http && idempotent_method(&method)
+                    }),
+                    method,
+                    app_retries: req.app_retries.unwrap_or(0),
+                    policy,
+                }
+            };
+            if rc.routes.is_empty() {
+                calls.push(call(None, call_policy));
+            } else {
+                for (rname, rr) in &rc.routes {
+                    let mut p = call_policy.clone();
+                    apply(&mut p, &rr.policy);
+                    calls.push(call(Some((rname, &rr.request, rr.path.clone())), p));
+                }
+            }
+        }
+        let entry = rs.entry.as_ref().map(|e| Entry {
+            timeout: e.timeout.and_then(OrNone::option),
+            retries: e.retries.unwrap_or(0),
+        });
+        services.insert(
+            name.clone(),
+            Service {
+                name: name.clone(),
+                protocol: rs.protocol.unwrap_or(Protocol::Http),
+                entry,
+                calls,
+            },
+        );
+    }
+    let trust_domain = info
+        .trust_domain
+        .unwrap_or_else(|| "hopwise.local".to_owned());
+    if !trust_domain
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-')
+        || trust_domain.is_empty()
+    {
+        diags.push(Diagnostic::new(
+            "mesh.trust_domain",
+            locations.of("mesh.trust_domain"),
+            format!("`{trust_domain}` is not a valid SPIFFE trust domain (lowercase letters, digits, `.`, `-`)"),
+        ));
+    }
+    Mesh {
+        name: info.name.unwrap_or_else(|| "mesh".to_owned()),
+        trust_domain,
+        services,
+        locations,
+    }
+}
+
+fn overlay(req: &mut RawRequest, over: &RawRequest) {
+    req.protocol = over.protocol.or(req.protocol);
+    req.method = over.method.clone().or(req.method.take());
+    req.idempotent = over.idempotent.or(req.idempotent);
+    req.app_retries = over.app_retries.or(req.app_retries);
+}
+
+/// Applies one layer of settings on top of `p`.
+fn apply(p: &mut Policy, raw: &RawPolicy) {
+    if let Some(preset) = raw.preset {
+        *p = preset.policy();
+    }
+    if let Some(t) = raw.timeout {
+        p.timeout = t.option();
+    }
+    if let Some(t) = raw.per_try_timeout {
+        p.per_try_timeout = t.option();
+    }
+    if let Some(t) = raw.connect_timeout {
+        p.connect_timeout = t;
+    }
+    if let Some(r) = &raw.retries {
+        if let Some(c) = r.count {
+            p.retry.count = c;
+        }
+        if let Some(on) = &r.on {
+            p.retry.on = on.iter().copied().collect();
+        }
+        if let Some(codes) = &r.status_codes {
+            p.retry.status_codes = codes.iter().copied().collect();
+        }
+        if let Some(b) = &r.backoff {
+            if let Some(s) = b.strategy {
+                p.retry.backoff.strategy = s;
+            }
+            if let Some(base) = b.base {
+                p.retry.backoff.base = base;
+                // Envoy: max defaults to 10 × base unless set.
+                if b.max.is_none() {
+                    p.retry.backoff.max = Dur(base.0 * 10);
+                }
+            }
+            if let Some(max) = b.max {
+                p.retry.backoff.max = max;
+            }
+        }
+        if let Some(s) = r.only_if_safe {
+            p.retry.only_if_safe = s;
+        }
+    }
+    match &raw.budget {
+        None => {}
+        Some(OrNone::None) => p.budget = None,
+        Some(OrNone::Some(b)) => {
+            let mut budget = p.budget.unwrap_or_else(|| {
+                Preset::Hopwise.policy().budget.unwrap_or(Budget {
+                    ratio: 0.2,
+                    min_per_second: 10,
+                    window: Dur::from_millis(10_000),
+                })
+            });
+            if let Some(r) = b.ratio {
+                budget.ratio = r;
+            }
+            if let Some(m) = b.min_per_second {
+                budget.min_per_second = m;
+            }
+            if let Some(w) = b.window {
+                budget.window = w;
+            }
+            p.budget = Some(budget);
+        }
+    }
+    if let Some(l) = &raw.limits {
+        let lim = &mut p.limits;
+        lim.max_connections = l.max_connections.unwrap_or(lim.max_connections);
+        lim.max_pending = l.max_pending.unwrap_or(lim.max_pending);
+        lim.max_requests = l.max_requests.unwrap_or(lim.max_requests);
+        lim.max_retries = l.max_retries.unwrap_or(lim.max_retries);
+    }
+    if let Some(g) = raw.grpc_status_on_timeout {
+        p.grpc_status_on_timeout = g;
+    }
+}
+
+fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
+    // An empty mesh is worth saying only when nothing else explains it.
+    if mesh.services.is_empty() && diags.is_empty() {
+        diags.push(mesh.diag("services", "the mesh has no services".to_owned()));
+    }
+    for call in mesh.calls() {
+        let target = format!("services.{}.calls.{}", call.from, call.to);
+        if !mesh.services.contains_key(&call.to) {
+            let known: Vec<&str> = mesh.services.keys().map(String::as_str).collect();
+            // One report per call, not per route.
+            if call.route.is_none() || !diags.iter().any(|d| d.path == target) {
+                diags.push(mesh.diag(
+                    &target,
+                    format!(
+                        "calls `{}`, which is not a service in this file (services: {})",
+                        call.to,
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        let p = &call.policy;
+        if let (Some(per_try), Some(timeout)) = (p.per_try_timeout, p.timeout)
+            && per_try > timeout
+        {
+            diags.push(mesh.diag(
+                &format!("{}.per_try_timeout", call.path),
+                format!(
+                    "the per-try timeout {per_try} is longer than the route timeout {timeout}, so it can never fire"
+                ),
+            ));
+        }
+        let b = p.retry.backoff;
+        if b.max < b.base {
+            diags.push(mesh.diag(
+                &format!("{}.retries.backoff.max", call.path),
+                format!(
+                    "the back-off max {} is shorter than its base {}",
+                    b.max, b.base
+                ),
+            ));
+        }
+        if call.protocol == Protocol::Grpc && call.method != "POST" {
+            diags.push(mesh.diag(
+                &format!("{}.method", call.path),
+                format!("gRPC calls are POST; `{}` cannot be used", call.method),
+            ));
+        }
+    }
+    report_cycles(mesh, diags);
+}
+
+/// Finds cycles in the call graph; each is reported once, at the call that closes it.
+fn report_cycles(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    fn visit(
+        mesh: &Mesh,
+        name: &str,
+        marks: &mut IndexMap<String, Mark>,
+        stack: &mut Vec<String>,
+        diags: &mut Vec<Diagnostic>,
+    ) {
+        marks.insert(name.to_owned(), Mark::Open);
+        stack.push(name.to_owned());
+        if let Some(s) = mesh.services.get(name) {
+            let mut seen: Vec<&str> = Vec::new();
+            for call in &s.calls {
+                if seen.contains(&call.to.as_str()) {
+                    continue;
+                }
+                seen.push(&call.to);
+                match marks.get(&call.to).copied() {
+                    Some(Mark::New) => visit(mesh, &call.to, marks, stack, diags),
+                    Some(Mark::Open) => {
+                        let start = stack.iter().position(|s| *s == call.to).unwrap_or(0);
+                        let mut cycle = stack[start..].to_vec();
+                        cycle.push(call.to.clone());
+                        diags.push(mesh.diag(
+                            &format!("services.{}.calls.{}", call.from, call.to),
+                            format!(
+                                "the calls form a cycle: {}; a request could loop forever",
+                                cycle.join(" → ")
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        stack.pop();
+        marks.insert(name.to_owned(), Mark::Done);
+    }
+    let mut marks: IndexMap<String, Mark> = mesh
+        .services
+        .keys()
+        .map(|k| (k.clone(), Mark::New))
+        .collect();
+    let names: Vec<String> = mesh.services.keys().cloned().collect();
+    for name in names {
+        if marks.get(&name) == Some(&Mark::New) {
+            visit(mesh, &name, &mut marks, &mut Vec::new(), diags);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,174 @@
+use super::*;
+use crate::policy::RetryOn;
+
+fn errors(text: &str) -> Vec<Diagnostic> {
+    Mesh::from_yaml(text).expect_err("should be refused").0
+}
+
+#[test]
+fn layers_apply_in_order_and_presets_restart() {
+    let mesh = Mesh::from_yaml(
+        r"
+defaults:
+  timeout: 3s
+services:
+  a:
+    preset: istio
+    retries: { count: 1 }
+    calls:
+      b:
+        per_try_timeout: 200ms
+        routes:
+          read: { method: GET, path: /r }
+          write: { method: POST, timeout: 1s }
+  b: {}
+",
+    )
+    .unwrap();
+    let calls: Vec<&Call> = mesh.calls().collect();
+    assert_eq!(calls.len(), 2);
+    let read = calls[0];
+    assert_eq!(read.label(), "a → b/read");
+    assert_eq!(read.route_path.as_deref(), Some("/r"));
+    // istio restarts the policy: its "no timeout" wins over defaults' 3s.
+    assert_eq!(read.policy.timeout, None);
+    assert_eq!(read.policy.retry.count, 1);
+    assert!(read.policy.retry.on.contains(&RetryOn::Unavailable));
+    assert_eq!(read.policy.per_try_timeout, Some(Dur::from_millis(200)));
+    assert!(read.idempotent);
+    let write = calls[1];
+    assert!(!write.idempotent);
+    assert_eq!(write.policy.timeout, Some(Dur::from_millis(1000)));
+}
+
+#[test]
+fn hopwise_is_the_default_and_grpc_is_post() {
+    let mesh = Mesh::from_yaml("services:\n  a:\n    calls: { b: {} }\n  b:\n    protocol: grpc\n")
+        .unwrap();
+    let call = mesh.calls().next().unwrap();
+    assert_eq!(call.policy, Preset::Hopwise.policy());
+    assert_eq!(call.protocol, Protocol::Grpc);
+    assert_eq!(call.method, "POST");
+    assert!(!call.idempotent);
+    assert_eq!(mesh.entries().len(), 1);
+    assert_eq!(mesh.identity("a"), "spiffe://hopwise.local/service/a");
+}
+
+#[test]
+fn every_problem_is_reported_at_once_with_path_and_line() {
+    let errs = errors(
+        "services:
+  checkout:
+    timout: 1s
+    calls:
+      pricing:
+        timeout: 1s
+        per_try_timeout: 2s
+      nowhere: {}
+  pricing:
+    retries:
+      count: -1
+      on: [5xx, sometimes]
+    connect_timeout: 0s
+    limits: { max_requests: many }
+",
+    );
+    let got: Vec<(usize, &str)> = errs
+        .iter()
+        .map(|d| (d.pos.unwrap().line, d.path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (3, "services.checkout.timout"),
+            (7, "services.checkout.calls.pricing.per_try_timeout"),
+            (8, "services.checkout.calls.nowhere"),
+            (11, "services.pricing.retries.count"),
+            (12, "services.pricing.retries.on[1]"),
+            (13, "services.pricing.connect_timeout"),
+            (14, "services.pricing.limits.max_requests"),
+        ],
+        "{errs:#?}"
+    );
+    assert!(errs[0].message.contains("did you mean `timeout`"));
+    assert!(errs[2].message.contains("not a service in this file"));
+}
+
+#[test]
+fn cycles_are_refused() {
+    let errs = errors(
+        "services:\n  a: { calls: { b: {} } }\n  b: { calls: { c: {} } }\n  c: { calls: { a: {} } }\n",
+    );
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].path, "services.c.calls.a");
+    assert!(
+        errs[0].message.contains("a → b → c → a"),
+        "{}",
+        errs[0].message
+    );
+    let self_call = errors("services:\n  a: { calls: { a: {} } }\n");
+    assert!(self_call[0].message.contains("a → a"));
+}
+
+#[test]
+fn wrong_types_and_bad_values() {
+    let errs = errors(
+        "services:
+  a:
+    timeout: 300
+    entry: { timeout: soon }
+    retries: { only_if_safe: yes, status_codes: [700], backoff: { base: 100ms, max: 10ms } }
+    budget: { ratio: 20 }
+    calls: { b: { method: 'GE T' } }
+  b: { protocol: smtp }
+",
+    );
+    let msgs: Vec<String> = errs
+        .iter()
+        .map(|d| format!("{}: {}", d.path, d.message))
+        .collect();
+    let text = msgs.join("\n");
+    for want in [
+        "services.a.timeout: `300` has no unit",
+        "services.a.entry.timeout: `soon`",
+        "services.a.retries.only_if_safe: expected `true` or `false`, found a string",
+        "services.a.retries.status_codes[0]: 700 is not an HTTP status",
+        "services.a.budget.ratio: 20 is not a share",
+        "services.a.calls.b.method: `GE T` is not an HTTP method",
+        "services.b.protocol: unknown value `smtp`",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}
+
+#[test]
+fn backoff_max_below_base_is_refused() {
+    let errs = errors(
+        "services:\n  a:\n    retries: { backoff: { base: 100ms, max: 10ms } }\n    calls: { b: {} }\n  b: {}\n",
+    );
+    assert!(
+        errs[0]
+            .message
+            .contains("back-off max 10ms is shorter than its base 100ms")
+    );
+}
+
+#[test]
+fn empty_and_garbage_documents() {
+    assert!(errors("")[0].message.contains("no services"));
+    assert!(
+        errors("- a\n- b\n")[0]
+            .message
+            .contains("expected a mapping")
+    );
+    assert!(
+        errors("services: [1, 2]\n")[0]
+            .message
+            .contains("mapping of names")
+    );
+    assert!(
+        errors("services:\n  Bad_Name: {}\n")[0]
+            .message
+            .contains("not a valid name")
+    );
+}

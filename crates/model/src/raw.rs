@@ -1,0 +1,485 @@
+//! The mesh file as written: every field optional, presets not yet applied. Stage one of two
+//! (raw → [`crate::mesh::Mesh`]). The JSON Schema is generated from these types; the readers
+//! below fill them from the YAML tree, so both name the same fields (a test checks it).
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::backoff::Strategy;
+use crate::duration::Dur;
+use crate::policy::{GrpcCode, Protocol, RetryOn};
+use crate::preset::Preset;
+use crate::read::{Fields, Reader};
+use crate::yaml::{Node, Value};
+
+/// A value, or `none` to switch it off (e.g. `timeout: none`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OrNone<T> {
+    None,
+    Some(T),
+}
+
+impl<T: Serialize> Serialize for OrNone<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OrNone::None => s.serialize_str("none"),
+            OrNone::Some(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for OrNone<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("{}OrNone", T::schema_name()).into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let inner = g.subschema_for::<T>();
+        schemars::json_schema!({ "anyOf": [inner, { "const": "none" }] })
+    }
+}
+
+impl<T: Copy> OrNone<T> {
+    pub fn option(self) -> Option<T> {
+        match self {
+            OrNone::None => None,
+            OrNone::Some(v) => Some(v),
+        }
+    }
+}
+
+/// A whole mesh: its services, the calls between them, and the policy on each call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawMesh {
+    /// The mesh's name and SPIFFE trust domain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<RawMeshInfo>,
+    /// Policy for every call in the mesh, under the services' and calls' own settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<RawPolicy>,
+    /// The services, by name.
+    pub services: IndexMap<String, RawService>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawMeshInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// SPIFFE trust domain: identities read `spiffe://<trust_domain>/service/<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust_domain: Option<String>,
+}
+
+/// One service. Its policy fields apply to every call it makes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawService {
+    /// What the service speaks: `http` (default) or `grpc`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// Requests that arrive from outside the mesh: how long that client waits, and how often it
+    /// retries. Marks the service as an entry point of the call graph.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<RawEntry>,
+    #[serde(flatten)]
+    pub policy: RawPolicy,
+    /// The calls this service makes, by the name of the service called.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub calls: IndexMap<String, RawCall>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawEntry {
+    /// How long the outside client waits for the whole request; `none` if it waits forever.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<OrNone<Dur>>,
+    /// How many times the outside client retries a failed request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+}
+
+/// One call from a service to another, with its policy and, optionally, named routes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCall {
+    #[serde(flatten)]
+    pub request: RawRequest,
+    #[serde(flatten)]
+    pub policy: RawPolicy,
+    /// Routes within the call, by name; each inherits the call's settings.
+    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    pub routes: IndexMap<String, RawRoute>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    /// Path prefix the route matches, e.g. `/penalty/`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(flatten)]
+    pub request: RawRequest,
+    #[serde(flatten)]
+    pub policy: RawPolicy,
+}
+
+/// What the caller sends, which decides whether repeating it is safe.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRequest {
+    /// Overrides the callee's protocol for this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// HTTP method. Default: `GET` over HTTP, `POST` over gRPC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Safe to repeat? Default: the method is idempotent by RFC 9110 (GET, HEAD, OPTIONS,
+    /// TRACE, PUT, DELETE).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// Retries the calling application's own code makes around this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_retries: Option<u32>,
+}
+
+/// Policy fields; each layer (defaults → service → call → route) overrides the one above.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPolicy {
+    /// Start from this product's defaults before applying this layer's fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<Preset>,
+    /// Route timeout: all tries and back-off together; `none` for no timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<OrNone<Dur>>,
+    /// Timeout of each try; `none`: a try is bounded by the route timeout alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<OrNone<Dur>>,
+    /// Time allowed to establish a connection to the upstream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_timeout: Option<Dur>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retries: Option<RawRetries>,
+    /// Retry budget; `none` to switch it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<OrNone<RawBudget>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RawLimits>,
+    /// gRPC status a proxy answers when its own timeout fires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grpc_status_on_timeout: Option<GrpcCode>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetries {
+    /// Retries after the first try (Envoy's `num_retries`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+    /// Conditions that are retried, named as Envoy's `retry_on` names them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on: Option<Vec<RetryOn>>,
+    /// Status codes `retriable-status-codes` retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_codes: Option<Vec<u16>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<RawBackoff>,
+    /// Retry outcomes where the request may have been processed (a response, a reset after
+    /// sending, a timeout) only when the request is safe to repeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub only_if_safe: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBackoff {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Strategy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<Dur>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBudget {
+    /// Retries allowed as a share of requests, 0.0–1.0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<f64>,
+    /// Retries always allowed per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_per_second: Option<u32>,
+    /// The window over which requests are counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pending: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+}
+
+// ---- readers: YAML tree → raw types, every problem collected ----
+
+pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
+    let Some(mut f) = r.fields(node, "") else {
+        return RawMesh::default();
+    };
+    let mesh = RawMesh {
+        mesh: f.get(r, "mesh", |r, n, p| {
+            let mut f = r.fields(n, p)?;
+            let info = RawMeshInfo {
+                name: f.get(r, "name", Reader::string),
+                trust_domain: f.get(r, "trust_domain", Reader::string),
+            };
+            f.finish(r);
+            Some(info)
+        }),
+        defaults: f.get(r, "defaults", |r, n, p| {
+            let mut f = r.fields(n, p)?;
+            let policy = read_policy(r, &mut f);
+            f.finish(r);
+            Some(policy)
+        }),
+        services: f
+            .get(r, "services", |r, n, p| Some(r.named(n, p, read_service)))
+            .unwrap_or_default(),
+    };
+    f.finish(r);
+    mesh
+}
+
+fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
+    let mut f = r.fields(node, path)?;
+    let service = RawService {
+        protocol: f.get(r, "protocol", |r, n, p| r.word(n, p, &Protocol::ALL)),
+        entry: f.get(r, "entry", |r, n, p| {
+            let mut f = r.fields(n, p)?;
+            let e = RawEntry {
+                timeout: f.get(r, "timeout", or_none(duration)),
+                retries: f.get(r, "retries", u32_field),
+            };
+            f.finish(r);
+            Some(e)
+        }),
+        policy: read_policy(r, &mut f),
+        calls: f
+            .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))
+            .unwrap_or_default(),
+    };
+    f.finish(r);
+    Some(service)
+}
+
+fn read_call(r: &mut Reader, node: &Node, path: &str) -> Option<RawCall> {
+    let mut f = r.fields(node, path)?;
+    let call = RawCall {
+        request: read_request(r, &mut f),
+        policy: read_policy(r, &mut f),
+        routes: f
+            .get(r, "routes", |r, n, p| {
+                Some(r.named(n, p, |r, n, p| {
+                    let mut f = r.fields(n, p)?;
+                    let route = RawRoute {
+                        path: f.get(r, "path", Reader::string),
+                        request: read_request(r, &mut f),
+                        policy: read_policy(r, &mut f),
+                    };
+                    f.finish(r);
+                    Some(route)
+                }))
+            })
+            .unwrap_or_default(),
+    };
+    f.finish(r);
+    Some(call)
+}
+
+fn read_request(r: &mut Reader, f: &mut Fields<'_>) -> RawRequest {
+    RawRequest {
+        protocol: f.get(r, "protocol", |r, n, p| r.word(n, p, &Protocol::ALL)),
+        method: f.get(r, "method", |r, n, p| {
+            let m = r.string(n, p)?;
+            if m.is_empty() || !m.chars().all(|c| c.is_ascii_alphabetic()) {
+                r.error(p, n.pos, format!("`{m}` is not an HTTP method"));
+                return None;
+            }
+            Some(m.to_ascii_uppercase())
+        }),
+        idempotent: f.get(r, "idempotent", Reader::bool),
+        app_retries: f.get(r, "app_retries", u32_field),
+    }
+}
+
+fn read_policy(r: &mut Reader, f: &mut Fields<'_>) -> RawPolicy {
+    RawPolicy {
+        preset: f.get(r, "preset", |r, n, p| r.word(n, p, &Preset::ALL)),
+        timeout: f.get(r, "timeout", or_none(positive_duration)),
+        per_try_timeout: f.get(r, "per_try_timeout", or_none(positive_duration)),
+        connect_timeout: f.get(r, "connect_timeout", positive_duration),
+        retries: f.get(r, "retries", read_retries),
+        budget: f.get(r, "budget", or_none(read_budget)),
+        limits: f.get(r, "limits", read_limits),
+        grpc_status_on_timeout: f.get(r, "grpc_status_on_timeout", |r, n, p| {
+            r.word(
+                n,
+                p,
+                &[
+                    ("unavailable", GrpcCode::Unavailable),
+                    ("deadline-exceeded", GrpcCode::DeadlineExceeded),
+                ],
+            )
+        }),
+    }
+}
+
+fn read_retries(r: &mut Reader, node: &Node, path: &str) -> Option<RawRetries> {
+    let mut f = r.fields(node, path)?;
+    let retries = RawRetries {
+        count: f.get(r, "count", u32_field),
+        on: f.get(r, "on", |r, n, p| {
+            r.list(n, p, |r, n, p| r.word(n, p, &RetryOn::ALL))
+        }),
+        status_codes: f.get(r, "status_codes", |r, n, p| {
+            r.list(n, p, |r, n, p| {
+                let code = r.count(n, p, 999)?;
+                if !(100..=599).contains(&code) {
+                    r.error(p, n.pos, format!("{code} is not an HTTP status (100–599)"));
+                    return None;
+                }
+                Some(code as u16)
+            })
+        }),
+        backoff: f.get(r, "backoff", |r, n, p| {
+            let mut f = r.fields(n, p)?;
+            let b = RawBackoff {
+                strategy: f.get(r, "strategy", |r, n, p| r.word(n, p, &Strategy::ALL)),
+                base: f.get(r, "base", positive_duration),
+                max: f.get(r, "max", positive_duration),
+            };
+            f.finish(r);
+            Some(b)
+        }),
+        only_if_safe: f.get(r, "only_if_safe", Reader::bool),
+    };
+    f.finish(r);
+    Some(retries)
+}
+
+fn read_budget(r: &mut Reader, node: &Node, path: &str) -> Option<RawBudget> {
+    let mut f = r.fields(node, path)?;
+    let budget = RawBudget {
+        ratio: f.get(r, "ratio", |r, n, p| {
+            let v = r.float(n, p)?;
+            if !(0.0..=1.0).contains(&v) {
+                r.error(
+                    p,
+                    n.pos,
+                    format!("{v} is not a share between 0.0 and 1.0 (20 % is 0.2)"),
+                );
+                return None;
+            }
+            Some(v)
+        }),
+        min_per_second: f.get(r, "min_per_second", u32_field),
+        window: f.get(r, "window", positive_duration),
+    };
+    f.finish(r);
+    Some(budget)
+}
+
+fn read_limits(r: &mut Reader, node: &Node, path: &str) -> Option<RawLimits> {
+    let mut f = r.fields(node, path)?;
+    let limits = RawLimits {
+        max_connections: f.get(r, "max_connections", positive_u32),
+        max_pending: f.get(r, "max_pending", u32_field),
+        max_requests: f.get(r, "max_requests", positive_u32),
+        max_retries: f.get(r, "max_retries", u32_field),
+    };
+    f.finish(r);
+    Some(limits)
+}
+
+fn u32_field(r: &mut Reader, n: &Node, p: &str) -> Option<u32> {
+    r.count(n, p, u32::MAX.into()).map(|v| v as u32)
+}
+
+fn positive_u32(r: &mut Reader, n: &Node, p: &str) -> Option<u32> {
+    let v = u32_field(r, n, p)?;
+    if v == 0 {
+        r.error(
+            p,
+            n.pos,
+            "must be at least 1: a cap of 0 refuses every request",
+        );
+        return None;
+    }
+    Some(v)
+}
+
+fn duration(r: &mut Reader, n: &Node, p: &str) -> Option<Dur> {
+    match &n.value {
+        Value::Str(s) => match s.parse::<Dur>() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                r.error(p, n.pos, e.to_string());
+                None
+            }
+        },
+        Value::Int(i) => {
+            r.error(
+                p,
+                n.pos,
+                format!("`{i}` has no unit; write it as e.g. `{i}ms` or `{i}s`"),
+            );
+            None
+        }
+        _ => {
+            r.error(
+                p,
+                n.pos,
+                format!(
+                    "expected a duration such as `300ms`, found {}",
+                    n.value.kind()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// A duration where zero makes no sense (a timeout of 0 would fail everything).
+fn positive_duration(r: &mut Reader, n: &Node, p: &str) -> Option<Dur> {
+    let d = duration(r, n, p)?;
+    if d.0.is_zero() {
+        r.error(
+            p,
+            n.pos,
+            "must be longer than zero; to switch a timeout off write `none`",
+        );
+        return None;
+    }
+    Some(d)
+}
+
+fn or_none<T>(
+    read: impl FnOnce(&mut Reader, &Node, &str) -> Option<T>,
+) -> impl FnOnce(&mut Reader, &Node, &str) -> Option<OrNone<T>> {
+    move |r, n, p| match &n.value {
+        Value::Str(s) if s == "none" => Some(OrNone::None),
+        _ => read(r, n, p).map(OrNone::Some),
+    }
+}
