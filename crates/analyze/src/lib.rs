@@ -1,1 +1,48 @@
-//! placeholder
+//! hopwise's static analysis of a mesh: timeout budgets that must nest, retries that multiply,
+//! defaults that queue without limit, retries of calls that are not safe to repeat.
+//!
+//! Pure: `&Mesh → Report`. No I/O; rendering returns strings. All arithmetic comes from
+//! `hopwise-model`, the same functions the proxy runs.
+
+pub mod chain;
+pub mod fanout;
+pub mod findings;
+pub mod render;
+pub mod timeouts;
+
+use hopwise_model::Mesh;
+use serde::Serialize;
+
+pub use fanout::{Failure, FanoutRow};
+pub use findings::{Finding, Options, Severity};
+pub use timeouts::{CallTiming, EntryTiming, Timeouts};
+
+/// Everything `hopwise check` knows about a mesh.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub mesh: String,
+    pub timeouts: Timeouts,
+    pub fanout: Vec<FanoutRow>,
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+pub fn check(mesh: &Mesh, opts: &Options) -> Report {
+    let timeouts = timeouts::analyze(mesh);
+    let fanout = fanout::analyze(mesh);
+    let findings = findings::find(mesh, &timeouts, &fanout, opts);
+    Report {
+        mesh: mesh.name.clone(),
+        timeouts,
+        fanout,
+        findings,
+    }
+}
+
+#[cfg(test)]
+mod tests;

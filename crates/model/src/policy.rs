@@ -353,9 +353,12 @@ impl Policy {
         }
     }
 
-    /// The per-try window: the per-try timeout, else the route timeout, else none.
+    /// The longest one try can last: the shorter of the per-try and route timeouts, if any.
     pub fn try_window(&self) -> Option<Duration> {
-        self.per_try_timeout.or(self.timeout).map(Dur::get)
+        match (self.per_try_timeout, self.timeout) {
+            (Some(a), Some(b)) => Some(a.min(b).get()),
+            (a, b) => a.or(b).map(Dur::get),
+        }
     }
 }
 

@@ -41,8 +41,8 @@ pub fn tries_that_fit(
     try_len: Option<Duration>,
     backoff: &Backoff,
 ) -> u32 {
-    let Some(len) = try_len else { return 0 };
     let Some(window) = window else { return tries };
+    let Some(len) = try_len else { return 0 };
     let mut end = Duration::ZERO;
     for k in 1..=tries {
         if k > 1 {

@@ -1,0 +1,163 @@
+//! Reports as text tables for people. (Machines get `serde_json` of the same structs.)
+
+use std::time::Duration;
+
+use hopwise_model::duration::human;
+
+use crate::Report;
+
+fn opt(d: Option<Duration>, none: &str) -> String {
+    d.map_or(none.to_owned(), human)
+}
+
+/// A left-aligned table with a header row; widths by character count.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            s.push_str(c);
+            if i + 1 < cells.len() {
+                let pad = widths[i] - c.chars().count() + 2;
+                s.push_str(&" ".repeat(pad));
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+pub fn text(report: &Report) -> String {
+    let mut out = String::new();
+    let t = &report.timeouts;
+    out.push_str("Timeout budgets, when everything below hangs\n");
+    let rows: Vec<Vec<String>> = t
+        .calls
+        .iter()
+        .map(|c| {
+            vec![
+                c.call.clone(),
+                opt(c.per_try_timeout, "none"),
+                opt(c.timeout, "none"),
+                if c.tries_when_hung == c.tries {
+                    c.tries.to_string()
+                } else {
+                    format!("{} of {}", c.tries_when_hung, c.tries)
+                },
+                opt(c.worst_case, "forever"),
+                match c.caller_window {
+                    Some(w) => format!(
+                        "{} of {} in {}",
+                        c.tries_that_fit,
+                        c.tries_when_hung,
+                        human(w)
+                    ),
+                    None => "-".to_owned(),
+                },
+                c.callee_tries_that_fit
+                    .map_or(String::new(), |(fit, of)| format!("{fit} of {of}")),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "call",
+            "per try",
+            "timeout",
+            "tries",
+            "worst case",
+            "tries that fit its caller",
+            "callee's tries that fit in one of its tries",
+        ],
+        &rows,
+    ));
+    for e in &t.entries {
+        out.push_str(&format!(
+            "requests entering at {}: worst case {}; the client waits {}{}\n",
+            e.service,
+            opt(e.worst_case, "forever"),
+            opt(e.client_waits, "forever"),
+            if e.client_retries > 0 {
+                format!(" and retries {} times", e.client_retries)
+            } else {
+                String::new()
+            }
+        ));
+    }
+
+    out.push_str(
+        "\nRetry fan-out: attempts reaching a failing service per request entering the mesh\n",
+    );
+    let rows: Vec<Vec<String>> = report
+        .fanout
+        .iter()
+        .map(|r| {
+            vec![
+                r.entry.clone(),
+                r.service.clone(),
+                r.failure.label().to_owned(),
+                r.attempts.to_string(),
+                format!("{:.2}", r.with_budgets),
+                r.client_gets
+                    .clone()
+                    .unwrap_or_else(|| "success".to_owned()),
+                r.tries
+                    .values()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" × "),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "entry",
+            "failing service",
+            "failure",
+            "attempts",
+            "with budgets",
+            "client gets",
+            "tries per call on the way",
+        ],
+        &rows,
+    ));
+
+    out.push_str("\nFindings\n");
+    if report.findings.is_empty() {
+        out.push_str("none\n");
+    }
+    for f in &report.findings {
+        out.push_str(&format!(
+            "{:<7}  {}  {}: {}\n         fix: {} ({})\n",
+            f.severity.label(),
+            f.code,
+            f.subject,
+            f.message,
+            f.fix,
+            f.path
+        ));
+    }
+    let errors = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == crate::Severity::Error)
+        .count();
+    let warnings = report
+        .findings
+        .iter()
+        .filter(|f| f.severity == crate::Severity::Warning)
+        .count();
+    out.push_str(&format!("\n{errors} error(s), {warnings} warning(s)\n"));
+    out
+}

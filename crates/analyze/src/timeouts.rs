@@ -1,0 +1,257 @@
+//! Timeout budgets: for every call, what happens when everything below it hangs — how many tries
+//! the proxy makes (per its retry list), how long the call can take, how much of it fits in the
+//! time its caller gives, and the per-try timeout that would fit.
+
+use std::time::Duration;
+
+use hopwise_model::timing::{largest_per_try, tries_that_fit, try_length, worst_case};
+use hopwise_model::{Call, Decision, Mesh, Outcome, Service};
+use indexmap::IndexMap;
+use serde::Serialize;
+
+/// How a service answers its caller when everything below it hangs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hung {
+    /// When the service answers; `None`: never.
+    pub time: Option<Duration>,
+    /// What it answers (the error its proxy gave it, passed up unchanged).
+    pub answer: Option<Outcome>,
+}
+
+/// One call's timeout budget.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallTiming {
+    pub call: String,
+    pub path: String,
+    pub per_try_timeout: Option<Duration>,
+    pub timeout: Option<Duration>,
+    /// Tries configured (first + retries).
+    pub tries: u32,
+    /// Tries actually made when everything below hangs (a list that cannot retry what the
+    /// hang produces makes one).
+    pub tries_when_hung: u32,
+    /// How each try ends: `per-try timeout`, or the callee's own answer.
+    pub try_ends_with: String,
+    /// Length of one try; `None`: never ends.
+    pub try_length: Option<Duration>,
+    /// The worst case of this call, application retries included; `None`: never ends.
+    pub worst_case: Option<Duration>,
+    /// The time the caller gives this call, per its own try (or the outside client's wait).
+    pub caller_window: Option<Duration>,
+    /// Of this call's tries, how many finish inside the caller's window.
+    pub tries_that_fit: u32,
+    /// The largest per-try timeout that would let every try fit the caller's window.
+    pub largest_fitting_per_try: Option<Duration>,
+    /// Of the callee's slowest call, how many tries fit in one try of this call (and of how many).
+    pub callee_tries_that_fit: Option<(u32, u32)>,
+}
+
+/// The budget of requests entering the mesh at one service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EntryTiming {
+    pub service: String,
+    pub client_waits: Option<Duration>,
+    pub client_retries: u32,
+    pub worst_case: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timeouts {
+    pub calls: Vec<CallTiming>,
+    pub entries: Vec<EntryTiming>,
+}
+
+struct Analysis<'m> {
+    mesh: &'m Mesh,
+    hung: IndexMap<String, Hung>,
+    calls: IndexMap<String, CallTiming>,
+}
+
+pub fn analyze(mesh: &Mesh) -> Timeouts {
+    let mut a = Analysis {
+        mesh,
+        hung: IndexMap::new(),
+        calls: IndexMap::new(),
+    };
+    for name in mesh.services.keys() {
+        a.service(name);
+    }
+    // The window each service's calls must fit: the outside client's wait for entries, else
+    // the smallest per-try window among the calls into the service.
+    let mut windows: IndexMap<&str, Option<Duration>> = IndexMap::new();
+    for s in mesh.services.values() {
+        let incoming: Vec<Option<Duration>> = mesh
+            .calls()
+            .filter(|c| c.to == s.name)
+            .map(|c| c.policy.try_window())
+            .chain(s.entry.map(|e| e.timeout.map(|d| d.get())))
+            .collect();
+        let window = incoming.iter().flatten().min().copied();
+        windows.insert(&s.name, window);
+    }
+    let mut calls = Vec::new();
+    for call in mesh.calls() {
+        let Some(mut t) = a.calls.get(&call.path).cloned() else {
+            continue;
+        };
+        let window = windows.get(call.from.as_str()).copied().flatten();
+        t.caller_window = window;
+        if let Some(w) = window {
+            let backoff = call.policy.retry.backoff;
+            t.tries_that_fit = tries_that_fit(Some(w), t.tries_when_hung, t.try_length, &backoff);
+            t.largest_fitting_per_try = largest_per_try(w, t.tries_when_hung, &backoff);
+        } else {
+            t.tries_that_fit = t.tries_when_hung;
+        }
+        t.callee_tries_that_fit = a.slowest_call(&call.to).map(|inner| {
+            let fit = tries_that_fit(
+                call.policy.try_window(),
+                inner.tries_when_hung,
+                inner.try_length,
+                &a.backoff_of(&inner.path),
+            );
+            (fit, inner.tries_when_hung)
+        });
+        calls.push(t);
+    }
+    let entries = mesh
+        .entries()
+        .into_iter()
+        .map(|s| EntryTiming {
+            service: s.name.clone(),
+            client_waits: s.entry.and_then(|e| e.timeout).map(|d| d.get()),
+            client_retries: s.entry.map_or(0, |e| e.retries),
+            worst_case: a.hung.get(&s.name).and_then(|h| h.time),
+        })
+        .collect();
+    Timeouts { calls, entries }
+}
+
+impl Analysis<'_> {
+    fn service(&mut self, name: &str) -> Hung {
+        if let Some(h) = self.hung.get(name) {
+            return *h;
+        }
+        let Some(service) = self.mesh.services.get(name) else {
+            return Hung {
+                time: None,
+                answer: None,
+            };
+        };
+        let hung = if service.calls.is_empty() {
+            // A leaf: this is what hangs.
+            Hung {
+                time: None,
+                answer: None,
+            }
+        } else {
+            self.slowest(service)
+        };
+        self.hung.insert(name.to_owned(), hung);
+        hung
+    }
+
+    /// A service answers when its slowest call gives up, with that call's answer.
+    fn slowest(&mut self, service: &Service) -> Hung {
+        let mut slowest: Option<Hung> = None;
+        for call in &service.calls {
+            let h = self.call(call);
+            slowest = Some(match slowest {
+                None => h,
+                Some(s) => match (s.time, h.time) {
+                    (_, None) => h,
+                    (None, _) => s,
+                    (Some(a), Some(b)) if b > a => h,
+                    _ => s,
+                },
+            });
+        }
+        slowest.unwrap_or(Hung {
+            time: None,
+            answer: None,
+        })
+    }
+
+    fn call(&mut self, call: &Call) -> Hung {
+        let below = self.service(&call.to);
+        let p = &call.policy;
+        let per_try = p.per_try_timeout.map(|d| d.get());
+        let timed_out = match (per_try, below.time) {
+            (Some(t), Some(b)) => t < b,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let outcome = if timed_out {
+            Some(Outcome::Timeout)
+        } else {
+            below.answer
+        };
+        let decision = outcome.map(|o| p.retry.decide(o, call.idempotent));
+        let tries = if decision == Some(Decision::Retry) {
+            p.tries()
+        } else {
+            1
+        };
+        // A try lasts until the callee answers or a timeout (per-try or route) cuts it.
+        let len = try_length(p.try_window(), below.time);
+        let route = p.timeout.map(|d| d.get());
+        let proxy_worst = worst_case(tries, len, &p.retry.backoff, route);
+        let cut_by_route = match (route, len) {
+            (Some(r), Some(l)) => l * tries + p.retry.backoff.total_upper(tries) > r,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        let answer = if cut_by_route {
+            Some(p.give_up_answer(Outcome::Timeout, call.protocol))
+        } else {
+            outcome.map(|o| p.give_up_answer(o, call.protocol))
+        };
+        // The application's own retries repeat the whole proxied call.
+        let worst = proxy_worst.map(|w| w * (call.app_retries + 1));
+        let ends = match outcome {
+            Some(Outcome::Timeout) => "per-try timeout".to_owned(),
+            Some(o) => format!("{o} from {}", call.to),
+            None if cut_by_route => "route timeout".to_owned(),
+            None => "never".to_owned(),
+        };
+        self.calls.insert(
+            call.path.clone(),
+            CallTiming {
+                call: call.label(),
+                path: call.path.clone(),
+                per_try_timeout: per_try,
+                timeout: route,
+                tries: p.tries(),
+                tries_when_hung: tries,
+                try_ends_with: ends,
+                try_length: len,
+                worst_case: worst,
+                caller_window: None,
+                tries_that_fit: tries,
+                largest_fitting_per_try: None,
+                callee_tries_that_fit: None,
+            },
+        );
+        Hung {
+            time: worst,
+            answer,
+        }
+    }
+
+    /// The timing of the slowest call a service makes (the one that decides its answer).
+    fn slowest_call(&self, service: &str) -> Option<CallTiming> {
+        let s = self.mesh.services.get(service)?;
+        s.calls
+            .iter()
+            .filter_map(|c| self.calls.get(&c.path))
+            .max_by_key(|t| t.worst_case.unwrap_or(Duration::MAX))
+            .cloned()
+    }
+
+    fn backoff_of(&self, path: &str) -> hopwise_model::Backoff {
+        self.mesh
+            .calls()
+            .find(|c| c.path == path)
+            .map_or(hopwise_model::Backoff::ENVOY, |c| c.policy.retry.backoff)
+    }
+}
