@@ -119,12 +119,15 @@ pub fn mesh(p: &Params) -> Mesh {
                     retries: 0,
                 }),
                 calls,
+                copies: Vec::new(),
+                external: None,
             },
         );
     }
     Mesh {
         name: "fanout".to_owned(),
         trust_domain: "hopwise.local".to_owned(),
+        certs: None,
         services,
         locations: Default::default(),
     }

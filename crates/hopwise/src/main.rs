@@ -42,6 +42,39 @@ enum Command {
     Fanout(FanoutArgs),
     /// Print the JSON Schema of the mesh file.
     Schema,
+    /// Run the sidecar proxy of one copy of a service, from the mesh file alone.
+    Proxy(ProxyArgs),
+    /// Create a development CA and a certificate per service with its SPIFFE identity.
+    Certs {
+        /// The mesh file.
+        #[arg(long)]
+        config: PathBuf,
+        /// Where to write the PEM files (default: the mesh file's `mesh.certs`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct ProxyArgs {
+    /// The mesh file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The service whose proxy this is.
+    #[arg(long)]
+    service: String,
+    /// Which copy of the service (its index under `copies`).
+    #[arg(long, default_value_t = 0)]
+    copy: usize,
+    /// Certificates directory (default: the mesh file's `mesh.certs`).
+    #[arg(long)]
+    certs: Option<PathBuf>,
+    /// Worker threads, each with its own event loop.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// No TLS between proxies (for measuring the plain path; never in production).
+    #[arg(long)]
+    plaintext: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -183,6 +216,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Proxy(a) => run_proxy(a),
+        Command::Certs { config, out } => {
+            let (mesh, base) = load_mesh(&config)?;
+            let dir = match out {
+                Some(d) => d,
+                None => base.join(mesh.certs.as_deref().ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "{}: set mesh.certs or pass --out to say where the certificates go",
+                        config.display()
+                    )
+                })?),
+            };
+            let written = hopwise_proxy::certs::write_dev_certs(&mesh, &dir)
+                .with_context(|| format!("cannot write certificates into {}", dir.display()))?;
+            println!(
+                "wrote {} files into {} (CA and one certificate per service)",
+                written.files.len(),
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Schema => {
             println!(
                 "{}",
@@ -191,4 +245,87 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Reads and validates a mesh file; the error lists every problem with file:line:column.
+fn load_mesh(path: &std::path::Path) -> anyhow::Result<(Mesh, PathBuf)> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the mesh file {name}"))?;
+    let mesh = Mesh::from_yaml(&text).map_err(|d| anyhow::anyhow!("{}", d.render(&name)))?;
+    let base = path
+        .parent()
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                p.to_owned()
+            }
+        })
+        .unwrap_or_else(|| PathBuf::from("."));
+    Ok((mesh, base))
+}
+
+#[allow(clippy::print_stdout)]
+fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let (mesh, base) = load_mesh(&a.config)?;
+    let mut config = hopwise_proxy::ProxyConfig::from_mesh(
+        &mesh,
+        &a.service,
+        a.copy,
+        &base,
+        a.certs.as_deref(),
+    )?;
+    config.workers = a.workers.max(1);
+    config.plaintext = a.plaintext;
+    let running = hopwise_proxy::start(config)
+        .with_context(|| format!("cannot start the proxy of {}", a.service))?;
+    let b = &running.bound;
+    let show = |a: Option<std::net::SocketAddr>| a.map_or("-".to_owned(), |a| a.to_string());
+    println!(
+        "hopwise proxy for {} (copy {}): inbound {} outbound {} admin {}{}",
+        a.service,
+        a.copy,
+        show(b.inbound),
+        show(b.outbound),
+        show(b.admin),
+        b.upstreams
+            .iter()
+            .map(|(n, a)| format!(" {n}@{a}"))
+            .collect::<String>()
+    );
+    // Wait for SIGTERM or Ctrl-C, then drain.
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the signal handler")?;
+    signals.block_on(async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                }
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    });
+    tracing::info!("draining");
+    running.shutdown();
+    running.wait();
+    Ok(ExitCode::SUCCESS)
 }

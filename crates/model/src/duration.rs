@@ -47,24 +47,35 @@ impl std::str::FromStr for Dur {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .ok_or_else(|| DurError::NoUnit(text.to_owned()))?;
         let (number, unit) = s.split_at(split);
-        let nanos_per_unit: f64 = match unit.trim() {
-            "ns" => 1.0,
-            "us" | "µs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
+        let nanos_per_unit: u128 = match unit.trim() {
+            "ns" => 1,
+            "us" | "µs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
             _ => return Err(DurError::BadUnit(text.to_owned())),
         };
-        if number.is_empty() || number.matches('.').count() > 1 {
+        // Exact decimal arithmetic: `4194309.213s` must not come back a few ns off.
+        let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+        if (whole.is_empty() && frac.is_empty()) || frac.contains('.') || whole.len() > 20 {
             return Err(DurError::BadNumber(text.to_owned()));
         }
-        let value: f64 = number
-            .parse()
-            .map_err(|_| DurError::BadNumber(text.to_owned()))?;
-        let nanos = (value * nanos_per_unit).round();
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole
+                .parse()
+                .map_err(|_| DurError::BadNumber(text.to_owned()))?
+        };
+        let mut nanos = whole * nanos_per_unit;
+        let mut scale = nanos_per_unit;
+        for digit in frac.bytes().take(30) {
+            scale /= 10;
+            nanos += u128::from(digit - b'0') * scale;
+        }
         // A year is far beyond any timeout that means something.
-        if !nanos.is_finite() || nanos > 365.0 * 24.0 * 3600e9 {
+        if nanos > 365 * 24 * 3_600_000_000_000 {
             return Err(DurError::TooLong(text.to_owned()));
         }
         Ok(Dur(Duration::from_nanos(nanos as u64)))
@@ -117,7 +128,7 @@ impl JsonSchema for Dur {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": r"^[0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h)$",
+            "pattern": r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*(ns|us|µs|ms|s|m|h)\s*$",
             "description": "A duration with a unit: `300ms`, `1.8s`, `2m`.",
         })
     }

@@ -15,6 +15,7 @@ pub mod preset;
 pub mod raw;
 pub mod read;
 pub mod timing;
+pub mod topology;
 pub mod yaml;
 
 pub use backoff::{Backoff, Strategy};
@@ -23,6 +24,7 @@ pub use duration::Dur;
 pub use mesh::{Call, Entry, Mesh, Service};
 pub use policy::{Budget, Decision, GrpcCode, Limits, Outcome, Policy, Protocol, Retry, RetryOn};
 pub use preset::Preset;
+pub use topology::{Copy, External, ExternalTls};
 
 /// The JSON Schema of the mesh file, generated from the raw types.
 pub fn schema() -> schemars::Schema {

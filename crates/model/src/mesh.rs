@@ -12,12 +12,15 @@ use crate::policy::{Budget, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
 use crate::raw::{OrNone, RawMesh, RawPolicy, RawRequest, read_mesh};
 use crate::read::{Locations, Reader};
+use crate::topology::{self, Copy, External};
 use crate::yaml;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Mesh {
     pub name: String,
     pub trust_domain: String,
+    /// Certificates directory as written (relative to the mesh file), if any.
+    pub certs: Option<String>,
     pub services: IndexMap<String, Service>,
     #[serde(skip)]
     pub locations: Locations,
@@ -30,6 +33,8 @@ pub struct Service {
     /// Set when requests arrive from outside the mesh (or nobody in the mesh calls it).
     pub entry: Option<Entry>,
     pub calls: Vec<Call>,
+    pub copies: Vec<Copy>,
+    pub external: Option<External>,
 }
 
 /// The client outside the mesh that calls an entry service.
@@ -169,6 +174,11 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
             timeout: e.timeout.and_then(OrNone::option),
             retries: e.retries.unwrap_or(0),
         });
+        let copies = topology::copies(&rs.copies, name, &locations, diags);
+        let external = rs
+            .external
+            .as_ref()
+            .and_then(|e| topology::external(e, name, &locations, diags));
         services.insert(
             name.clone(),
             Service {
@@ -176,6 +186,8 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 protocol: rs.protocol.unwrap_or(Protocol::Http),
                 entry,
                 calls,
+                copies,
+                external,
             },
         );
     }
@@ -196,6 +208,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
     Mesh {
         name: info.name.unwrap_or_else(|| "mesh".to_owned()),
         trust_domain,
+        certs: info.certs,
         services,
         locations,
     }
@@ -282,7 +295,7 @@ fn apply(p: &mut Policy, raw: &RawPolicy) {
         lim.max_retries = l.max_retries.unwrap_or(lim.max_retries);
     }
     if let Some(g) = raw.grpc_status_on_timeout {
-        p.grpc_status_on_timeout = g;
+        p.grpc_status_on_timeout = g.code();
     }
 }
 
@@ -336,6 +349,7 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
         }
     }
     report_cycles(mesh, diags);
+    topology::validate(mesh, diags);
 }
 
 /// Finds cycles in the call graph; each is reported once, at the call that closes it.

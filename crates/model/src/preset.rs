@@ -20,7 +20,8 @@ pub enum Preset {
     Istio,
     /// Envoy's own defaults: 15 s route timeout, no retry policy, caps 1024/1024/1024/3.
     Envoy,
-    /// Linkerd: no retries and no timeouts unless configured; no concurrency caps.
+    /// Linkerd: no retries and no timeouts unless configured; no per-upstream caps except the
+    /// proxy's in-flight limit (100 000).
     Linkerd,
 }
 

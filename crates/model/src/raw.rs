@@ -13,6 +13,25 @@ use crate::preset::Preset;
 use crate::read::{Fields, Reader};
 use crate::yaml::{Node, Value};
 
+/// The gRPC statuses a proxy may answer with when its own timeout fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeoutStatus {
+    /// Envoy's (and Istio's) answer.
+    Unavailable,
+    /// Linkerd's and hopwise's answer.
+    DeadlineExceeded,
+}
+
+impl TimeoutStatus {
+    pub fn code(self) -> GrpcCode {
+        match self {
+            TimeoutStatus::Unavailable => GrpcCode::Unavailable,
+            TimeoutStatus::DeadlineExceeded => GrpcCode::DeadlineExceeded,
+        }
+    }
+}
+
 /// A value, or `none` to switch it off (e.g. `timeout: none`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OrNone<T> {
@@ -71,6 +90,9 @@ pub struct RawMeshInfo {
     /// SPIFFE trust domain: identities read `spiffe://<trust_domain>/service/<name>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trust_domain: Option<String>,
+    /// Directory of the mesh's certificates (`hopwise certs` writes it), relative to the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub certs: Option<String>,
 }
 
 /// One service. Its policy fields apply to every call it makes.
@@ -84,11 +106,61 @@ pub struct RawService {
     /// retries. Marks the service as an entry point of the call graph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry: Option<RawEntry>,
+    /// The running copies of the service, each with its proxy's addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<RawCopy>,
+    /// A service outside the mesh (no proxy of its own), reached at this address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub external: Option<RawExternal>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.
-    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub calls: IndexMap<String, RawCall>,
+}
+
+/// One copy of a service: where its application listens and where its proxy listens.
+/// Addresses are `ip:port`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawCopy {
+    /// Where the application listens (plain HTTP/1.1, or h2c for gRPC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// The proxy's mutual-TLS port: other proxies reach this copy here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inbound: Option<String>,
+    /// The proxy's HTTP-proxy port: the app calls any upstream here, chosen by `Host`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outbound: Option<String>,
+    /// The proxy's admin port (`/metrics`, `/ready`, `/live`, `/config`), on localhost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin: Option<String>,
+    /// A local port per upstream service: the app calls `http://<address>/…` to reach it.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub upstreams: IndexMap<String, String>,
+}
+
+/// A service outside the mesh, reached directly (the caller's proxy originates TLS if asked).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawExternal {
+    /// `host:port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<RawExternalTls>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawExternalTls {
+    /// PEM file of the CA that signed the service's certificate, relative to the mesh file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// The name to verify the certificate for; default: the address's host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
@@ -111,10 +183,11 @@ pub struct RawCall {
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// Routes within the call, by name; each inherits the call's settings.
-    #[serde(skip_serializing_if = "IndexMap::is_empty")]
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub routes: IndexMap<String, RawRoute>,
 }
 
+/// A route within a call, matched by path prefix; it inherits the call's settings.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
@@ -171,7 +244,7 @@ pub struct RawPolicy {
     pub limits: Option<RawLimits>,
     /// gRPC status a proxy answers when its own timeout fires.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub grpc_status_on_timeout: Option<GrpcCode>,
+    pub grpc_status_on_timeout: Option<TimeoutStatus>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
@@ -244,6 +317,7 @@ pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
             let info = RawMeshInfo {
                 name: f.get(r, "name", Reader::string),
                 trust_domain: f.get(r, "trust_domain", Reader::string),
+                certs: f.get(r, "certs", Reader::string),
             };
             f.finish(r);
             Some(info)
@@ -269,8 +343,28 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
         entry: f.get(r, "entry", |r, n, p| {
             let mut f = r.fields(n, p)?;
             let e = RawEntry {
-                timeout: f.get(r, "timeout", or_none(duration)),
+                timeout: f.get(r, "timeout", or_none(positive_timeout)),
                 retries: f.get(r, "retries", u32_field),
+            };
+            f.finish(r);
+            Some(e)
+        }),
+        copies: f
+            .get(r, "copies", |r, n, p| r.list(n, p, read_copy))
+            .unwrap_or_default(),
+        external: f.get(r, "external", |r, n, p| {
+            let mut f = r.fields(n, p)?;
+            let e = RawExternal {
+                address: f.get(r, "address", Reader::string),
+                tls: f.get(r, "tls", |r, n, p| {
+                    let mut f = r.fields(n, p)?;
+                    let t = RawExternalTls {
+                        ca_file: f.get(r, "ca_file", Reader::string),
+                        server_name: f.get(r, "server_name", Reader::string),
+                    };
+                    f.finish(r);
+                    Some(t)
+                }),
             };
             f.finish(r);
             Some(e)
@@ -282,6 +376,23 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
     };
     f.finish(r);
     Some(service)
+}
+
+fn read_copy(r: &mut Reader, node: &Node, path: &str) -> Option<RawCopy> {
+    let mut f = r.fields(node, path)?;
+    let copy = RawCopy {
+        app: f.get(r, "app", Reader::string),
+        inbound: f.get(r, "inbound", Reader::string),
+        outbound: f.get(r, "outbound", Reader::string),
+        admin: f.get(r, "admin", Reader::string),
+        upstreams: f
+            .get(r, "upstreams", |r, n, p| {
+                Some(r.named(n, p, Reader::string))
+            })
+            .unwrap_or_default(),
+    };
+    f.finish(r);
+    Some(copy)
 }
 
 fn read_call(r: &mut Reader, node: &Node, path: &str) -> Option<RawCall> {
@@ -327,8 +438,8 @@ fn read_request(r: &mut Reader, f: &mut Fields<'_>) -> RawRequest {
 fn read_policy(r: &mut Reader, f: &mut Fields<'_>) -> RawPolicy {
     RawPolicy {
         preset: f.get(r, "preset", |r, n, p| r.word(n, p, &Preset::ALL)),
-        timeout: f.get(r, "timeout", or_none(positive_duration)),
-        per_try_timeout: f.get(r, "per_try_timeout", or_none(positive_duration)),
+        timeout: f.get(r, "timeout", or_none(positive_timeout)),
+        per_try_timeout: f.get(r, "per_try_timeout", or_none(positive_timeout)),
         connect_timeout: f.get(r, "connect_timeout", positive_duration),
         retries: f.get(r, "retries", read_retries),
         budget: f.get(r, "budget", or_none(read_budget)),
@@ -338,8 +449,8 @@ fn read_policy(r: &mut Reader, f: &mut Fields<'_>) -> RawPolicy {
                 n,
                 p,
                 &[
-                    ("unavailable", GrpcCode::Unavailable),
-                    ("deadline-exceeded", GrpcCode::DeadlineExceeded),
+                    ("unavailable", TimeoutStatus::Unavailable),
+                    ("deadline-exceeded", TimeoutStatus::DeadlineExceeded),
                 ],
             )
         }),
@@ -461,14 +572,24 @@ fn duration(r: &mut Reader, n: &Node, p: &str) -> Option<Dur> {
     }
 }
 
-/// A duration where zero makes no sense (a timeout of 0 would fail everything).
+/// A duration where zero makes no sense (a back-off or window of 0).
 fn positive_duration(r: &mut Reader, n: &Node, p: &str) -> Option<Dur> {
+    let d = duration(r, n, p)?;
+    if d.0.is_zero() {
+        r.error(p, n.pos, "must be longer than zero");
+        return None;
+    }
+    Some(d)
+}
+
+/// A timeout: zero would fail everything (Envoy reads 0 as "none"; we ask for the word).
+fn positive_timeout(r: &mut Reader, n: &Node, p: &str) -> Option<Dur> {
     let d = duration(r, n, p)?;
     if d.0.is_zero() {
         r.error(
             p,
             n.pos,
-            "must be longer than zero; to switch a timeout off write `none`",
+            "must be longer than zero; to switch the timeout off write `none`",
         );
         return None;
     }

@@ -89,7 +89,7 @@ impl Reader {
                     &child,
                     key.pos,
                     format!(
-                        "`{}` is not a valid name: use lowercase letters, digits and `-`, starting with a letter",
+                        "`{}` is not a valid name: use lowercase letters, digits, `-` and `_`, starting with a letter, at most 63 characters",
                         key.name
                     ),
                 );
@@ -227,6 +227,10 @@ impl<'n> Fields<'n> {
         let (k, node) = self.entries.iter().find(|(k, _)| k.name == key)?;
         let path = join(&self.path, key);
         r.locations.0.insert(path.clone(), k.pos);
+        // `field:` with nothing after it (or `~`) means "not set", as in most YAML configs.
+        if node.value == Value::Null {
+            return None;
+        }
         read(r, node, &path)
     }
 

@@ -172,3 +172,47 @@ fn empty_and_garbage_documents() {
             .contains("not a valid name")
     );
 }
+
+#[test]
+fn topology_is_read_and_checked() {
+    let mesh = Mesh::from_yaml(
+        "services:
+  loan:
+    copies:
+      - { app: 127.0.0.1:8753, inbound: 127.0.0.1:15001, admin: 127.0.0.1:15000, upstreams: { fee: 127.0.0.1:8754 } }
+    calls: { fee: {} }
+  fee:
+    external: { address: localhost:8751, tls: { ca_file: certs/fee-ca.pem } }
+",
+    )
+    .unwrap();
+    let loan = &mesh.services["loan"];
+    assert_eq!(loan.copies[0].upstreams["fee"].port(), 8754);
+    let fee = mesh.services["fee"].external.as_ref().unwrap();
+    assert_eq!(fee.tls.as_ref().unwrap().server_name, "localhost");
+
+    let errs = errors(
+        "services:
+  a:
+    copies:
+      - { app: nowhere, inbound: 127.0.0.1:1, upstreams: { c: 127.0.0.1:1 } }
+    calls: { b: {} }
+  b:
+    external: { address: b.example }
+    calls: { a: {} }
+",
+    );
+    let text: Vec<String> = errs
+        .iter()
+        .map(|d| format!("{}: {}", d.path, d.message))
+        .collect();
+    let text = text.join("\n");
+    for want in [
+        "services.a.copies[0].app: `nowhere` is not an address",
+        "services.a.copies[0].upstreams.c: a local port for `c`, which a does not call",
+        "services.a.copies[0].upstreams.c: 127.0.0.1:1 is already used by services.a.copies[0].inbound",
+        "services.b.external.address: `b.example` is not `host:port`",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}

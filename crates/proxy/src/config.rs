@@ -1,0 +1,257 @@
+//! What one proxy runs, derived from the mesh file: its listeners, the upstream clusters it
+//! forwards to (with their routes and policies), who may call it. `/config` serves this.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hopwise_model::{Mesh, Policy, Protocol};
+use indexmap::IndexMap;
+use serde::Serialize;
+
+use crate::tls::CertFiles;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("`{service}` is not a service in the mesh file (services: {known})")]
+    UnknownService { service: String, known: String },
+    #[error(
+        "`{service}` has no copy {copy} (it has {count}); add it under services.{service}.copies"
+    )]
+    NoCopy {
+        service: String,
+        copy: usize,
+        count: usize,
+    },
+    #[error("`{0}` is outside the mesh (`external`): it runs no proxy")]
+    External(String),
+    #[error(
+        "no certificates: set mesh.certs in the mesh file or pass --certs (create them with `hopwise certs`)"
+    )]
+    NoCerts,
+}
+
+/// A route within a call: matched by path prefix, named for metrics, with its own policy.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Route {
+    pub name: String,
+    pub prefix: Option<String>,
+    pub idempotent: bool,
+    pub policy: Policy,
+}
+
+/// Where a cluster's requests go.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Copies of a mesh service, each behind its proxy's mTLS port.
+    Mesh {
+        endpoints: Vec<SocketAddr>,
+        identity: String,
+    },
+    /// A service outside the mesh, in plain HTTP or with TLS originated by us.
+    External {
+        address: String,
+        tls: Option<ExternalTls>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExternalTls {
+    pub ca_file: PathBuf,
+    pub server_name: String,
+}
+
+/// One upstream service this proxy forwards to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cluster {
+    pub service: String,
+    pub protocol: Protocol,
+    pub target: Target,
+    pub routes: Vec<Route>,
+}
+
+impl Cluster {
+    /// The route for `path`: the longest matching prefix, else the first route without one.
+    pub fn route(&self, path: &str) -> Option<&Route> {
+        self.routes
+            .iter()
+            .filter(|r| r.prefix.as_deref().is_some_and(|p| path.starts_with(p)))
+            .max_by_key(|r| r.prefix.as_ref().map_or(0, String::len))
+            .or_else(|| self.routes.iter().find(|r| r.prefix.is_none()))
+            .or_else(|| self.routes.first())
+    }
+}
+
+/// Listener-level timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ListenerTimeouts {
+    /// A client must send a request's headers within this (slowloris defence).
+    pub header_read: Duration,
+    /// Pooled upstream connections idle longer than this are closed.
+    pub pool_idle: Duration,
+    /// How long a graceful shutdown waits for requests in flight.
+    pub drain: Duration,
+}
+
+impl Default for ListenerTimeouts {
+    fn default() -> Self {
+        ListenerTimeouts {
+            header_read: Duration::from_secs(10),
+            pool_idle: Duration::from_secs(90),
+            drain: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProxyConfig {
+    pub mesh: String,
+    pub service: String,
+    pub copy: usize,
+    pub identity: String,
+    /// What the local app speaks: HTTP/1.1, or gRPC over h2c.
+    pub protocol: Protocol,
+    pub app: Option<SocketAddr>,
+    pub inbound: Option<SocketAddr>,
+    pub outbound: Option<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+    /// Local ports, one per upstream, by cluster name.
+    pub upstream_ports: IndexMap<String, SocketAddr>,
+    pub clusters: IndexMap<String, Cluster>,
+    /// Identities allowed to call this service: those of the services that call it.
+    pub allowed_callers: Vec<String>,
+    /// Route names for inbound metrics, from every caller's routes to this service.
+    pub inbound_routes: Vec<(String, String)>,
+    #[serde(skip)]
+    pub certs: Option<CertFiles>,
+    pub workers: usize,
+    pub timeouts: ListenerTimeouts,
+    /// Run without TLS between proxies (benchmarks of the plain path, local experiments).
+    pub plaintext: bool,
+}
+
+impl ProxyConfig {
+    /// The configuration of copy `copy` of `service`. Relative paths are resolved against
+    /// `base` (the mesh file's directory); `certs_dir` overrides `mesh.certs`.
+    pub fn from_mesh(
+        mesh: &Mesh,
+        service: &str,
+        copy: usize,
+        base: &Path,
+        certs_dir: Option<&Path>,
+    ) -> Result<ProxyConfig, ConfigError> {
+        let s = mesh
+            .services
+            .get(service)
+            .ok_or_else(|| ConfigError::UnknownService {
+                service: service.to_owned(),
+                known: mesh.services.keys().cloned().collect::<Vec<_>>().join(", "),
+            })?;
+        if s.external.is_some() {
+            return Err(ConfigError::External(service.to_owned()));
+        }
+        let c = match s.copies.get(copy) {
+            Some(c) => c.clone(),
+            None if s.copies.is_empty() && copy == 0 => Default::default(),
+            None => {
+                return Err(ConfigError::NoCopy {
+                    service: service.to_owned(),
+                    copy,
+                    count: s.copies.len(),
+                });
+            }
+        };
+        let mut clusters: IndexMap<String, Cluster> = IndexMap::new();
+        for call in &s.calls {
+            let Some(callee) = mesh.services.get(&call.to) else {
+                continue;
+            };
+            let cluster = clusters.entry(call.to.clone()).or_insert_with(|| Cluster {
+                service: call.to.clone(),
+                protocol: call.protocol,
+                target: match &callee.external {
+                    Some(e) => Target::External {
+                        address: e.address.clone(),
+                        tls: e.tls.as_ref().map(|t| ExternalTls {
+                            ca_file: match &t.ca_file {
+                                Some(f) => base.join(f),
+                                None => certs_path(mesh, base, certs_dir)
+                                    .map_or_else(|| base.join("ca.pem"), |d| d.join("ca.pem")),
+                            },
+                            server_name: t.server_name.clone(),
+                        }),
+                    },
+                    None => Target::Mesh {
+                        endpoints: callee.copies.iter().filter_map(|c| c.inbound).collect(),
+                        identity: mesh.identity(&callee.name),
+                    },
+                },
+                routes: Vec::new(),
+            });
+            cluster.routes.push(Route {
+                name: call.route.clone().unwrap_or_else(|| call.to.clone()),
+                prefix: call.route_path.clone(),
+                idempotent: call.idempotent,
+                policy: call.policy.clone(),
+            });
+        }
+        let callers: Vec<&str> = mesh
+            .calls()
+            .filter(|call| call.to == service)
+            .map(|call| call.from.as_str())
+            .collect();
+        let mut allowed_callers: Vec<String> = callers.iter().map(|c| mesh.identity(c)).collect();
+        allowed_callers.dedup();
+        let inbound_routes = mesh
+            .calls()
+            .filter(|call| call.to == service)
+            .filter_map(|call| Some((call.route.clone()?, call.route_path.clone()?)))
+            .collect();
+        Ok(ProxyConfig {
+            mesh: mesh.name.clone(),
+            service: service.to_owned(),
+            copy,
+            identity: mesh.identity(service),
+            protocol: s.protocol,
+            app: c.app,
+            inbound: c.inbound,
+            outbound: c.outbound,
+            admin: c.admin,
+            upstream_ports: c.upstreams.clone(),
+            clusters,
+            allowed_callers,
+            inbound_routes,
+            certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
+            workers: 1,
+            timeouts: ListenerTimeouts::default(),
+            plaintext: false,
+        })
+    }
+
+    pub fn plaintext(&self) -> bool {
+        self.plaintext
+    }
+
+    /// The cluster a `Host` (or `:authority`) names: `pricing`, `pricing:80`,
+    /// `pricing.<trust-domain>`.
+    pub fn cluster_for_host(&self, host: &str) -> Option<&Cluster> {
+        let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        let name = name.split('.').next().unwrap_or(name);
+        self.clusters.get(name)
+    }
+
+    /// The inbound route name for metrics: the longest matching prefix among callers' routes.
+    pub fn inbound_route(&self, path: &str) -> &str {
+        self.inbound_routes
+            .iter()
+            .filter(|(_, p)| path.starts_with(p.as_str()))
+            .max_by_key(|(_, p)| p.len())
+            .map_or("inbound", |(n, _)| n.as_str())
+    }
+}
+
+fn certs_path(mesh: &Mesh, base: &Path, over: Option<&Path>) -> Option<PathBuf> {
+    over.map(Path::to_owned)
+        .or_else(|| mesh.certs.as_ref().map(|c| base.join(c)))
+}

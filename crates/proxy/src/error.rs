@@ -1,0 +1,158 @@
+//! The one place where a failure to forward becomes a response.
+//!
+//! Every local reply names its reason in `x-hopwise-error`, so a caller (or a test) can tell a
+//! refused connection from a timeout from a missing route without reading logs. gRPC callers get
+//! a trailers-only response: HTTP 200 with `grpc-status` and `grpc-message`, as gRPC requires.
+
+use bytes::Bytes;
+use hopwise_model::GrpcCode;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+pub const ERROR_HEADER: &str = "x-hopwise-error";
+
+/// Why the proxy answered itself instead of forwarding the upstream's answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    #[error("no route to `{0}` from this proxy")]
+    NoRoute(String),
+    #[error("{0} has no running copy")]
+    NoEndpoint(String),
+    #[error("the upstream refused the connection")]
+    ConnectRefused,
+    #[error("the connection to the upstream timed out")]
+    ConnectTimeout,
+    #[error("the upstream's TLS handshake failed: {0}")]
+    Tls(String),
+    #[error("the upstream reset the connection")]
+    Reset,
+    #[error("the upstream did not answer within the per-try timeout")]
+    PerTryTimeout,
+    #[error("the upstream did not answer within the route timeout")]
+    RouteTimeout,
+    #[error("the upstream's response was not valid HTTP")]
+    Protocol,
+    #[error("the caller {0} is not allowed to call this service")]
+    Forbidden(String),
+    #[error("the proxy is shutting down")]
+    Draining,
+}
+
+impl ProxyError {
+    /// The short reason sent in `x-hopwise-error` and used as a metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ProxyError::NoRoute(_) => "no-route",
+            ProxyError::NoEndpoint(_) => "no-endpoint",
+            ProxyError::ConnectRefused => "connect-refused",
+            ProxyError::ConnectTimeout => "connect-timeout",
+            ProxyError::Tls(_) => "tls",
+            ProxyError::Reset => "reset",
+            ProxyError::PerTryTimeout => "per-try-timeout",
+            ProxyError::RouteTimeout => "route-timeout",
+            ProxyError::Protocol => "protocol",
+            ProxyError::Forbidden(_) => "forbidden",
+            ProxyError::Draining => "draining",
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
+            ProxyError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ProxyError::PerTryTimeout | ProxyError::RouteTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Protocol | ProxyError::Tls(_) => StatusCode::BAD_GATEWAY,
+            ProxyError::NoEndpoint(_)
+            | ProxyError::ConnectRefused
+            | ProxyError::ConnectTimeout
+            | ProxyError::Reset
+            | ProxyError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The gRPC status for the same failure. Our own timeouts are DEADLINE_EXCEEDED (as
+    /// Linkerd answers), failures to reach the upstream UNAVAILABLE.
+    pub fn grpc_code(&self, on_timeout: GrpcCode) -> u8 {
+        match self {
+            ProxyError::NoRoute(_) => 12,  // UNIMPLEMENTED
+            ProxyError::Forbidden(_) => 7, // PERMISSION_DENIED
+            ProxyError::PerTryTimeout | ProxyError::RouteTimeout => on_timeout.number(),
+            ProxyError::Protocol => 13, // INTERNAL
+            _ => GrpcCode::Unavailable.number(),
+        }
+    }
+
+    /// The local reply. `grpc` selects the trailers-only gRPC form.
+    pub fn response(&self, grpc: bool, on_timeout: GrpcCode) -> Response<Full<Bytes>> {
+        let reason = HeaderValue::from_static(self.reason());
+        let message = self.to_string();
+        let mut resp = if grpc {
+            let mut r = Response::new(Full::new(Bytes::new()));
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/grpc"),
+            );
+            h.insert(
+                "grpc-status",
+                HeaderValue::from(u16::from(self.grpc_code(on_timeout))),
+            );
+            if let Ok(v) = HeaderValue::from_str(&percent_encode(&message)) {
+                h.insert("grpc-message", v);
+            }
+            r
+        } else {
+            let mut r = Response::new(Full::new(Bytes::from(message + "\n")));
+            *r.status_mut() = self.status();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        };
+        resp.headers_mut().insert(ERROR_HEADER, reason);
+        resp
+    }
+}
+
+/// gRPC's `grpc-message` encoding: percent-encode everything outside printable ASCII and `%`.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_replies_carry_status_and_reason() {
+        let r = ProxyError::ConnectRefused.response(false, GrpcCode::DeadlineExceeded);
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()[ERROR_HEADER], "connect-refused");
+        let r = ProxyError::RouteTimeout.response(false, GrpcCode::DeadlineExceeded);
+        assert_eq!(r.status(), 504);
+    }
+
+    #[test]
+    fn grpc_replies_are_trailers_only() {
+        let r = ProxyError::RouteTimeout.response(true, GrpcCode::DeadlineExceeded);
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["grpc-status"], "4");
+        let r = ProxyError::ConnectRefused.response(true, GrpcCode::DeadlineExceeded);
+        assert_eq!(r.headers()["grpc-status"], "14");
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "application/grpc");
+    }
+
+    #[test]
+    fn grpc_message_is_percent_encoded() {
+        assert_eq!(percent_encode("a b%c→"), "a b%25c%E2%86%92");
+    }
+}

@@ -1,0 +1,551 @@
+//! The request lifecycle, read top to bottom:
+//!
+//! outbound: pick the cluster (by listener, or by `Host`) → match the route → strip hop-by-hop
+//! and identity headers → pick a copy → send with the route's timeouts → record metrics → the
+//! upstream's answer, or one local reply from [`ProxyError`].
+//!
+//! inbound: the caller's SPIFFE identity (from the handshake) → authorise it → pass it to the
+//! app in `x-hopwise-peer-identity` → forward to the local app in plain HTTP (h2c for gRPC).
+//!
+//! Retries, budgets and limits (the resilience issue) slot into `send` without changing the
+//! shape of this file.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hopwise_model::{GrpcCode, Protocol};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri, Version};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use indexmap::IndexMap;
+use rustls_pki_types::ServerName;
+
+use crate::config::{Cluster, ProxyConfig, Target};
+use crate::error::ProxyError;
+use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::tls::{CertStore, TlsError, external_client_config};
+use crate::upstream::{self, Connector, Picker, Pool};
+
+pub type Body = Either<Incoming, Full<Bytes>>;
+
+/// The header that carries the caller's verified SPIFFE identity to the app.
+pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
+
+/// Which outbound listener a request arrived on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A local port dedicated to one upstream.
+    Upstream(String),
+    /// The HTTP-proxy port: the upstream is named by `Host`.
+    HttpProxy,
+}
+
+struct ClusterState {
+    cluster: Cluster,
+    h1: Pool,
+    h2: Pool,
+    picker: Picker,
+    routes: Vec<RouteMetrics>,
+}
+
+/// Outbound forwarding state of one worker: its own pools, shared metrics.
+pub struct Outbound {
+    service: String,
+    clusters: IndexMap<String, ClusterState>,
+    by_host: Arc<ProxyConfig>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("service", &self.service)
+            .field("clusters", &self.clusters.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Outbound {
+    pub fn new(
+        config: Arc<ProxyConfig>,
+        certs: Option<&Arc<CertStore>>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, TlsError> {
+        let mut clusters = IndexMap::new();
+        let idle = config.timeouts.pool_idle;
+        for (name, cluster) in &config.clusters {
+            let connect_timeout = cluster
+                .routes
+                .first()
+                .map_or(Duration::from_secs(1), |r| r.policy.connect_timeout.get());
+            let (h1, h2) = match &cluster.target {
+                Target::Mesh { identity, .. } => match certs {
+                    Some(store) => {
+                        let c1 = Connector::tls(
+                            store.client_config(identity, b"http/1.1")?,
+                            None,
+                            connect_timeout,
+                            metrics.clone(),
+                        );
+                        let c2 = Connector::tls(
+                            store.client_config(identity, b"h2")?,
+                            None,
+                            connect_timeout,
+                            metrics.clone(),
+                        );
+                        (
+                            upstream::pool(c1, false, idle),
+                            upstream::pool(c2, true, idle),
+                        )
+                    }
+                    // Without certificates the mesh runs in plain text (tests, benchmarks).
+                    None => {
+                        let c = Connector::plain(connect_timeout);
+                        (
+                            upstream::pool(c.clone(), false, idle),
+                            upstream::pool(c, true, idle),
+                        )
+                    }
+                },
+                Target::External { tls, .. } => {
+                    let c = match tls {
+                        Some(t) => {
+                            let name =
+                                ServerName::try_from(t.server_name.clone()).map_err(|_| {
+                                    TlsError::Bundle {
+                                        path: t.ca_file.clone(),
+                                        reason: format!("`{}` is not a server name", t.server_name),
+                                    }
+                                })?;
+                            Connector::tls(
+                                external_client_config(&t.ca_file)?,
+                                Some(name),
+                                connect_timeout,
+                                metrics.clone(),
+                            )
+                        }
+                        None => Connector::plain(connect_timeout),
+                    };
+                    (
+                        upstream::pool(c.clone(), false, idle),
+                        upstream::pool(c, true, idle),
+                    )
+                }
+            };
+            let routes = cluster
+                .routes
+                .iter()
+                .map(|r| metrics.route(Direction::Outbound, name, &r.name))
+                .collect();
+            clusters.insert(
+                name.clone(),
+                ClusterState {
+                    cluster: cluster.clone(),
+                    h1,
+                    h2,
+                    picker: Picker::default(),
+                    routes,
+                },
+            );
+        }
+        Ok(Outbound {
+            service: config.service.clone(),
+            clusters,
+            by_host: config,
+            metrics,
+        })
+    }
+
+    pub async fn handle(&self, entry: &Entry, req: Request<Incoming>) -> Response<Body> {
+        let version = req.version();
+        let mut resp = self.forward(entry, req).await;
+        *resp.version_mut() = version;
+        resp
+    }
+
+    async fn forward(&self, entry: &Entry, req: Request<Incoming>) -> Response<Body> {
+        let start = Instant::now();
+        let grpc = is_grpc(req.headers());
+        let name = match entry {
+            Entry::Upstream(name) => Some(name.as_str()),
+            Entry::HttpProxy => host_of(&req)
+                .and_then(|h| self.by_host.cluster_for_host(&h))
+                .map(|c| c.service.as_str()),
+        };
+        let Some(state) = name.and_then(|n| self.clusters.get(n)) else {
+            let host = host_of(&req).unwrap_or_default();
+            self.metrics
+                .local_reply(Direction::Outbound, &self.service, "no-route");
+            return local(ProxyError::NoRoute(host), grpc, GrpcCode::Unavailable);
+        };
+        let path = req.uri().path().to_owned();
+        let Some(route_index) = state
+            .cluster
+            .routes
+            .iter()
+            .position(|r| Some(r) == state.cluster.route(&path))
+        else {
+            return local(
+                ProxyError::NoRoute(state.cluster.service.clone()),
+                grpc,
+                GrpcCode::Unavailable,
+            );
+        };
+        let route = &state.cluster.routes[route_index];
+        let rm = &state.routes[route_index];
+        rm.request();
+        let on_timeout = route.policy.grpc_status_on_timeout;
+
+        let (pool, uri_scheme, endpoint) = match &state.cluster.target {
+            Target::Mesh { endpoints, .. } => match state.picker.pick(endpoints) {
+                Some(e) => {
+                    let h2 = req.version() == Version::HTTP_2
+                        || state.cluster.protocol == Protocol::Grpc;
+                    let pool = if h2 { &state.h2 } else { &state.h1 };
+                    (pool, Scheme::HTTPS, e.to_string())
+                }
+                None => {
+                    let err = ProxyError::NoEndpoint(state.cluster.service.clone());
+                    return finish_local(rm, err, grpc, on_timeout, start);
+                }
+            },
+            Target::External { address, tls } => {
+                let scheme = if tls.is_some() {
+                    Scheme::HTTPS
+                } else {
+                    Scheme::HTTP
+                };
+                (&state.h1, scheme, address.clone())
+            }
+        };
+        let external = matches!(state.cluster.target, Target::External { .. });
+        let upstream_req = match rewrite(
+            req,
+            uri_scheme,
+            &endpoint,
+            pool_is_h2(pool, &state.h2),
+            external,
+        ) {
+            Ok(r) => r,
+            Err(e) => return finish_local(rm, e, grpc, on_timeout, start),
+        };
+
+        let per_try = route.policy.per_try_timeout.map(|d| d.get());
+        let overall = route.policy.timeout.map(|d| d.get());
+        let sent = Instant::now();
+        let result = send(pool, upstream_req, per_try, overall).await;
+        let upstream_time = sent.elapsed();
+        match result {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                rm.response(parts.status.as_u16(), start.elapsed(), upstream_time);
+                Response::from_parts(parts, Either::Left(body))
+            }
+            Err(e) => {
+                let resp = e.response(grpc, on_timeout);
+                rm.local_reply(e.reason());
+                rm.response(resp.status().as_u16(), start.elapsed(), upstream_time);
+                resp.map(Either::Right)
+            }
+        }
+    }
+}
+
+fn pool_is_h2(pool: &Pool, h2: &Pool) -> bool {
+    std::ptr::eq(pool, h2)
+}
+
+/// Sends one try, bounded by the per-try and route timeouts (the shorter decides).
+async fn send(
+    pool: &Pool,
+    req: Request<Incoming>,
+    per_try: Option<Duration>,
+    overall: Option<Duration>,
+) -> Result<Response<Incoming>, ProxyError> {
+    let (limit, on_expiry) = match (per_try, overall) {
+        (Some(p), Some(o)) if p < o => (Some(p), ProxyError::PerTryTimeout),
+        (Some(p), None) => (Some(p), ProxyError::PerTryTimeout),
+        (_, Some(o)) => (Some(o), ProxyError::RouteTimeout),
+        (None, None) => (None, ProxyError::RouteTimeout),
+    };
+    let fut = pool.request(req);
+    let result = match limit {
+        Some(l) => match tokio::time::timeout(l, fut).await {
+            Ok(r) => r,
+            Err(_) => return Err(on_expiry),
+        },
+        None => fut.await,
+    };
+    result.map_err(|e| upstream::classify(&e))
+}
+
+fn finish_local(
+    rm: &RouteMetrics,
+    err: ProxyError,
+    grpc: bool,
+    on_timeout: GrpcCode,
+    start: Instant,
+) -> Response<Body> {
+    rm.local_reply(err.reason());
+    let resp = err.response(grpc, on_timeout);
+    rm.response(resp.status().as_u16(), start.elapsed(), Duration::ZERO);
+    resp.map(Either::Right)
+}
+
+fn local(err: ProxyError, grpc: bool, on_timeout: GrpcCode) -> Response<Body> {
+    err.response(grpc, on_timeout).map(Either::Right)
+}
+
+/// Inbound forwarding state of one worker: the pool to the local app.
+pub struct Inbound {
+    config: Arc<ProxyConfig>,
+    app: Option<SocketAddr>,
+    pool: Pool,
+    routes: IndexMap<String, RouteMetrics>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbound").field("app", &self.app).finish()
+    }
+}
+
+impl Inbound {
+    pub fn new(config: Arc<ProxyConfig>, metrics: Arc<Metrics>) -> Self {
+        let h2c = config.protocol == Protocol::Grpc;
+        let pool = upstream::pool(
+            Connector::plain(Duration::from_secs(1)),
+            h2c,
+            config.timeouts.pool_idle,
+        );
+        let mut routes = IndexMap::new();
+        let names: Vec<&str> = if config.inbound.is_some() {
+            config
+                .inbound_routes
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .chain(["inbound"])
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for name in names {
+            routes
+                .entry(name.to_owned())
+                .or_insert_with(|| metrics.route(Direction::Inbound, &config.service, name));
+        }
+        Inbound {
+            app: config.app,
+            config,
+            pool,
+            routes,
+            metrics,
+        }
+    }
+
+    pub async fn handle(&self, peer: Option<&str>, req: Request<Incoming>) -> Response<Body> {
+        let version = req.version();
+        let mut resp = self.forward(peer, req).await;
+        *resp.version_mut() = version;
+        resp
+    }
+
+    async fn forward(&self, peer: Option<&str>, mut req: Request<Incoming>) -> Response<Body> {
+        let start = Instant::now();
+        let grpc = is_grpc(req.headers());
+        let on_timeout = GrpcCode::DeadlineExceeded;
+        let allowed = match peer {
+            Some(id) => {
+                self.config.allowed_callers.is_empty()
+                    || self.config.allowed_callers.iter().any(|a| a == id)
+            }
+            // Plain-text mesh (no certificates): nothing to check.
+            None => true,
+        };
+        let route_name = self.config.inbound_route(req.uri().path()).to_owned();
+        let rm = self
+            .routes
+            .get(&route_name)
+            .or_else(|| self.routes.get("inbound"));
+        if let Some(rm) = rm {
+            rm.request();
+        }
+        if !allowed {
+            let err = ProxyError::Forbidden(peer.unwrap_or("unknown").to_owned());
+            self.metrics
+                .local_reply(Direction::Inbound, &self.config.service, err.reason());
+            let resp = err.response(grpc, on_timeout);
+            if let Some(rm) = rm {
+                rm.response(resp.status().as_u16(), start.elapsed(), Duration::ZERO);
+            }
+            return resp.map(Either::Right);
+        }
+        let Some(app) = self.app else {
+            return local(
+                ProxyError::NoEndpoint(self.config.service.clone()),
+                grpc,
+                on_timeout,
+            );
+        };
+        let headers = req.headers_mut();
+        headers.remove(PEER_IDENTITY);
+        if let Some(id) = peer.and_then(|p| HeaderValue::from_str(p).ok()) {
+            headers.insert(PEER_IDENTITY, id);
+        }
+        let h2c = self.config.protocol == Protocol::Grpc;
+        let upstream_req = match rewrite(req, Scheme::HTTP, &app.to_string(), h2c, false) {
+            Ok(r) => r,
+            Err(e) => return local(e, grpc, on_timeout),
+        };
+        let sent = Instant::now();
+        let result = send(&self.pool, upstream_req, None, None).await;
+        let upstream_time = sent.elapsed();
+        let resp = match result {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, Either::Left(body))
+            }
+            Err(e) => {
+                self.metrics
+                    .local_reply(Direction::Inbound, &self.config.service, e.reason());
+                local(e, grpc, on_timeout)
+            }
+        };
+        if let Some(rm) = rm {
+            rm.response(resp.status().as_u16(), start.elapsed(), upstream_time);
+        }
+        resp
+    }
+}
+
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// The destination named by an absolute URI (`http_proxy` clients), or `Host`/`:authority`.
+fn host_of<B>(req: &Request<B>) -> Option<String> {
+    req.uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        })
+}
+
+/// Points the request at `authority`, in the version the chosen pool speaks, and drops what
+/// must not cross a hop. The caller's `Host` is kept; for an external service it becomes the
+/// service's address.
+fn rewrite(
+    req: Request<Incoming>,
+    scheme: Scheme,
+    authority: &str,
+    h2: bool,
+    replace_host: bool,
+) -> Result<Request<Incoming>, ProxyError> {
+    let (mut parts, body) = req.into_parts();
+    let original_host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().to_owned()));
+    let path = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let authority: Authority = authority
+        .parse()
+        .map_err(|_| ProxyError::NoRoute(authority.to_owned()))?;
+    parts.uri = Uri::builder()
+        .scheme(scheme)
+        .authority(authority.clone())
+        .path_and_query(path)
+        .build()
+        .map_err(|_| ProxyError::Protocol)?;
+    strip_hop_by_hop(&mut parts.headers);
+    if h2 {
+        parts.version = Version::HTTP_2;
+        parts.headers.remove(header::HOST);
+    } else {
+        parts.version = Version::HTTP_11;
+        let host = if replace_host {
+            Some(authority.as_str().to_owned())
+        } else {
+            original_host
+        };
+        if let Some(h) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+            parts.headers.insert(header::HOST, h);
+        }
+    }
+    Ok(Request::from_parts(parts, body))
+}
+
+/// Removes connection-specific headers (RFC 9110 §7.6.1), which must not be forwarded and
+/// which HTTP/2 forbids. `te: trailers` survives: gRPC needs it.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in listed {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        header::PROXY_AUTHORIZATION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    if headers
+        .get(header::TE)
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"trailers"))
+    {
+        headers.remove(header::TE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_are_dropped_and_te_trailers_kept() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret"),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut h);
+        assert!(h.get("x-secret").is_none() && h.get("keep-alive").is_none());
+        assert_eq!(h[header::TE], "trailers");
+        assert_eq!(h["x-kept"], "1");
+        h.insert(header::TE, HeaderValue::from_static("gzip"));
+        strip_hop_by_hop(&mut h);
+        assert!(h.get(header::TE).is_none());
+    }
+}

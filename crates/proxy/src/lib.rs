@@ -1,0 +1,23 @@
+//! hopwise's sidecar proxy.
+//!
+//! Outbound (app → mesh): a local port per upstream and one HTTP-proxy port that routes by
+//! `Host`; inbound (mesh → app): one mutual-TLS port that verifies the caller's SPIFFE identity
+//! and hands it to the app. HTTP/1.1, HTTP/2 and gRPC; pooled, kept-alive connections between
+//! proxies; timeouts from the mesh file; Prometheus metrics by route name; an admin endpoint.
+//!
+//! Map: [`config`] (what to run, from the mesh file) → [`server`] (workers, listeners, drain)
+//! → [`forward`] (the request lifecycle) → [`upstream`] (pools and connectors) and [`tls`];
+//! [`error`] is the one place failures become responses. Policy arithmetic is `hopwise-model`'s.
+
+pub mod admin;
+pub mod certs;
+pub mod config;
+pub mod error;
+pub mod forward;
+pub mod metrics;
+pub mod server;
+pub mod tls;
+pub mod upstream;
+
+pub use config::ProxyConfig;
+pub use server::{Bound, Running, ServerError, start};

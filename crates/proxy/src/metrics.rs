@@ -1,0 +1,260 @@
+//! Prometheus metrics, labelled by service and route *name* — never by raw path, so a member
+//! number in `/penalty/U-41` cannot create a series per member. Every label value comes from the
+//! mesh file, so the number of series is bounded by the configuration.
+//!
+//! Handles are resolved once per route ([`RouteMetrics`]) and cloned into the request path, so a
+//! request touches atomics, not the label map.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+impl EncodeLabelValue for Direction {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        encoder.write_str(match self {
+            Direction::Inbound => "inbound",
+            Direction::Outbound => "outbound",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    direction: Direction,
+    service: String,
+    route: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResponseLabels {
+    direction: Direction,
+    service: String,
+    route: String,
+    class: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplyLabels {
+    direction: Direction,
+    service: String,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabels {
+    direction: Direction,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HandshakeLabels {
+    direction: Direction,
+    result: &'static str,
+}
+
+fn latency_histogram() -> Histogram {
+    // 250 µs … ~8 s
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 16))
+}
+
+fn overhead_histogram() -> Histogram {
+    // 5 µs … ~80 ms: the proxy's own time is small and must be seen at that scale.
+    Histogram::new(exponential_buckets(0.000_005, 2.0, 15))
+}
+
+/// All metric families of one proxy process, shared by its workers.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteLabels, Counter>,
+    responses: Family<ResponseLabels, Counter>,
+    latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    overhead: Family<DirectionLabels, Histogram, fn() -> Histogram>,
+    local_replies: Family<ReplyLabels, Counter>,
+    connections: Family<DirectionLabels, Counter>,
+    active: Family<DirectionLabels, Gauge>,
+    handshakes: Family<HandshakeLabels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+/// The handles one route's requests update.
+#[derive(Debug, Clone)]
+pub struct RouteMetrics {
+    requests: Counter,
+    latency: Histogram,
+    overhead: Histogram,
+    /// 1xx … 5xx
+    classes: [Counter; 5],
+    direction: Direction,
+    service: String,
+    metrics: Arc<Metrics>,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Metrics> {
+        let mut registry = Registry::with_prefix("hopwise");
+        let requests = Family::default();
+        let responses = Family::default();
+        let latency = Family::new_with_constructor(latency_histogram as fn() -> Histogram);
+        let overhead = Family::new_with_constructor(overhead_histogram as fn() -> Histogram);
+        let local_replies = Family::default();
+        let connections = Family::default();
+        let active = Family::default();
+        let handshakes = Family::default();
+        registry.register("requests", "Requests received, by route", requests.clone());
+        registry.register(
+            "responses",
+            "Responses sent, by route and status class",
+            responses.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time from request to response headers, upstream included",
+            latency.clone(),
+        );
+        registry.register(
+            "proxy_overhead_seconds",
+            "Time spent inside the proxy per request, upstream excluded",
+            overhead.clone(),
+        );
+        registry.register(
+            "local_replies",
+            "Responses the proxy made itself, by reason",
+            local_replies.clone(),
+        );
+        registry.register("connections", "Connections accepted", connections.clone());
+        registry.register("connections_active", "Connections open", active.clone());
+        registry.register(
+            "tls_handshakes",
+            "TLS handshakes, by result",
+            handshakes.clone(),
+        );
+        Arc::new(Metrics {
+            registry,
+            requests,
+            responses,
+            latency,
+            overhead,
+            local_replies,
+            connections,
+            active,
+            handshakes,
+        })
+    }
+
+    /// Handles for one route; call once per route and keep them.
+    pub fn route(
+        self: &Arc<Self>,
+        direction: Direction,
+        service: &str,
+        route: &str,
+    ) -> RouteMetrics {
+        let labels = RouteLabels {
+            direction,
+            service: service.to_owned(),
+            route: route.to_owned(),
+        };
+        let class = |class| {
+            self.responses.get_or_create_owned(&ResponseLabels {
+                direction,
+                service: service.to_owned(),
+                route: route.to_owned(),
+                class,
+            })
+        };
+        RouteMetrics {
+            requests: self.requests.get_or_create_owned(&labels),
+            latency: self.latency.get_or_create_owned(&labels),
+            overhead: self
+                .overhead
+                .get_or_create_owned(&DirectionLabels { direction }),
+            classes: [
+                class("1xx"),
+                class("2xx"),
+                class("3xx"),
+                class("4xx"),
+                class("5xx"),
+            ],
+            direction,
+            service: service.to_owned(),
+            metrics: self.clone(),
+        }
+    }
+
+    pub fn connection_opened(&self, direction: Direction) {
+        let l = DirectionLabels { direction };
+        self.connections.get_or_create(&l).inc();
+        self.active.get_or_create(&l).inc();
+    }
+
+    pub fn connection_closed(&self, direction: Direction) {
+        self.active
+            .get_or_create(&DirectionLabels { direction })
+            .dec();
+    }
+
+    pub fn handshake(&self, direction: Direction, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.handshakes
+            .get_or_create(&HandshakeLabels { direction, result })
+            .inc();
+    }
+
+    /// A local reply outside any route (no route matched, forbidden caller).
+    pub fn local_reply(&self, direction: Direction, service: &str, reason: &'static str) {
+        self.local_replies
+            .get_or_create(&ReplyLabels {
+                direction,
+                service: service.to_owned(),
+                reason,
+            })
+            .inc();
+    }
+
+    /// The OpenMetrics text of every family.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl RouteMetrics {
+    pub fn request(&self) {
+        self.requests.inc();
+    }
+
+    /// Records a response: its status, the total time, and the time spent upstream.
+    pub fn response(&self, status: u16, total: Duration, upstream: Duration) {
+        let i = usize::from(status / 100).clamp(1, 5) - 1;
+        self.classes[i].inc();
+        self.latency.observe(total.as_secs_f64());
+        self.overhead
+            .observe(total.saturating_sub(upstream).as_secs_f64());
+    }
+
+    pub fn local_reply(&self, reason: &'static str) {
+        self.metrics
+            .local_reply(self.direction, &self.service, reason);
+    }
+}

@@ -1,0 +1,454 @@
+//! Listeners and workers. Each worker is a thread with its own single-threaded runtime, its own
+//! listening sockets (SO_REUSEPORT: the kernel spreads connections) and its own upstream pools —
+//! measured cheaper per hop than one multi-threaded runtime (docs/performance-notes). Shutdown:
+//! stop accepting, let requests in flight finish (up to the drain timeout), exit.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use indexmap::IndexMap;
+use socket2::{Domain, Socket, Type};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use crate::admin;
+use crate::config::ProxyConfig;
+use crate::forward::{Entry, Inbound, Outbound};
+use crate::metrics::{Direction, Metrics};
+use crate::tls::{CertStore, TlsError, spiffe_id};
+
+/// Largest request head (request line and headers) accepted; beyond it: 431.
+const MAX_HEAD: usize = 64 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr} ({what}): {source}")]
+    Bind {
+        addr: SocketAddr,
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("cannot start a worker: {0}")]
+    Runtime(std::io::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("{0} requires certificates (the inbound port is mutual TLS)")]
+    NeedCerts(String),
+}
+
+/// What a running proxy listens on (real ports, also when the file said port 0).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Bound {
+    pub inbound: Option<SocketAddr>,
+    pub outbound: Option<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+    pub upstreams: IndexMap<String, SocketAddr>,
+}
+
+/// Shared between workers and the admin endpoint.
+#[derive(Debug)]
+pub struct State {
+    pub config: Arc<ProxyConfig>,
+    pub metrics: Arc<Metrics>,
+    pub workers: usize,
+    pub ready_workers: AtomicUsize,
+    pub draining: AtomicBool,
+}
+
+impl State {
+    pub fn ready(&self) -> bool {
+        self.ready_workers.load(Ordering::Acquire) == self.workers
+            && !self.draining.load(Ordering::Acquire)
+    }
+}
+
+/// A started proxy.
+#[derive(Debug)]
+pub struct Running {
+    pub bound: Bound,
+    pub state: Arc<State>,
+    shutdown: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting and drains; returns at once ([`Running::wait`] waits for the end).
+    pub fn shutdown(&self) {
+        self.state.draining.store(true, Ordering::Release);
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Waits until every worker has drained and stopped.
+    pub fn wait(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Inbound,
+    Outbound,
+    Admin,
+}
+
+struct Listen {
+    kind: Kind,
+    entry: Option<Entry>,
+    sockets: Vec<std::net::TcpListener>,
+}
+
+fn bind(
+    addr: SocketAddr,
+    what: &str,
+    reuse_port: bool,
+) -> Result<std::net::TcpListener, ServerError> {
+    let err = |source| ServerError::Bind {
+        addr,
+        what: what.to_owned(),
+        source,
+    };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
+    #[cfg(unix)]
+    if reuse_port {
+        socket.set_reuse_port(true).map_err(err)?;
+    }
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.listen(1024).map_err(err)?;
+    socket.set_nonblocking(true).map_err(err)?;
+    Ok(socket.into())
+}
+
+/// Binds `addr` once per worker (the first resolves port 0; the rest share its port).
+fn bind_all(
+    addr: SocketAddr,
+    what: &str,
+    workers: usize,
+) -> Result<Vec<std::net::TcpListener>, ServerError> {
+    let first = bind(addr, what, workers > 1)?;
+    let actual = first.local_addr().map_err(|source| ServerError::Bind {
+        addr,
+        what: what.to_owned(),
+        source,
+    })?;
+    let mut all = vec![first];
+    for _ in 1..workers {
+        all.push(bind(actual, what, true)?);
+    }
+    Ok(all)
+}
+
+/// Binds every listener and starts the workers. Errors (a port in use, unreadable
+/// certificates) come back before anything is served.
+pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
+    let workers = config.workers.max(1);
+    let certs = match (&config.certs, config.plaintext) {
+        (Some(files), false) => Some(CertStore::open(files.clone())?),
+        _ => None,
+    };
+    if config.inbound.is_some() && certs.is_none() && !config.plaintext() {
+        return Err(ServerError::NeedCerts(config.service.clone()));
+    }
+    let acceptor = match &certs {
+        Some(c) => Some(TlsAcceptor::from(c.server_config()?)),
+        None => None,
+    };
+    let mut listens = Vec::new();
+    let mut bound = Bound::default();
+    if let Some(a) = config.inbound {
+        let s = bind_all(a, "inbound", workers)?;
+        bound.inbound = s[0].local_addr().ok();
+        listens.push(Listen {
+            kind: Kind::Inbound,
+            entry: None,
+            sockets: s,
+        });
+    }
+    if let Some(a) = config.outbound {
+        let s = bind_all(a, "outbound", workers)?;
+        bound.outbound = s[0].local_addr().ok();
+        listens.push(Listen {
+            kind: Kind::Outbound,
+            entry: Some(Entry::HttpProxy),
+            sockets: s,
+        });
+    }
+    for (name, a) in &config.upstream_ports {
+        let s = bind_all(*a, &format!("upstream {name}"), workers)?;
+        if let Ok(local) = s[0].local_addr() {
+            bound.upstreams.insert(name.clone(), local);
+        }
+        listens.push(Listen {
+            kind: Kind::Outbound,
+            entry: Some(Entry::Upstream(name.clone())),
+            sockets: s,
+        });
+    }
+    let admin_socket = match config.admin {
+        Some(a) => {
+            let s = bind(a, "admin", false)?;
+            bound.admin = s.local_addr().ok();
+            Some(s)
+        }
+        None => None,
+    };
+
+    let metrics = Metrics::new();
+    let config = Arc::new(config);
+    let state = Arc::new(State {
+        config: config.clone(),
+        metrics: metrics.clone(),
+        workers,
+        ready_workers: AtomicUsize::new(0),
+        draining: AtomicBool::new(false),
+    });
+    let (shutdown, watch_rx) = watch::channel(false);
+    let mut threads = Vec::new();
+    let mut admin_socket = admin_socket;
+    for w in 0..workers {
+        let outbound = Arc::new(Outbound::new(
+            config.clone(),
+            certs.as_ref(),
+            metrics.clone(),
+        )?);
+        let inbound = Arc::new(Inbound::new(config.clone(), metrics.clone()));
+        let mine: Vec<(Kind, Option<Entry>, std::net::TcpListener)> = listens
+            .iter_mut()
+            .filter_map(|l| {
+                let s = l.sockets.pop()?;
+                Some((l.kind, l.entry.clone(), s))
+            })
+            .collect();
+        let admin = if w == 0 { admin_socket.take() } else { None };
+        let worker = Worker {
+            listeners: mine,
+            admin,
+            outbound,
+            inbound,
+            acceptor: acceptor.clone(),
+            certs: if w == 0 { certs.clone() } else { None },
+            state: state.clone(),
+            shutdown: watch_rx.clone(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(ServerError::Runtime)?;
+        let handle = std::thread::Builder::new()
+            .name(format!("hopwise-worker-{w}"))
+            .spawn(move || runtime.block_on(worker.run()))
+            .map_err(ServerError::Runtime)?;
+        threads.push(handle);
+    }
+    Ok(Running {
+        bound,
+        state,
+        shutdown,
+        threads,
+    })
+}
+
+struct Worker {
+    listeners: Vec<(Kind, Option<Entry>, std::net::TcpListener)>,
+    admin: Option<std::net::TcpListener>,
+    outbound: Arc<Outbound>,
+    inbound: Arc<Inbound>,
+    acceptor: Option<TlsAcceptor>,
+    certs: Option<Arc<CertStore>>,
+    state: Arc<State>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Worker {
+    async fn run(self) {
+        let graceful = Arc::new(GracefulShutdown::new());
+        let mut tasks = tokio::task::JoinSet::new();
+        let builder = Arc::new(server_builder(&self.state.config));
+        let listeners: Vec<_> = self
+            .listeners
+            .into_iter()
+            .chain(self.admin.map(|a| (Kind::Admin, None, a)))
+            .filter_map(|(kind, entry, std)| match TcpListener::from_std(std) {
+                Ok(l) => Some((kind, entry, l)),
+                Err(e) => {
+                    tracing::error!("cannot register a listener: {e}");
+                    None
+                }
+            })
+            .collect();
+        for (kind, entry, listener) in listeners {
+            let ctx = Conn {
+                kind,
+                entry,
+                outbound: self.outbound.clone(),
+                inbound: self.inbound.clone(),
+                acceptor: self.acceptor.clone(),
+                state: self.state.clone(),
+                builder: builder.clone(),
+            };
+            let graceful = graceful.clone();
+            let mut shutdown = self.shutdown.clone();
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        accepted = listener.accept() => match accepted {
+                            Ok((tcp, _)) => {
+                                let ctx = ctx.clone();
+                                let watcher = graceful.watcher();
+                                tokio::spawn(async move { ctx.serve(tcp, watcher).await });
+                            }
+                            // Out of file descriptors and the like: back off, do not spin.
+                            Err(e) => {
+                                tracing::warn!("accept failed: {e}");
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                            }
+                        },
+                        _ = shutdown.changed() => break,
+                    }
+                }
+            });
+        }
+        if let Some(certs) = self.certs {
+            let mut shutdown = self.shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(2));
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => match certs.reload_if_changed() {
+                            Ok(true) => tracing::info!("certificates reloaded"),
+                            Ok(false) => {}
+                            Err(e) => tracing::warn!("keeping the old certificates: {e}"),
+                        },
+                        _ = shutdown.changed() => break,
+                    }
+                }
+            });
+        }
+        self.state.ready_workers.fetch_add(1, Ordering::AcqRel);
+        while tasks.join_next().await.is_some() {}
+        // Listeners are closed; let requests in flight finish.
+        let drain = self.state.config.timeouts.drain;
+        let graceful = Arc::try_unwrap(graceful).unwrap_or_else(|_| GracefulShutdown::new());
+        let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+    }
+}
+
+fn server_builder(config: &ProxyConfig) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.timeouts.header_read)
+        .max_buf_size(MAX_HEAD)
+        .keep_alive(true);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD as u32)
+        .keep_alive_interval(Duration::from_secs(30));
+    b
+}
+
+#[derive(Clone)]
+struct Conn {
+    kind: Kind,
+    entry: Option<Entry>,
+    outbound: Arc<Outbound>,
+    inbound: Arc<Inbound>,
+    acceptor: Option<TlsAcceptor>,
+    state: Arc<State>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+}
+
+impl Conn {
+    async fn serve(self, tcp: TcpStream, watcher: Watcher) {
+        let _ = tcp.set_nodelay(true);
+        let direction = match self.kind {
+            Kind::Inbound => Direction::Inbound,
+            _ => Direction::Outbound,
+        };
+        let metrics = self.state.metrics.clone();
+        if self.kind != Kind::Admin {
+            metrics.connection_opened(direction);
+        }
+        match self.kind {
+            Kind::Admin => {
+                let state = self.state.clone();
+                let svc = service_fn(move |req| {
+                    let state = state.clone();
+                    async move { Ok::<_, Infallible>(admin::handle(&state, req)) }
+                });
+                let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
+                let _ = watcher.watch(conn.into_owned()).await;
+            }
+            Kind::Outbound => {
+                let outbound = self.outbound.clone();
+                let entry = self.entry.clone().unwrap_or(Entry::HttpProxy);
+                let svc = service_fn(move |req: hyper::Request<Incoming>| {
+                    let outbound = outbound.clone();
+                    let entry = entry.clone();
+                    async move { Ok::<_, Infallible>(outbound.handle(&entry, req).await) }
+                });
+                let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
+                let _ = watcher.watch(conn.into_owned()).await;
+            }
+            Kind::Inbound => match &self.acceptor {
+                Some(acceptor) => {
+                    let timeout = self.state.config.timeouts.header_read;
+                    let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(e)) => {
+                            metrics.handshake(Direction::Inbound, false);
+                            tracing::debug!("inbound handshake refused: {e}");
+                            metrics.connection_closed(direction);
+                            return;
+                        }
+                        Err(_) => {
+                            metrics.handshake(Direction::Inbound, false);
+                            metrics.connection_closed(direction);
+                            return;
+                        }
+                    };
+                    metrics.handshake(Direction::Inbound, true);
+                    let peer: Option<Arc<str>> = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(spiffe_id)
+                        .map(Arc::from);
+                    let inbound = self.inbound.clone();
+                    let svc = service_fn(move |req: hyper::Request<Incoming>| {
+                        let inbound = inbound.clone();
+                        let peer = peer.clone();
+                        async move { Ok::<_, Infallible>(inbound.handle(peer.as_deref(), req).await) }
+                    });
+                    let conn = self.builder.serve_connection(TokioIo::new(tls), svc);
+                    let _ = watcher.watch(conn.into_owned()).await;
+                }
+                None => {
+                    let inbound = self.inbound.clone();
+                    let svc = service_fn(move |req: hyper::Request<Incoming>| {
+                        let inbound = inbound.clone();
+                        async move { Ok::<_, Infallible>(inbound.handle(None, req).await) }
+                    });
+                    let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
+                    let _ = watcher.watch(conn.into_owned()).await;
+                }
+            },
+        }
+        if self.kind != Kind::Admin {
+            metrics.connection_closed(direction);
+        }
+    }
+}

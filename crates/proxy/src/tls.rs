@@ -1,0 +1,388 @@
+//! Mutual TLS between proxies, with SPIFFE identities.
+//!
+//! The proxy's certificate, key and trust bundle come from a [`CertStore`] that can be reloaded
+//! while the proxy runs: new handshakes use the new material, open connections keep theirs.
+//! Inbound, a caller must present a certificate from the mesh's CA; its SPIFFE identity
+//! (`spiffe://<trust-domain>/service/<name>`) is read from the URI SAN. Outbound, the server must
+//! present the identity of the service we meant to reach — a certificate from the right CA for
+//! the wrong service is refused.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::SystemTime;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ResolvesClientCert, verify_server_cert_signed_by_trust_anchor};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::{ClientHello, ParsedCertificate, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{
+    ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+
+/// Why certificates could not be loaded or used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("{path} holds no certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("the key in {path} cannot be used: {source}")]
+    Key {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+    #[error("the trust bundle {path} is not usable: {reason}")]
+    Bundle { path: PathBuf, reason: String },
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// Where a proxy's identity lives on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// The trust bundle: the CA certificate(s) of the mesh.
+    pub ca: PathBuf,
+}
+
+impl CertFiles {
+    /// The layout `hopwise certs` writes: `<dir>/<service>.pem`, `<service>-key.pem`, `ca.pem`.
+    pub fn in_dir(dir: &Path, service: &str) -> Self {
+        CertFiles {
+            cert: dir.join(format!("{service}.pem")),
+            key: dir.join(format!("{service}-key.pem")),
+            ca: dir.join("ca.pem"),
+        }
+    }
+
+    fn modified(&self) -> Option<[SystemTime; 3]> {
+        let m = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        Some([m(&self.cert)?, m(&self.key)?, m(&self.ca)?])
+    }
+}
+
+struct Material {
+    key: Arc<CertifiedKey>,
+    roots: Arc<RootCertStore>,
+    client_verifier: Arc<dyn ClientCertVerifier>,
+    stamp: Option<[SystemTime; 3]>,
+}
+
+/// The proxy's current certificate, key and trust bundle; swappable at run time.
+pub struct CertStore {
+    files: CertFiles,
+    provider: Arc<CryptoProvider>,
+    current: RwLock<Arc<Material>>,
+}
+
+impl std::fmt::Debug for CertStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertStore")
+            .field("files", &self.files)
+            .finish()
+    }
+}
+
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn load(files: &CertFiles, provider: &Arc<CryptoProvider>) -> Result<Material, TlsError> {
+    let read_certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, TlsError> {
+        let certs = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|source| TlsError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+        if certs.is_empty() {
+            return Err(TlsError::NoCertificate {
+                path: path.to_owned(),
+            });
+        }
+        Ok(certs)
+    };
+    let chain = read_certs(&files.cert)?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|source| TlsError::Read {
+        path: files.key.clone(),
+        source,
+    })?;
+    let key = CertifiedKey::from_der(chain, key, provider).map_err(|source| TlsError::Key {
+        path: files.key.clone(),
+        source,
+    })?;
+    let mut roots = RootCertStore::empty();
+    for ca in read_certs(&files.ca)? {
+        roots.add(ca).map_err(|e| TlsError::Bundle {
+            path: files.ca.clone(),
+            reason: e.to_string(),
+        })?;
+    }
+    let roots = Arc::new(roots);
+    let client_verifier =
+        WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .map_err(|e| TlsError::Bundle {
+                path: files.ca.clone(),
+                reason: e.to_string(),
+            })?;
+    Ok(Material {
+        key: Arc::new(key),
+        roots,
+        client_verifier,
+        stamp: files.modified(),
+    })
+}
+
+impl CertStore {
+    pub fn open(files: CertFiles) -> Result<Arc<Self>, TlsError> {
+        let provider = provider();
+        let material = load(&files, &provider)?;
+        Ok(Arc::new(CertStore {
+            files,
+            provider,
+            current: RwLock::new(Arc::new(material)),
+        }))
+    }
+
+    fn material(&self) -> Arc<Material> {
+        match self.current.read() {
+            Ok(m) => m.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Reloads from disk if the files changed. On failure the old material stays in use.
+    /// Returns `Ok(true)` when new material was loaded.
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let stamp = self.files.modified();
+        if stamp.is_some() && stamp == self.material().stamp {
+            return Ok(false);
+        }
+        let fresh = load(&self.files, &self.provider)?;
+        match self.current.write() {
+            Ok(mut m) => *m = Arc::new(fresh),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(fresh),
+        }
+        Ok(true)
+    }
+
+    /// Server side of the mTLS port: requires a client certificate from the trust bundle.
+    pub fn server_config(self: &Arc<Self>) -> Result<Arc<ServerConfig>, TlsError> {
+        let mut config = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_client_cert_verifier(Arc::new(ReloadingClientVerifier(self.clone())))
+            .with_cert_resolver(self.clone());
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// Client side toward another proxy: presents our certificate and accepts only a server
+    /// whose SPIFFE identity is `expected`. `alpn` selects HTTP/2 or HTTP/1.1.
+    pub fn client_config(
+        self: &Arc<Self>,
+        expected: &str,
+        alpn: &[u8],
+    ) -> Result<Arc<ClientConfig>, TlsError> {
+        let verifier = SpiffeServerVerifier {
+            store: self.clone(),
+            expected: expected.to_owned(),
+            algs: self.provider.signature_verification_algorithms,
+        };
+        let mut config = ClientConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_client_cert_resolver(self.clone());
+        config.alpn_protocols = vec![alpn.to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+impl ResolvesServerCert for CertStore {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.material().key.clone())
+    }
+}
+
+impl ResolvesClientCert for CertStore {
+    fn resolve(&self, _: &[&[u8]], _: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        Some(self.material().key.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// Verifies client certificates against the store's current trust bundle.
+#[derive(Debug)]
+struct ReloadingClientVerifier(Arc<CertStore>);
+
+impl ClientCertVerifier for ReloadingClientVerifier {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.0
+            .material()
+            .client_verifier
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs())
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs())
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs().supported_schemes()
+    }
+}
+
+impl ReloadingClientVerifier {
+    fn algs(&self) -> WebPkiSupportedAlgorithms {
+        self.0.provider.signature_verification_algorithms
+    }
+}
+
+/// Accepts a server certificate only if it chains to the trust bundle and carries the
+/// expected SPIFFE identity. DNS names play no part: identities are what the mesh checks.
+struct SpiffeServerVerifier {
+    store: Arc<CertStore>,
+    expected: String,
+    algs: WebPkiSupportedAlgorithms,
+}
+
+impl std::fmt::Debug for SpiffeServerVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpiffeServerVerifier")
+            .field("expected", &self.expected)
+            .finish()
+    }
+}
+
+impl ServerCertVerifier for SpiffeServerVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let parsed = ParsedCertificate::try_from(end_entity)?;
+        let roots = self.store.material().roots.clone();
+        verify_server_cert_signed_by_trust_anchor(
+            &parsed,
+            &roots,
+            intermediates,
+            now,
+            self.algs.all,
+        )?;
+        match spiffe_id(end_entity) {
+            Some(id) if id == self.expected => Ok(ServerCertVerified::assertion()),
+            Some(id) => Err(rustls::Error::General(format!(
+                "the server is {id}, not {}",
+                self.expected
+            ))),
+            None => Err(rustls::Error::General(
+                "the server's certificate carries no SPIFFE identity".to_owned(),
+            )),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
+    }
+}
+
+/// The SPIFFE ID in a certificate's URI SAN, if it has one.
+pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let san = parsed.subject_alternative_name().ok()??;
+    san.value.general_names.iter().find_map(|name| match name {
+        x509_parser::extensions::GeneralName::URI(uri) if uri.starts_with("spiffe://") => {
+            Some((*uri).to_owned())
+        }
+        _ => None,
+    })
+}
+
+/// A client config for a TLS service outside the mesh: verified against `ca` for `server_name`.
+pub fn external_client_config(ca: &Path) -> Result<Arc<ClientConfig>, TlsError> {
+    let provider = provider();
+    let mut roots = RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(ca)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| TlsError::Read {
+            path: ca.to_owned(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: ca.to_owned(),
+        });
+    }
+    for c in certs {
+        roots.add(c).map_err(|e| TlsError::Bundle {
+            path: ca.to_owned(),
+            reason: e.to_string(),
+        })?;
+    }
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+        .map_err(|e| TlsError::Bundle {
+            path: ca.to_owned(),
+            reason: e.to_string(),
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
