@@ -251,10 +251,20 @@ pub fn text(p: &Params, o: &Outcome) -> String {
     out.push('\n');
     let factors: Vec<String> = o.factors.iter().map(u64::to_string).collect();
     out.push_str(&format!("  {} = {}\n", factors.join(" × "), o.attempts));
+    let proxies = if p.top_only {
+        format!(
+            "the top proxy tries {} time(s), the others once",
+            u64::from(p.proxy_retries) + 1
+        )
+    } else {
+        format!(
+            "each proxy tries {} time(s)",
+            u64::from(p.proxy_retries) + 1
+        )
+    };
     out.push_str(&format!(
-        "  each proxy tries {} time(s); each service's code {} time(s)\n\n",
-        p.proxy_retries + 1,
-        p.code_retries + 1
+        "  {proxies}; each service's code {} time(s)\n\n",
+        u64::from(p.code_retries) + 1
     ));
     let names: Vec<&String> = o.received.keys().collect();
     let counts: Vec<String> = o.received.values().map(u64::to_string).collect();

@@ -78,7 +78,8 @@ struct Reach {
 impl Reach {
     fn add(&mut self, other: &Reach, times: u64) {
         for (k, v) in &other.received {
-            *self.received.entry(k.clone()).or_default() += v.saturating_mul(times);
+            let slot = self.received.entry(k.clone()).or_default();
+            *slot = slot.saturating_add(v.saturating_mul(times));
         }
     }
 
@@ -261,7 +262,7 @@ impl Scenario<'_> {
                 _ => inner.answer,
             };
             elapsed = match (elapsed, len) {
-                (Some(e), Some(l)) => Some(e + l),
+                (Some(e), Some(l)) => Some(e.saturating_add(l)),
                 _ => None,
             };
             last = outcome;
@@ -270,8 +271,19 @@ impl Scenario<'_> {
             if tries > p.retry.count || p.retry.decide(o, call.idempotent) != Decision::Retry {
                 break;
             }
-            start += l + p.retry.backoff.lower(tries);
-            elapsed = elapsed.map(|e| e + p.retry.backoff.upper(tries));
+            let step = l.saturating_add(p.retry.backoff.lower(tries));
+            if step.is_zero() && w.is_none_or(|w| !w.is_zero()) {
+                // Every remaining try starts at the same instant with the same window, so it
+                // sees exactly what this one saw: count them at once (retry counts can be huge).
+                let rest = p.retry.count - (tries - 1);
+                out.add(&inner, u64::from(rest));
+                let backoff_total = p.retry.backoff.total_upper(p.retry.count.saturating_add(1));
+                elapsed = elapsed.map(|e| e.saturating_add(backoff_total));
+                tries = p.retry.count.saturating_add(1);
+                break;
+            }
+            start = start.saturating_add(step);
+            elapsed = elapsed.map(|e| e.saturating_add(p.retry.backoff.upper(tries)));
         }
         if let Some(t) = self.tries.get_mut(&call.label())
             && *t == 0
@@ -299,7 +311,9 @@ impl Scenario<'_> {
         {
             let times = u64::from(call.app_retries) + 1;
             out.scale(times);
-            out.time = out.time.map(|t| t * (call.app_retries + 1));
+            out.time = out
+                .time
+                .map(|t| hopwise_model::timing::times(t, call.app_retries.saturating_add(1)));
         }
         out
     }

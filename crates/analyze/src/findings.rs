@@ -98,7 +98,34 @@ pub fn find(
     for (call, t) in mesh.calls().zip(&timeouts.calls) {
         let label = call.label();
         let p = &call.policy;
-        if let Some(window) = t.caller_window
+        let app_overrun = call.app_retries > 0
+            && t.tries_that_fit == t.tries_when_hung
+            && matches!((t.caller_window, t.worst_case), (Some(w), Some(c)) if c > w)
+            || (call.app_retries > 0 && t.caller_window.is_some() && t.worst_case.is_none());
+        if let (true, Some(window)) = (app_overrun, t.caller_window) {
+            let caller = caller_of(mesh, &call.from);
+            let per = if caller == "the client" {
+                "in all"
+            } else {
+                "per try"
+            };
+            push(
+                "exceeds-caller",
+                Severity::Error,
+                &label,
+                &format!("{}.app_retries", call.path),
+                format!(
+                    "{caller} gives {} {} {per}, but {}'s call with its {} application retries can take {}: the later ones are work nobody waits for",
+                    call.from,
+                    human(window),
+                    call.from,
+                    call.app_retries,
+                    t.worst_case.map_or("forever".to_owned(), human),
+                ),
+                "retry in one place: drop the application's retries or shrink the timeouts"
+                    .to_owned(),
+            );
+        } else if let Some(window) = t.caller_window
             && t.tries_that_fit < t.tries_when_hung
         {
             let need = t.worst_case.map_or("forever".to_owned(), human);
@@ -271,7 +298,7 @@ pub fn find(
                 &format!("{}.budget", call.path),
                 format!(
                     "retries are not budgeted: under a failure this call can send {}× its traffic",
-                    p.tries() * (call.app_retries + 1)
+                    u64::from(p.tries()).saturating_mul(u64::from(call.app_retries) + 1)
                 ),
                 "set `budget: {ratio: 0.2}` so retries stay a share of requests".to_owned(),
             );

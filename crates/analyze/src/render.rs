@@ -38,6 +38,30 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// `3 × 3 × 3` when the calls form a chain (the product is the fan-out); otherwise each call
+/// named, since a product would mislead.
+fn tries_column(tries: &indexmap::IndexMap<String, u32>) -> String {
+    let ends: Vec<(&str, &str)> = tries
+        .keys()
+        .filter_map(|label| label.split_once(" → "))
+        .map(|(from, to)| (from, to.split('/').next().unwrap_or(to)))
+        .collect();
+    let chain = ends.len() == tries.len() && ends.windows(2).all(|w| w[0].1 == w[1].0);
+    if chain {
+        tries
+            .values()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" × ")
+    } else {
+        tries
+            .iter()
+            .map(|(c, t)| format!("{c} ×{t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 pub fn text(report: &Report) -> String {
     let mut out = String::new();
     let t = &report.timeouts;
@@ -112,11 +136,7 @@ pub fn text(report: &Report) -> String {
                 r.client_gets
                     .clone()
                     .unwrap_or_else(|| "success".to_owned()),
-                r.tries
-                    .values()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(" × "),
+                tries_column(&r.tries),
             ]
         })
         .collect();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use hopwise_model::timing::{largest_per_try, tries_that_fit, try_length, worst_case};
+use hopwise_model::timing::{largest_per_try, times, tries_that_fit, try_length, worst_case};
 use hopwise_model::{Call, Decision, Mesh, Outcome, Service};
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -197,7 +197,9 @@ impl Analysis<'_> {
         let route = p.timeout.map(|d| d.get());
         let proxy_worst = worst_case(tries, len, &p.retry.backoff, route);
         let cut_by_route = match (route, len) {
-            (Some(r), Some(l)) => l * tries + p.retry.backoff.total_upper(tries) > r,
+            (Some(r), Some(l)) => {
+                times(l, tries).saturating_add(p.retry.backoff.total_upper(tries)) > r
+            }
             (Some(_), None) => true,
             _ => false,
         };
@@ -207,7 +209,7 @@ impl Analysis<'_> {
             outcome.map(|o| p.give_up_answer(o, call.protocol))
         };
         // The application's own retries repeat the whole proxied call.
-        let worst = proxy_worst.map(|w| w * (call.app_retries + 1));
+        let worst = proxy_worst.map(|w| times(w, call.app_retries.saturating_add(1)));
         let ends = match outcome {
             Some(Outcome::Timeout) => "per-try timeout".to_owned(),
             Some(o) => format!("{o} from {}", call.to),

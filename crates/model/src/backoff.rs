@@ -67,7 +67,11 @@ impl Backoff {
             Strategy::Fixed => base,
             Strategy::Envoy => {
                 let mut interval = base;
+                // At most log2(max / base) doublings before the interval reaches max.
                 for _ in 1..k {
+                    if interval >= max {
+                        break;
+                    }
                     interval = if interval < max / 2 {
                         interval * 2
                     } else {
@@ -113,7 +117,14 @@ impl Backoff {
 
     /// The longest total wait before the retries of `tries` tries (there are `tries − 1`).
     pub fn total_upper(&self, tries: u32) -> Duration {
-        (1..tries).map(|k| self.upper(k)).sum()
+        // Past ~64 retries every strategy is at its cap: add the rest by multiplication.
+        let head = tries.saturating_sub(1).min(64);
+        let mut total: Duration = (1..=head).map(|k| self.upper(k)).sum();
+        let rest = tries.saturating_sub(1) - head;
+        if rest > 0 {
+            total = total.saturating_add(crate::timing::times(self.upper(head + 1), rest));
+        }
+        total
     }
 }
 

@@ -302,7 +302,9 @@ fn apply(p: &mut Policy, raw: &RawPolicy) {
 fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
     // An empty mesh is worth saying only when nothing else explains it.
     if mesh.services.is_empty() && diags.is_empty() {
-        diags.push(mesh.diag("services", "the mesh has no services".to_owned()));
+        let mut d = mesh.diag("services", "the mesh has no services".to_owned());
+        d.pos = d.pos.or(Some(crate::diag::Pos { line: 1, column: 1 }));
+        diags.push(d);
     }
     for call in mesh.calls() {
         let target = format!("services.{}.calls.{}", call.from, call.to);

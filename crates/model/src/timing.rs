@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use crate::backoff::Backoff;
 
+/// `d × n`, saturating: absurd retry counts must give absurd answers, not a panic.
+pub fn times(d: Duration, n: u32) -> Duration {
+    d.checked_mul(n).unwrap_or(Duration::MAX)
+}
+
 /// How long one try lasts when the callee takes `callee` to answer: the per-try timeout cuts it.
 pub fn try_length(per_try: Option<Duration>, callee: Option<Duration>) -> Option<Duration> {
     match (per_try, callee) {
@@ -25,7 +30,7 @@ pub fn worst_case(
     backoff: &Backoff,
     route_timeout: Option<Duration>,
 ) -> Option<Duration> {
-    let total = try_len.map(|t| t * tries + backoff.total_upper(tries));
+    let total = try_len.map(|t| times(t, tries).saturating_add(backoff.total_upper(tries)));
     match (total, route_timeout) {
         (Some(w), Some(r)) => Some(w.min(r)),
         (Some(w), None) => Some(w),
@@ -46,9 +51,9 @@ pub fn tries_that_fit(
     let mut end = Duration::ZERO;
     for k in 1..=tries {
         if k > 1 {
-            end += backoff.upper(k - 1);
+            end = end.saturating_add(backoff.upper(k - 1));
         }
-        end += len;
+        end = end.saturating_add(len);
         if end > window {
             return k - 1;
         }
@@ -73,7 +78,12 @@ pub fn tries_started(
         if start >= window {
             return k - 1;
         }
-        start += len + backoff.lower(k);
+        let step = len.saturating_add(backoff.lower(k));
+        if step.is_zero() {
+            // Tries that take no time all start at once.
+            return tries;
+        }
+        start = start.saturating_add(step);
     }
     tries
 }

@@ -176,6 +176,7 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
         if anchor != 0 {
             anchors.insert(anchor, node.clone());
         }
+        let mut duplicate = None;
         match stack.last_mut() {
             None => root = Some(node),
             Some(Frame::Seq(_, items, _)) => items.push(node),
@@ -197,11 +198,7 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
                         }
                     };
                     if let Some((first, _)) = entries.iter().find(|(k, _)| k.name == name) {
-                        return Err(Diagnostic::new(
-                            "",
-                            Some(node.pos),
-                            format!("duplicate key `{name}` (first at line {})", first.pos.line),
-                        ));
+                        duplicate = Some((name.clone(), node.pos, first.pos.line));
                     }
                     *pending = Some(Key {
                         name,
@@ -211,11 +208,32 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
                 Some(key) => entries.push((key, node)),
             },
         }
+        if let Some((name, pos, first)) = duplicate {
+            let parent = path_of(&stack[..stack.len().saturating_sub(1)]);
+            return Err(Diagnostic::new(
+                crate::read::join(&parent, &name),
+                Some(pos),
+                format!("duplicate key `{name}` (first at line {first})"),
+            ));
+        }
     }
     Ok(root.unwrap_or(Node {
         pos: Pos { line: 1, column: 1 },
         value: Value::Map(Vec::new()),
     }))
+}
+
+/// The dotted path of the value being built at the top of `stack` (for messages).
+fn path_of(stack: &[Frame]) -> String {
+    let mut path = String::new();
+    for frame in stack {
+        match frame {
+            Frame::Map(_, _, Some(key), _) => path = crate::read::join(&path, &key.name),
+            Frame::Seq(_, items, _) => path.push_str(&format!("[{}]", items.len())),
+            Frame::Map(..) => {}
+        }
+    }
+    path
 }
 
 fn count(node: &Node) -> usize {
