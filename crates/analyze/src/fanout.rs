@@ -73,6 +73,8 @@ struct Reach {
     answer: Option<Outcome>,
     /// When it answers; `None`: never.
     time: Option<Duration>,
+    /// The answer carries a "retries exhausted" mark (a `single_hop` proxy retried already).
+    marked: bool,
 }
 
 impl Reach {
@@ -211,6 +213,7 @@ impl Scenario<'_> {
                 r.bounded += c.bounded;
                 if r.answer.is_none() {
                     r.answer = c.answer;
+                    r.marked = c.marked;
                 }
                 r.time = match (r.time, c.time) {
                     (Some(a), Some(b)) => Some(a.max(b)),
@@ -237,6 +240,8 @@ impl Scenario<'_> {
         let mut start = Duration::ZERO;
         let mut elapsed = Some(Duration::ZERO);
         let mut last: Option<Outcome> = None;
+        let mut last_from_below = false;
+        let mut below_marked = false;
         let mut tries = 0u32;
         let mut first_bounded = 0.0;
         loop {
@@ -261,6 +266,8 @@ impl Scenario<'_> {
                 (Some(_), None) => Some(Outcome::Timeout),
                 _ => inner.answer,
             };
+            last_from_below = outcome == inner.answer && outcome != Some(Outcome::ConnectFailure);
+            below_marked = last_from_below && inner.marked;
             elapsed = match (elapsed, len) {
                 (Some(e), Some(l)) => Some(e.saturating_add(l)),
                 _ => None,
@@ -268,7 +275,9 @@ impl Scenario<'_> {
             last = outcome;
             let Some(o) = outcome else { break };
             let Some(l) = len else { break };
-            if tries > p.retry.count || p.retry.decide(o, call.idempotent) != Decision::Retry {
+            if tries > p.retry.count
+                || p.retry.decide_marked(o, call.idempotent, below_marked) != Decision::Retry
+            {
                 break;
             }
             let step = l.saturating_add(p.retry.backoff.lower(tries));
@@ -301,6 +310,9 @@ impl Scenario<'_> {
         } else {
             last.map(|o| p.give_up_answer(o, call.protocol))
         };
+        // A single-hop proxy that retried marks its answer; a marked answer passed on keeps it.
+        out.marked = out.answer.is_some()
+            && ((p.retry.single_hop && tries > 1) || (!cut && last_from_below && below_marked));
         let factor = match p.budget {
             Some(b) => (f64::from(tries)).min(1.0 + b.ratio),
             None => f64::from(tries),

@@ -237,3 +237,34 @@ fn the_timeout_trap_is_found() {
     assert_eq!(fixed.timeouts.calls[0].tries_when_hung, 3);
     assert!(!codes(&fixed).contains(&("timeout-not-retried", "pricing → inventory")));
 }
+
+#[test]
+fn single_hop_retries_never_multiply_even_when_every_layer_retries_503() {
+    // Every layer lists gateway-error (and 503 as a retriable code), as a team "fixing" its
+    // error rate would; hopwise's single-hop mark still lets only one hop retry a failure.
+    let r = report(
+        "defaults:
+  retries: { count: 2, on: [connect-failure, gateway-error, retriable-status-codes], status_codes: [503] }
+services:
+  frontend: { calls: { checkout: {} } }
+  checkout: { calls: { pricing: {} } }
+  pricing: { calls: { inventory: {} } }
+  inventory: {}
+",
+    );
+    assert_eq!(attempts(&r, "inventory", Failure::Http503), 3);
+    assert_eq!(attempts(&r, "inventory", Failure::Down), 3);
+    assert!(!codes(&r).contains(&("retry-fanout", "inventory")));
+    // The same file with the mark switched off multiplies as the seed says.
+    let seed = report(
+        "defaults:
+  retries: { count: 2, on: [connect-failure, gateway-error], single_hop: false }
+services:
+  frontend: { calls: { checkout: {} } }
+  checkout: { calls: { pricing: {} } }
+  pricing: { calls: { inventory: {} } }
+  inventory: {}
+",
+    );
+    assert_eq!(attempts(&seed, "inventory", Failure::Http503), 27);
+}

@@ -16,6 +16,8 @@ pub struct Hung {
     pub time: Option<Duration>,
     /// What it answers (the error its proxy gave it, passed up unchanged).
     pub answer: Option<Outcome>,
+    /// The answer carries a single-hop proxy's "retries exhausted" mark.
+    pub marked: bool,
 }
 
 /// One call's timeout budget.
@@ -136,6 +138,7 @@ impl Analysis<'_> {
             return Hung {
                 time: None,
                 answer: None,
+                marked: false,
             };
         };
         let hung = if service.calls.is_empty() {
@@ -143,6 +146,7 @@ impl Analysis<'_> {
             Hung {
                 time: None,
                 answer: None,
+                marked: false,
             }
         } else {
             self.slowest(service)
@@ -169,6 +173,7 @@ impl Analysis<'_> {
         slowest.unwrap_or(Hung {
             time: None,
             answer: None,
+            marked: false,
         })
     }
 
@@ -186,7 +191,11 @@ impl Analysis<'_> {
         } else {
             below.answer
         };
-        let decision = outcome.map(|o| p.retry.decide(o, call.idempotent));
+        let from_below = !timed_out && below.answer.is_some();
+        let decision = outcome.map(|o| {
+            p.retry
+                .decide_marked(o, call.idempotent, from_below && below.marked)
+        });
         let tries = if decision == Some(Decision::Retry) {
             p.tries()
         } else {
@@ -234,9 +243,12 @@ impl Analysis<'_> {
                 callee_tries_that_fit: None,
             },
         );
+        let marked = answer.is_some()
+            && ((p.retry.single_hop && tries > 1) || (!cut_by_route && from_below && below.marked));
         Hung {
             time: worst,
             answer,
+            marked,
         }
     }
 

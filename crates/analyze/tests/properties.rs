@@ -58,7 +58,7 @@ fn row(r: &Report, service: &str, failure: Failure) -> (u64, f64) {
 /// `counts[i]` retries. The bottom service is what hangs.
 fn timeout_chain(per_try: &[Option<u64>], counts: &[u32]) -> String {
     let mut yaml = String::from(
-        "defaults:\n  retries: { on: [gateway-error], backoff: { strategy: fixed, base: 25ms } }\nservices:\n",
+        "defaults:\n  retries: { on: [gateway-error], single_hop: false, backoff: { strategy: fixed, base: 25ms } }\nservices:\n",
     );
     for (i, (t, count)) in per_try.iter().zip(counts).enumerate() {
         let t = t.map_or("none".to_owned(), |ms| format!("{ms}ms"));

@@ -22,7 +22,10 @@ pub use backoff::{Backoff, Strategy};
 pub use diag::{Diagnostic, Diagnostics, Pos};
 pub use duration::Dur;
 pub use mesh::{Call, Entry, Mesh, Service};
-pub use policy::{Budget, Decision, GrpcCode, Limits, Outcome, Policy, Protocol, Retry, RetryOn};
+pub use policy::{
+    Balancer, Budget, Decision, GrpcCode, Limits, Outcome, Outlier, Policy, Protocol, Retry,
+    RetryOn,
+};
 pub use preset::Preset;
 pub use topology::{Copy, External, ExternalTls};
 

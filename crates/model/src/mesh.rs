@@ -263,6 +263,15 @@ fn apply(p: &mut Policy, raw: &RawPolicy) {
         if let Some(s) = r.only_if_safe {
             p.retry.only_if_safe = s;
         }
+        if let Some(v) = r.honor_idempotency_key {
+            p.retry.honor_idempotency_key = v;
+        }
+        if let Some(v) = r.single_hop {
+            p.retry.single_hop = v;
+        }
+        if let Some(v) = r.max_replay_bytes {
+            p.retry.max_replay_bytes = v;
+        }
     }
     match &raw.budget {
         None => {}
@@ -296,6 +305,33 @@ fn apply(p: &mut Policy, raw: &RawPolicy) {
     }
     if let Some(g) = raw.grpc_status_on_timeout {
         p.grpc_status_on_timeout = g.code();
+    }
+    if let Some(v) = raw.propagate_deadline {
+        p.propagate_deadline = v;
+    }
+    if let Some(b) = raw.balancer {
+        p.balancer = b;
+    }
+    match &raw.outlier {
+        None => {}
+        Some(OrNone::None) => p.outlier = None,
+        Some(OrNone::Some(o)) => {
+            let mut out = p.outlier.unwrap_or(crate::policy::Outlier {
+                consecutive_gateway_failures: 5,
+                base_ejection_time: Dur::from_millis(30_000),
+                max_ejection_percent: 10,
+            });
+            if let Some(v) = o.consecutive_gateway_failures {
+                out.consecutive_gateway_failures = v;
+            }
+            if let Some(v) = o.base_ejection_time {
+                out.base_ejection_time = v;
+            }
+            if let Some(v) = o.max_ejection_percent {
+                out.max_ejection_percent = v;
+            }
+            p.outlier = Some(out);
+        }
     }
 }
 

@@ -215,6 +215,14 @@ pub struct Retry {
     pub backoff: Backoff,
     /// Retry outcomes where the request may have been processed only when it is safe to repeat.
     pub only_if_safe: bool,
+    /// A request carrying an `Idempotency-Key` counts as safe to repeat (the key is passed on
+    /// unchanged so the server can deduplicate).
+    pub honor_idempotency_key: bool,
+    /// Only one hop of a chain retries a given failure: a proxy that gave up after retrying
+    /// marks its answer, and a proxy never retries a marked answer.
+    pub single_hop: bool,
+    /// Request bodies up to this size are kept for replay; a larger body is not retried.
+    pub max_replay_bytes: u32,
 }
 
 /// Why a failed try is or is not retried.
@@ -228,6 +236,8 @@ pub enum Decision {
     Unsafe,
     /// No retries are configured.
     NoRetries,
+    /// Another hop already retried this failure (its answer carries the mark).
+    RetriedBelow,
 }
 
 impl Retry {
@@ -263,12 +273,20 @@ impl Retry {
     /// Would a try ending in `outcome` be retried, for a request that is (or is not) safe to
     /// repeat? Counts, budgets and deadlines are checked by the caller.
     pub fn decide(&self, outcome: Outcome, safe_to_repeat: bool) -> Decision {
+        self.decide_marked(outcome, safe_to_repeat, false)
+    }
+
+    /// As [`Retry::decide`], for an answer that may carry another hop's "retries exhausted"
+    /// mark, which a `single_hop` policy never retries.
+    pub fn decide_marked(&self, outcome: Outcome, safe_to_repeat: bool, marked: bool) -> Decision {
         if self.count == 0 {
             Decision::NoRetries
         } else if !self.matches(outcome) {
             Decision::NotListed
         } else if self.only_if_safe && !safe_to_repeat && outcome.may_have_been_processed() {
             Decision::Unsafe
+        } else if marked && self.single_hop {
+            Decision::RetriedBelow
         } else {
             Decision::Retry
         }
@@ -318,6 +336,37 @@ impl Limits {
     }
 }
 
+/// Taking a copy that keeps failing out of the rotation (Envoy's outlier detection, the
+/// consecutive-gateway-failure detector).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Outlier {
+    /// Consecutive 502/503/504 or connection failures that eject a copy.
+    pub consecutive_gateway_failures: u32,
+    /// Ejected for this long times the number of times it has been ejected.
+    pub base_ejection_time: Dur,
+    /// Never eject more than this share of a service's copies.
+    pub max_ejection_percent: u32,
+}
+
+/// How a copy is chosen for each try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balancer {
+    RoundRobin,
+    /// Power of two choices on the fewest requests in flight.
+    LeastRequests,
+    /// Power of two choices on peak EWMA latency × requests in flight (Linkerd's).
+    PeakEwma,
+}
+
+impl Balancer {
+    pub const ALL: [(&'static str, Balancer); 3] = [
+        ("round-robin", Balancer::RoundRobin),
+        ("least-requests", Balancer::LeastRequests),
+        ("peak-ewma", Balancer::PeakEwma),
+    ];
+}
+
 /// Everything the proxy applies to one call (or one route of it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Policy {
@@ -332,6 +381,11 @@ pub struct Policy {
     /// The `grpc-status` a proxy answers a gRPC caller with when its own timeout fires:
     /// Envoy says UNAVAILABLE, Linkerd (and hopwise) DEADLINE_EXCEEDED.
     pub grpc_status_on_timeout: GrpcCode,
+    /// Send the remaining time to the next hop and trim our timeouts to what the caller has
+    /// left (`grpc-timeout` for gRPC, `x-hopwise-timeout-ms` for HTTP).
+    pub propagate_deadline: bool,
+    pub outlier: Option<Outlier>,
+    pub balancer: Balancer,
 }
 
 impl Policy {

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::backoff::Backoff;
 use crate::duration::Dur;
-use crate::policy::{Budget, GrpcCode, Limits, Policy, Retry, RetryOn};
+use crate::policy::{Balancer, Budget, GrpcCode, Limits, Outlier, Policy, Retry, RetryOn};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -41,12 +41,22 @@ impl Preset {
     }
 
     pub fn policy(self) -> Policy {
+        // Ours guard repetition; the products' do not (semantics.md §10.3).
+        let ours = self == Preset::Hopwise;
         let retry = |count, on: &[RetryOn], only_if_safe| Retry {
             count,
             on: on.iter().copied().collect(),
             status_codes: Default::default(),
             backoff: Backoff::ENVOY,
             only_if_safe,
+            honor_idempotency_key: ours,
+            single_hop: ours,
+            // Linkerd's 64 KiB for us and Linkerd; Envoy's per-connection buffer otherwise.
+            max_replay_bytes: if matches!(self, Preset::Hopwise | Preset::Linkerd) {
+                64 * 1024
+            } else {
+                1024 * 1024
+            },
         };
         match self {
             Preset::Hopwise => Policy {
@@ -74,6 +84,14 @@ impl Preset {
                     max_retries: 3,
                 },
                 grpc_status_on_timeout: GrpcCode::DeadlineExceeded,
+                propagate_deadline: true,
+                outlier: Some(Outlier {
+                    consecutive_gateway_failures: 5,
+                    base_ejection_time: Dur::from_millis(30_000),
+                    // Envoy's 10 % ejects nothing below ten copies; we allow half.
+                    max_ejection_percent: 50,
+                }),
+                balancer: Balancer::LeastRequests,
             },
             Preset::Istio => Policy {
                 timeout: None,
@@ -98,6 +116,9 @@ impl Preset {
                     max_retries: Limits::UNLIMITED,
                 },
                 grpc_status_on_timeout: GrpcCode::Unavailable,
+                propagate_deadline: false,
+                outlier: None,
+                balancer: Balancer::LeastRequests,
             },
             Preset::Envoy => Policy {
                 timeout: Some(Dur::from_millis(15_000)),
@@ -112,6 +133,9 @@ impl Preset {
                     max_retries: 3,
                 },
                 grpc_status_on_timeout: GrpcCode::Unavailable,
+                propagate_deadline: false,
+                outlier: None,
+                balancer: Balancer::RoundRobin,
             },
             Preset::Linkerd => Policy {
                 timeout: None,
@@ -126,6 +150,9 @@ impl Preset {
                     max_retries: Limits::UNLIMITED,
                 },
                 grpc_status_on_timeout: GrpcCode::DeadlineExceeded,
+                propagate_deadline: false,
+                outlier: None,
+                balancer: Balancer::PeakEwma,
             },
         }
     }

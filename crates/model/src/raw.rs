@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::backoff::Strategy;
 use crate::duration::Dur;
-use crate::policy::{GrpcCode, Protocol, RetryOn};
+use crate::policy::{Balancer, GrpcCode, Protocol, RetryOn};
 use crate::preset::Preset;
 use crate::read::{Fields, Reader};
 use crate::yaml::{Node, Value};
@@ -245,6 +245,15 @@ pub struct RawPolicy {
     /// gRPC status a proxy answers when its own timeout fires.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grpc_status_on_timeout: Option<TimeoutStatus>,
+    /// Send the remaining time to the next hop and trim timeouts to the caller's deadline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub propagate_deadline: Option<bool>,
+    /// Outlier ejection; `none` to switch it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outlier: Option<OrNone<RawOutlier>>,
+    /// How a copy is chosen for each try.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balancer: Option<Balancer>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
@@ -265,6 +274,30 @@ pub struct RawRetries {
     /// sending, a timeout) only when the request is safe to repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub only_if_safe: Option<bool>,
+    /// Treat a request carrying an `Idempotency-Key` header as safe to repeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub honor_idempotency_key: Option<bool>,
+    /// Only one hop of a chain retries a given failure (the hop that gave up marks its answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub single_hop: Option<bool>,
+    /// Request bodies up to this many bytes are kept for replay; larger ones are not retried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_replay_bytes: Option<u32>,
+}
+
+/// Outlier ejection: a copy that keeps failing is taken out of the rotation for a while.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutlier {
+    /// Consecutive 502/503/504 or connection failures that eject a copy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consecutive_gateway_failures: Option<u32>,
+    /// Ejection lasts this long times the number of times the copy has been ejected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_ejection_time: Option<Dur>,
+    /// Never eject more than this share (0–100) of a service's copies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ejection_percent: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
@@ -454,6 +487,9 @@ fn read_policy(r: &mut Reader, f: &mut Fields<'_>) -> RawPolicy {
                 ],
             )
         }),
+        propagate_deadline: f.get(r, "propagate_deadline", Reader::bool),
+        outlier: f.get(r, "outlier", or_none(read_outlier)),
+        balancer: f.get(r, "balancer", |r, n, p| r.word(n, p, &Balancer::ALL)),
     }
 }
 
@@ -485,9 +521,25 @@ fn read_retries(r: &mut Reader, node: &Node, path: &str) -> Option<RawRetries> {
             Some(b)
         }),
         only_if_safe: f.get(r, "only_if_safe", Reader::bool),
+        honor_idempotency_key: f.get(r, "honor_idempotency_key", Reader::bool),
+        single_hop: f.get(r, "single_hop", Reader::bool),
+        max_replay_bytes: f.get(r, "max_replay_bytes", u32_field),
     };
     f.finish(r);
     Some(retries)
+}
+
+fn read_outlier(r: &mut Reader, node: &Node, path: &str) -> Option<RawOutlier> {
+    let mut f = r.fields(node, path)?;
+    let o = RawOutlier {
+        consecutive_gateway_failures: f.get(r, "consecutive_gateway_failures", positive_u32),
+        base_ejection_time: f.get(r, "base_ejection_time", positive_duration),
+        max_ejection_percent: f.get(r, "max_ejection_percent", |r, n, p| {
+            r.count(n, p, 100).map(|v| v as u32)
+        }),
+    };
+    f.finish(r);
+    Some(o)
 }
 
 fn read_budget(r: &mut Reader, node: &Node, path: &str) -> Option<RawBudget> {

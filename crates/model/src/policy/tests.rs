@@ -8,6 +8,9 @@ fn retry(on: &[RetryOn], codes: &[u16]) -> Retry {
         status_codes: codes.iter().copied().collect(),
         backoff: Backoff::ENVOY,
         only_if_safe: true,
+        honor_idempotency_key: true,
+        single_hop: true,
+        max_replay_bytes: 65536,
     }
 }
 
@@ -105,4 +108,18 @@ fn rfc9110_idempotent_methods() {
     for m in ["POST", "PATCH", "CONNECT"] {
         assert!(!idempotent_method(m), "{m}");
     }
+}
+
+#[test]
+fn a_marked_answer_is_not_retried_by_a_single_hop_policy() {
+    let mut r = retry(&[RetryOn::GatewayError], &[]);
+    assert_eq!(
+        r.decide_marked(Outcome::http(503), true, true),
+        Decision::RetriedBelow
+    );
+    r.single_hop = false;
+    assert_eq!(
+        r.decide_marked(Outcome::http(503), true, true),
+        Decision::Retry
+    );
 }

@@ -3,6 +3,7 @@
 //! and the configurations are wired together after binding.
 
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used)] // a test harness: a failed setup should fail the test loudly
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

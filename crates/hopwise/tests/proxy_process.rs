@@ -1,0 +1,148 @@
+//! `hopwise proxy` as a real process: it starts from the mesh file alone, drains on SIGTERM
+//! (the request in flight finishes, then it exits 0), and refuses bad input with exit 2.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A backend that answers every request after `delay`.
+fn slow_backend(delay: Duration) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    std::thread::sleep(delay);
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nslow");
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn sigterm_drains_the_request_in_flight_then_exits_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = slow_backend(Duration::from_millis(800));
+    let (upstream, admin) = (free_port(), free_port());
+    let mesh = format!(
+        "services:
+  a:
+    copies: [{{ admin: 127.0.0.1:{admin}, upstreams: {{ fee: 127.0.0.1:{upstream} }} }}]
+    calls: {{ fee: {{ timeout: 5s }} }}
+  fee:
+    external: {{ address: 127.0.0.1:{backend} }}
+"
+    );
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(&file, mesh).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(["proxy", "--config"])
+        .arg(&file)
+        .args(["--service", "a"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("hopwise proxy for a"), "{line}");
+
+    let request = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", upstream)).unwrap();
+        s.write_all(b"GET /penalty/U-41 HTTP/1.1\r\nhost: fee\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    });
+    std::thread::sleep(Duration::from_millis(250));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let response = request.join().unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.ends_with("slow"), "{response}");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the proxy did not exit after draining"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}");
+    assert!(TcpStream::connect(("127.0.0.1", upstream)).is_err());
+}
+
+#[test]
+fn a_proxy_for_an_unknown_service_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(&file, "services:\n  a: {}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(["proxy", "--config"])
+        .arg(&file)
+        .args(["--service", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`nope` is not a service in the mesh file (services: a)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_port_in_use_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "services:\n  a:\n    copies: [{{ outbound: 127.0.0.1:{port} }}]\n    calls: {{ b: {{}} }}\n  b: {{}}\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(["proxy", "--config"])
+        .arg(&file)
+        .args(["--service", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port} (outbound)")),
+        "{err}"
+    );
+}

@@ -1,0 +1,72 @@
+//! The admin endpoint, and certificates swapped on disk while the proxy runs.
+
+mod support;
+
+use std::time::Duration;
+
+use support::*;
+
+const MESH: &str = "
+mesh: { name: t, trust_domain: test.local }
+services:
+  a: { calls: { b: { timeout: 2s } } }
+  b: {}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_answers_ready_live_config_and_nothing_else() {
+    let f = Fixture::new(MESH);
+    let a = start(outbound(f.config("a"), &[("b", closed_port())])).await;
+    let admin = a.bound.admin.unwrap();
+    let (s, _, body) = get(admin, request("GET", "/ready", "admin", b"")).await;
+    assert_eq!((s.as_u16(), body.trim()), (200, "ready"));
+    let (s, _, _) = get(admin, request("GET", "/live", "admin", b"")).await;
+    assert_eq!(s, 200);
+    let (s, headers, body) = get(admin, request("GET", "/config", "admin", b"")).await;
+    assert_eq!(s, 200);
+    assert_eq!(headers["content-type"], "application/json");
+    let config: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(config["service"], "a");
+    assert_eq!(config["identity"], "spiffe://test.local/service/a");
+    assert_eq!(
+        config["clusters"]["b"]["routes"][0]["policy"]["timeout"],
+        "2s"
+    );
+    let (s, _, _) = get(admin, request("GET", "/nope", "admin", b"")).await;
+    assert_eq!(s, 404);
+    let (s, _, _) = get(admin, request("POST", "/metrics", "admin", b"")).await;
+    assert_eq!(s, 405);
+    // While draining, /ready says so (load balancers stop sending).
+    a.shutdown();
+    assert!(!a.state.ready());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_rotate_on_disk_without_a_restart() {
+    let f = Fixture::new(MESH);
+    let app = backend(echo()).await;
+    let b = start(inbound(f.config("b"), app.addr)).await;
+    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let port = a.bound.upstreams["b"];
+    let (status, _, _) = get(port, request("GET", "/before", "b", b"")).await;
+    assert_eq!(status, 200);
+
+    // A whole new CA and new certificates for everyone, written over the old files.
+    hopwise_proxy::certs::write_dev_certs(&f.mesh, &f.certs()).unwrap();
+    // A proxy started now knows only the new CA: it can reach b once b has picked up its new
+    // certificate from disk (the proxies look every 2 s) — with no restart of b.
+    let a2 = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let mut reached = false;
+    for _ in 0..100 {
+        // Traffic through the old proxy never stops meanwhile.
+        let (status, _, body) = get(port, request("GET", "/old", "b", b"")).await;
+        assert_eq!(status, 200, "{body}");
+        let (status, _, _) = get(a2.bound.upstreams["b"], request("GET", "/new", "b", b"")).await;
+        if status == 200 {
+            reached = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reached, "b never presented its new certificate");
+}
