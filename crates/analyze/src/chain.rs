@@ -104,6 +104,7 @@ pub fn mesh(p: &Params) -> Mesh {
                     protocol: p.protocol,
                     method: "POST".to_owned(),
                     idempotent: false,
+                    idempotent_declared: None,
                     app_retries: p.code_retries,
                     policy,
                 }]

@@ -58,6 +58,9 @@ pub struct Call {
     pub method: String,
     /// Safe to repeat (declared, or by RFC 9110 from the method).
     pub idempotent: bool,
+    /// What the file declared, if anything: at run time an undeclared call is judged by each
+    /// request's actual method.
+    pub idempotent_declared: Option<bool>,
     pub app_retries: u32,
     pub policy: Policy,
 }
@@ -152,6 +155,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                         None => path.clone(),
                     },
                     protocol,
+                    idempotent_declared: req.idempotent,
                     idempotent: req.idempotent.unwrap_or_else(|| {
                         protocol == Protocol::Http && idempotent_method(&method)
                     }),

@@ -292,6 +292,18 @@ impl Retry {
         }
     }
 
+    /// The first listed condition that matches `outcome` (for "retries by condition" metrics).
+    pub fn matching_condition(&self, outcome: Outcome) -> Option<RetryOn> {
+        self.on.iter().copied().find(|c| {
+            let single = Retry {
+                on: std::iter::once(*c).collect(),
+                status_codes: self.status_codes.clone(),
+                ..self.clone()
+            };
+            single.matches(outcome)
+        })
+    }
+
     /// Does the list retry a try that timed out? Without this a per-try timeout ends the call.
     pub fn covers_timeout(&self) -> bool {
         self.on.iter().any(|c| c.covers_timeout())

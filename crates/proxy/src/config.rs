@@ -36,7 +36,8 @@ pub enum ConfigError {
 pub struct Route {
     pub name: String,
     pub prefix: Option<String>,
-    pub idempotent: bool,
+    /// Declared safe (or unsafe) to repeat; `None`: judged by each request's method.
+    pub idempotent: Option<bool>,
     pub policy: Policy,
 }
 
@@ -192,7 +193,7 @@ impl ProxyConfig {
             cluster.routes.push(Route {
                 name: call.route.clone().unwrap_or_else(|| call.to.clone()),
                 prefix: call.route_path.clone(),
-                idempotent: call.idempotent,
+                idempotent: call.idempotent_declared,
                 policy: call.policy.clone(),
             });
         }

@@ -5,7 +5,7 @@
 //! a trailers-only response: HTTP 200 with `grpc-status` and `grpc-message`, as gRPC requires.
 
 use bytes::Bytes;
-use hopwise_model::GrpcCode;
+use hopwise_model::{GrpcCode, Outcome};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
@@ -36,6 +36,12 @@ pub enum ProxyError {
     Forbidden(String),
     #[error("the proxy is shutting down")]
     Draining,
+    #[error("the caller's deadline has passed")]
+    DeadlineExceeded,
+    #[error("{0} is reached for this upstream: failing fast instead of queueing")]
+    Overflow(&'static str),
+    #[error("the upstream closed the connection before the request was sent")]
+    ResetBeforeRequest,
 }
 
 impl ProxyError {
@@ -53,6 +59,28 @@ impl ProxyError {
             ProxyError::Protocol => "protocol",
             ProxyError::Forbidden(_) => "forbidden",
             ProxyError::Draining => "draining",
+            ProxyError::DeadlineExceeded => "deadline-exceeded",
+            ProxyError::Overflow(_) => "overflow",
+            ProxyError::ResetBeforeRequest => "reset-before-request",
+        }
+    }
+
+    /// The try's outcome, in the vocabulary retry conditions are written in.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ProxyError::ConnectRefused
+            | ProxyError::ConnectTimeout
+            | ProxyError::Tls(_)
+            | ProxyError::NoEndpoint(_) => Outcome::ConnectFailure,
+            ProxyError::ResetBeforeRequest => Outcome::ResetBeforeRequest,
+            ProxyError::Reset | ProxyError::Protocol => Outcome::Reset,
+            ProxyError::PerTryTimeout | ProxyError::RouteTimeout | ProxyError::DeadlineExceeded => {
+                Outcome::Timeout
+            }
+            ProxyError::NoRoute(_)
+            | ProxyError::Forbidden(_)
+            | ProxyError::Draining
+            | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
         }
     }
 
@@ -60,12 +88,16 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
             ProxyError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ProxyError::PerTryTimeout | ProxyError::RouteTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::PerTryTimeout | ProxyError::RouteTimeout | ProxyError::DeadlineExceeded => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
             ProxyError::Protocol | ProxyError::Tls(_) => StatusCode::BAD_GATEWAY,
             ProxyError::NoEndpoint(_)
             | ProxyError::ConnectRefused
             | ProxyError::ConnectTimeout
             | ProxyError::Reset
+            | ProxyError::ResetBeforeRequest
+            | ProxyError::Overflow(_)
             | ProxyError::Draining => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -77,6 +109,8 @@ impl ProxyError {
             ProxyError::NoRoute(_) => 12,  // UNIMPLEMENTED
             ProxyError::Forbidden(_) => 7, // PERMISSION_DENIED
             ProxyError::PerTryTimeout | ProxyError::RouteTimeout => on_timeout.number(),
+            ProxyError::DeadlineExceeded => GrpcCode::DeadlineExceeded.number(),
+            ProxyError::Overflow(_) => GrpcCode::ResourceExhausted.number(),
             ProxyError::Protocol => 13, // INTERNAL
             _ => GrpcCode::Unavailable.number(),
         }
@@ -111,6 +145,12 @@ impl ProxyError {
             r
         };
         resp.headers_mut().insert(ERROR_HEADER, reason);
+        if let ProxyError::Overflow(limit) = self {
+            resp.headers_mut().insert(
+                crate::attempts::LIMIT_HEADER,
+                HeaderValue::from_static(limit),
+            );
+        }
         resp
     }
 }

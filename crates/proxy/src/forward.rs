@@ -1,14 +1,14 @@
 //! The request lifecycle, read top to bottom:
 //!
-//! outbound: pick the cluster (by listener, or by `Host`) → match the route → strip hop-by-hop
-//! and identity headers → pick a copy → send with the route's timeouts → record metrics → the
-//! upstream's answer, or one local reply from [`ProxyError`].
+//! outbound: pick the cluster (by listener, or by `Host`) → match the route → the deadline (route
+//! timeout, trimmed to the caller's) → the limits (fail fast over a cap) → the tries
+//! ([`crate::attempts`]: pick a copy, send, classify, retry if the policy, the request's
+//! safety, the budget and the deadline allow) → record metrics → the upstream's answer, or one
+//! local reply from [`ProxyError`].
 //!
 //! inbound: the caller's SPIFFE identity (from the handshake) → authorise it → pass it to the
 //! app in `x-hopwise-peer-identity` → forward to the local app in plain HTTP (h2c for gRPC).
 //!
-//! Retries, budgets and limits (the resilience issue) slot into `send` without changing the
-//! shape of this file.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,11 +24,17 @@ use hyper::body::Incoming;
 use indexmap::IndexMap;
 use rustls_pki_types::ServerName;
 
+use crate::attempts;
+use crate::balance::Endpoints;
+use crate::budget::RetryBudget;
 use crate::config::{Cluster, ProxyConfig, Target};
+use crate::deadline;
 use crate::error::ProxyError;
+use crate::limits::Gauges;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::replay::{Replay, ReplayBody};
 use crate::tls::{CertStore, TlsError, external_client_config};
-use crate::upstream::{self, Connector, Picker, Pool};
+use crate::upstream::{self, Connector, Pool};
 
 pub type Body = Either<Incoming, Full<Bytes>>;
 
@@ -44,11 +50,44 @@ pub enum Entry {
     HttpProxy,
 }
 
-struct ClusterState {
-    cluster: Cluster,
-    h1: Pool,
-    h2: Pool,
-    picker: Picker,
+/// What all workers share about one upstream: its copies (load, ejections), the retry budget,
+/// the caps.
+#[derive(Debug)]
+pub struct ClusterShared {
+    pub endpoints: Endpoints,
+    pub budget: Option<RetryBudget>,
+    pub gauges: Gauges,
+}
+
+impl ClusterShared {
+    /// One per upstream per proxy; policies that are per-upstream come from its first route.
+    pub fn new(cluster: &Cluster) -> Arc<ClusterShared> {
+        let policy = cluster.routes.first().map(|r| r.policy.clone());
+        let endpoints = match &cluster.target {
+            Target::Mesh { endpoints, .. } => endpoints.clone(),
+            Target::External { .. } => Vec::new(),
+        };
+        let (balancer, outlier, budget, limits) = match &policy {
+            Some(p) => (p.balancer, p.outlier, p.budget, p.limits),
+            None => {
+                let p = hopwise_model::Preset::Hopwise.policy();
+                (p.balancer, p.outlier, p.budget, p.limits)
+            }
+        };
+        Arc::new(ClusterShared {
+            endpoints: Endpoints::new(&endpoints, balancer, outlier),
+            budget: budget.as_ref().map(RetryBudget::new),
+            gauges: Gauges::new(limits),
+        })
+    }
+}
+
+#[derive(Debug)]
+pub struct ClusterState {
+    pub cluster: Cluster,
+    pub h1: Pool,
+    pub h2: Pool,
+    pub shared: Arc<ClusterShared>,
     routes: Vec<RouteMetrics>,
 }
 
@@ -74,6 +113,7 @@ impl Outbound {
         config: Arc<ProxyConfig>,
         certs: Option<&Arc<CertStore>>,
         metrics: Arc<Metrics>,
+        shared: &IndexMap<String, Arc<ClusterShared>>,
     ) -> Result<Self, TlsError> {
         let mut clusters = IndexMap::new();
         let idle = config.timeouts.pool_idle;
@@ -147,7 +187,10 @@ impl Outbound {
                     cluster: cluster.clone(),
                     h1,
                     h2,
-                    picker: Picker::default(),
+                    shared: shared
+                        .get(name)
+                        .cloned()
+                        .unwrap_or_else(|| ClusterShared::new(cluster)),
                     routes,
                 },
             );
@@ -198,90 +241,70 @@ impl Outbound {
         let route = &state.cluster.routes[route_index];
         let rm = &state.routes[route_index];
         rm.request();
-        let on_timeout = route.policy.grpc_status_on_timeout;
+        let policy = &route.policy;
+        let on_timeout = policy.grpc_status_on_timeout;
 
-        let (pool, uri_scheme, endpoint) = match &state.cluster.target {
-            Target::Mesh { endpoints, .. } => match state.picker.pick(endpoints) {
-                Some(e) => {
-                    let h2 = req.version() == Version::HTTP_2
-                        || state.cluster.protocol == Protocol::Grpc;
-                    let pool = if h2 { &state.h2 } else { &state.h1 };
-                    (pool, Scheme::HTTPS, e.to_string())
-                }
-                None => {
-                    let err = ProxyError::NoEndpoint(state.cluster.service.clone());
-                    return finish_local(rm, err, grpc, on_timeout, start);
-                }
-            },
-            Target::External { address, tls } => {
-                let scheme = if tls.is_some() {
-                    Scheme::HTTPS
-                } else {
-                    Scheme::HTTP
-                };
-                (&state.h1, scheme, address.clone())
-            }
+        // The deadline: our route timeout, trimmed to what the caller has left.
+        let callers = if policy.propagate_deadline {
+            deadline::incoming(req.headers(), grpc)
+        } else {
+            None
         };
-        let external = matches!(state.cluster.target, Target::External { .. });
-        let upstream_req = match rewrite(
-            req,
-            uri_scheme,
-            &endpoint,
-            pool_is_h2(pool, &state.h2),
-            external,
-        ) {
-            Ok(r) => r,
-            Err(e) => return finish_local(rm, e, grpc, on_timeout, start),
+        let ours = policy.timeout.map(|d| d.get());
+        let (limit, deadline_is_callers) = match (ours, callers) {
+            (Some(o), Some(c)) if c < o => (Some(c), true),
+            (None, Some(c)) => (Some(c), true),
+            (o, _) => (o, false),
         };
-
-        let per_try = route.policy.per_try_timeout.map(|d| d.get());
-        let overall = route.policy.timeout.map(|d| d.get());
-        let sent = Instant::now();
-        let result = send(pool, upstream_req, per_try, overall).await;
-        let upstream_time = sent.elapsed();
-        match result {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                rm.response(parts.status.as_u16(), start.elapsed(), upstream_time);
-                Response::from_parts(parts, Either::Left(body))
-            }
-            Err(e) => {
-                let resp = e.response(grpc, on_timeout);
-                rm.local_reply(e.reason());
-                rm.response(resp.status().as_u16(), start.elapsed(), upstream_time);
-                resp.map(Either::Right)
-            }
+        if limit.is_some_and(|l| l.is_zero()) {
+            // The caller has given up already: do not start work nobody waits for.
+            rm.retry_skipped("deadline");
+            return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
         }
+        let deadline = limit.map(|l| tokio::time::Instant::from_std(start) + l);
+
+        let _admitted = match state.shared.gauges.admit() {
+            Ok(a) => a,
+            Err(t) => {
+                self.metrics.limit_tripped(&state.cluster.service, t.name());
+                return finish_local(rm, ProxyError::Overflow(t.name()), grpc, on_timeout, start);
+            }
+        };
+        if let Some(b) = &state.shared.budget {
+            b.deposit();
+        }
+        // Safe to repeat: as declared for the route, else by this request's method (RFC 9110),
+        // or because the caller sent an Idempotency-Key the server can deduplicate with.
+        let safe = route
+            .idempotent
+            .unwrap_or_else(|| hopwise_model::policy::idempotent_method(req.method().as_str()))
+            || (policy.retry.honor_idempotency_key
+                && req.headers().contains_key("idempotency-key"));
+        let (mut head, body) = req.into_parts();
+        head.headers.remove(PEER_IDENTITY);
+        let keep = if policy.retry.count > 0 {
+            policy.retry.max_replay_bytes as usize
+        } else {
+            0
+        };
+        let sent = Instant::now();
+        let mut resp = attempts::run(attempts::Tries {
+            state,
+            route,
+            rm,
+            head,
+            replay: Replay::new(body, keep),
+            grpc,
+            safe,
+            deadline,
+            deadline_is_callers,
+        })
+        .await;
+        let upstream_time = sent.elapsed();
+        strip_hop_by_hop(resp.headers_mut());
+        rm.response(resp.status().as_u16(), start.elapsed(), upstream_time);
+        resp
     }
-}
-
-fn pool_is_h2(pool: &Pool, h2: &Pool) -> bool {
-    std::ptr::eq(pool, h2)
-}
-
-/// Sends one try, bounded by the per-try and route timeouts (the shorter decides).
-async fn send(
-    pool: &Pool,
-    req: Request<Incoming>,
-    per_try: Option<Duration>,
-    overall: Option<Duration>,
-) -> Result<Response<Incoming>, ProxyError> {
-    let (limit, on_expiry) = match (per_try, overall) {
-        (Some(p), Some(o)) if p < o => (Some(p), ProxyError::PerTryTimeout),
-        (Some(p), None) => (Some(p), ProxyError::PerTryTimeout),
-        (_, Some(o)) => (Some(o), ProxyError::RouteTimeout),
-        (None, None) => (None, ProxyError::RouteTimeout),
-    };
-    let fut = pool.request(req);
-    let result = match limit {
-        Some(l) => match tokio::time::timeout(l, fut).await {
-            Ok(r) => r,
-            Err(_) => return Err(on_expiry),
-        },
-        None => fut.await,
-    };
-    result.map_err(|e| upstream::classify(&e))
 }
 
 fn finish_local(
@@ -399,12 +422,13 @@ impl Inbound {
             headers.insert(PEER_IDENTITY, id);
         }
         let h2c = self.config.protocol == Protocol::Grpc;
+        let req = req.map(ReplayBody::passthrough);
         let upstream_req = match rewrite(req, Scheme::HTTP, &app.to_string(), h2c, false) {
             Ok(r) => r,
             Err(e) => return local(e, grpc, on_timeout),
         };
         let sent = Instant::now();
-        let result = send(&self.pool, upstream_req, None, None).await;
+        let result = attempts::send(&self.pool, upstream_req, None, ProxyError::RouteTimeout).await;
         let upstream_time = sent.elapsed();
         let resp = match result {
             Ok(resp) => {
@@ -448,13 +472,13 @@ fn host_of<B>(req: &Request<B>) -> Option<String> {
 /// Points the request at `authority`, in the version the chosen pool speaks, and drops what
 /// must not cross a hop. The caller's `Host` is kept; for an external service it becomes the
 /// service's address.
-fn rewrite(
-    req: Request<Incoming>,
+pub(crate) fn rewrite<B>(
+    req: Request<B>,
     scheme: Scheme,
     authority: &str,
     h2: bool,
     replace_host: bool,
-) -> Result<Request<Incoming>, ProxyError> {
+) -> Result<Request<B>, ProxyError> {
     let (mut parts, body) = req.into_parts();
     let original_host = parts
         .headers
@@ -496,7 +520,7 @@ fn rewrite(
 
 /// Removes connection-specific headers (RFC 9110 §7.6.1), which must not be forwarded and
 /// which HTTP/2 forbids. `te: trailers` survives: gRPC needs it.
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

@@ -10,11 +10,17 @@
 //! [`error`] is the one place failures become responses. Policy arithmetic is `hopwise-model`'s.
 
 pub mod admin;
+pub mod attempts;
+pub mod balance;
+pub mod budget;
 pub mod certs;
 pub mod config;
+pub mod deadline;
 pub mod error;
 pub mod forward;
+pub mod limits;
 pub mod metrics;
+pub mod replay;
 pub mod server;
 pub mod tls;
 pub mod upstream;

@@ -57,6 +57,31 @@ struct ReplyLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RetryLabels {
+    service: String,
+    route: String,
+    condition: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SkipLabels {
+    service: String,
+    route: String,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    service: String,
+    limit: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServiceLabels {
+    service: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DirectionLabels {
     direction: Direction,
 }
@@ -88,6 +113,11 @@ pub struct Metrics {
     connections: Family<DirectionLabels, Counter>,
     active: Family<DirectionLabels, Gauge>,
     handshakes: Family<HandshakeLabels, Counter>,
+    tries: Family<RouteLabels, Counter>,
+    retries: Family<RetryLabels, Counter>,
+    skipped: Family<SkipLabels, Counter>,
+    limits: Family<LimitLabels, Counter>,
+    ejections: Family<ServiceLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -100,6 +130,8 @@ impl std::fmt::Debug for Metrics {
 #[derive(Debug, Clone)]
 pub struct RouteMetrics {
     requests: Counter,
+    tries: Counter,
+    route: String,
     latency: Histogram,
     overhead: Histogram,
     /// 1xx … 5xx
@@ -120,6 +152,36 @@ impl Metrics {
         let connections = Family::default();
         let active = Family::default();
         let handshakes = Family::default();
+        let tries = Family::default();
+        let retries = Family::default();
+        let skipped = Family::default();
+        let limits = Family::default();
+        let ejections = Family::default();
+        registry.register(
+            "tries",
+            "Tries sent upstream (first tries and retries)",
+            tries.clone(),
+        );
+        registry.register(
+            "retries",
+            "Retries made, by the condition that allowed them",
+            retries.clone(),
+        );
+        registry.register(
+            "retries_skipped",
+            "Retries a condition allowed but the proxy did not make, by reason",
+            skipped.clone(),
+        );
+        registry.register(
+            "limits_tripped",
+            "Requests or retries refused by a cap",
+            limits.clone(),
+        );
+        registry.register(
+            "ejections",
+            "Copies taken out of the rotation by outlier detection",
+            ejections.clone(),
+        );
         registry.register("requests", "Requests received, by route", requests.clone());
         registry.register(
             "responses",
@@ -158,7 +220,29 @@ impl Metrics {
             connections,
             active,
             handshakes,
+            tries,
+            retries,
+            skipped,
+            limits,
+            ejections,
         })
+    }
+
+    pub fn limit_tripped(&self, service: &str, limit: &'static str) {
+        self.limits
+            .get_or_create(&LimitLabels {
+                service: service.to_owned(),
+                limit,
+            })
+            .inc();
+    }
+
+    pub fn ejection(&self, service: &str) {
+        self.ejections
+            .get_or_create(&ServiceLabels {
+                service: service.to_owned(),
+            })
+            .inc();
     }
 
     /// Handles for one route; call once per route and keep them.
@@ -183,6 +267,8 @@ impl Metrics {
         };
         RouteMetrics {
             requests: self.requests.get_or_create_owned(&labels),
+            tries: self.tries.get_or_create_owned(&labels),
+            route: route.to_owned(),
             latency: self.latency.get_or_create_owned(&labels),
             overhead: self
                 .overhead
@@ -256,5 +342,35 @@ impl RouteMetrics {
     pub fn local_reply(&self, reason: &'static str) {
         self.metrics
             .local_reply(self.direction, &self.service, reason);
+    }
+
+    pub fn try_sent(&self) {
+        self.tries.inc();
+    }
+
+    pub fn retry(&self, condition: &'static str) {
+        self.metrics
+            .retries
+            .get_or_create(&RetryLabels {
+                service: self.service.clone(),
+                route: self.route.clone(),
+                condition,
+            })
+            .inc();
+    }
+
+    pub fn retry_skipped(&self, reason: &'static str) {
+        self.metrics
+            .skipped
+            .get_or_create(&SkipLabels {
+                service: self.service.clone(),
+                route: self.route.clone(),
+                reason,
+            })
+            .inc();
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 }

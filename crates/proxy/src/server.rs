@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
 use crate::config::ProxyConfig;
-use crate::forward::{Entry, Inbound, Outbound};
+use crate::forward::{ClusterShared, Entry, Inbound, Outbound};
 use crate::metrics::{Direction, Metrics};
 use crate::tls::{CertStore, TlsError, spiffe_id};
 
@@ -217,11 +217,18 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     let (shutdown, watch_rx) = watch::channel(false);
     let mut threads = Vec::new();
     let mut admin_socket = admin_socket;
+    // Budgets, caps and what we know of each copy are per proxy, shared by its workers.
+    let shared: IndexMap<String, Arc<ClusterShared>> = config
+        .clusters
+        .iter()
+        .map(|(name, c)| (name.clone(), ClusterShared::new(c)))
+        .collect();
     for w in 0..workers {
         let outbound = Arc::new(Outbound::new(
             config.clone(),
             certs.as_ref(),
             metrics.clone(),
+            &shared,
         )?);
         let inbound = Arc::new(Inbound::new(config.clone(), metrics.clone()));
         let mine: Vec<(Kind, Option<Entry>, std::net::TcpListener)> = listens

@@ -12,7 +12,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::Uri;
-use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -233,7 +232,7 @@ impl tower_service::Service<Uri> for Connector {
     }
 }
 
-pub type Pool = Client<Connector, Incoming>;
+pub type Pool = Client<Connector, crate::replay::ReplayBody>;
 
 /// A pooled client: keep-alive connections per address, HTTP/1.1 or HTTP/2 only.
 pub fn pool(connector: Connector, h2: bool, idle: Duration) -> Pool {
@@ -280,10 +279,14 @@ pub fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
                 ConnectError::Io { .. } | ConnectError::BadAddress(_) => ProxyError::ConnectRefused,
             };
         }
-        if let Some(h) = e.downcast_ref::<hyper::Error>()
-            && (h.is_parse() || h.is_parse_status() || h.is_user())
-        {
-            return ProxyError::Protocol;
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            // The pooled connection closed before our request went out: nothing was sent.
+            if h.is_canceled() {
+                return ProxyError::ResetBeforeRequest;
+            }
+            if h.is_parse() || h.is_parse_status() || h.is_user() {
+                return ProxyError::Protocol;
+            }
         }
         source = e.source();
     }

@@ -1,5 +1,7 @@
 //! The admin endpoint, and certificates swapped on disk while the proxy runs.
 
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
 mod support;
 
 use std::time::Duration;

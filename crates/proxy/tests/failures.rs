@@ -3,6 +3,8 @@
 //! malformed and oversized requests, slow clients, and a graceful drain. None may crash or wedge
 //! the proxy; each is answered fast with a reason.
 
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
 mod support;
 
 use std::time::{Duration, Instant};

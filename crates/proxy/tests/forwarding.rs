@@ -1,5 +1,7 @@
 //! HTTP/1.1 and HTTP/2 through one and two hops of real proxies over real mutual TLS.
 
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
 mod support;
 
 use std::time::Duration;

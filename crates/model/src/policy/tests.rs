@@ -123,3 +123,17 @@ fn a_marked_answer_is_not_retried_by_a_single_hop_policy() {
         Decision::Retry
     );
 }
+
+#[test]
+fn the_matching_condition_is_named() {
+    let r = retry(&[RetryOn::ConnectFailure, RetryOn::GatewayError], &[]);
+    assert_eq!(
+        r.matching_condition(Outcome::http(503)),
+        Some(RetryOn::GatewayError)
+    );
+    assert_eq!(
+        r.matching_condition(Outcome::ConnectFailure),
+        Some(RetryOn::ConnectFailure)
+    );
+    assert_eq!(r.matching_condition(Outcome::http(404)), None);
+}

@@ -1,0 +1,320 @@
+//! The tries of one outbound request: pick a copy, send with the per-try timeout, classify the
+//! outcome, and decide — with `hopwise-model`'s `Retry::decide_marked`, the same function
+//! `hopwise check` uses — whether to try again. A retry also needs: retries left, a replayable
+//! body, the budget, a free `max_retries` place, and time before the deadline for the back-off.
+//! When the proxy gives up it returns the last upstream answer unchanged (as Envoy does) or one
+//! local reply, marked "retries exhausted" when it retried, so single-hop proxies above do not
+//! retry it again.
+
+use std::time::Duration;
+
+use hopwise_model::{Decision, GrpcCode, Outcome, Protocol};
+use http::header::{HeaderName, HeaderValue};
+use http::uri::Scheme;
+use http::{Request, Response};
+use http_body_util::Either;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use crate::config::{Route, Target};
+use crate::deadline;
+use crate::error::ProxyError;
+use crate::forward::{Body, ClusterState, rewrite};
+use crate::metrics::RouteMetrics;
+use crate::replay::Replay;
+use crate::upstream::{self, Pool};
+
+/// Sent upstream on every try: 1, 2, 3 … (like `x-envoy-attempt-count`).
+pub const ATTEMPT_HEADER: &str = "x-hopwise-attempt";
+/// On an answer from a proxy that retried and gave up: the number of tries it made.
+pub const EXHAUSTED_HEADER: &str = "x-hopwise-retries-exhausted";
+/// Names the cap that refused a request.
+pub const LIMIT_HEADER: &str = "x-hopwise-limit";
+
+/// What one request carries into its tries.
+#[derive(Debug)]
+pub struct Tries<'a> {
+    pub state: &'a ClusterState,
+    pub route: &'a Route,
+    pub rm: &'a RouteMetrics,
+    pub head: http::request::Parts,
+    pub replay: Replay,
+    pub grpc: bool,
+    pub safe: bool,
+    /// When the whole request must be done (route timeout, or the caller's deadline).
+    pub deadline: Option<Instant>,
+    /// Which of the two ended the request when time runs out.
+    pub deadline_is_callers: bool,
+}
+
+fn outcome_of(resp: &Response<Incoming>) -> Outcome {
+    let grpc = resp
+        .headers()
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u8>().ok())
+        .map(|n| match n {
+            0 => GrpcCode::Ok,
+            1 => GrpcCode::Cancelled,
+            4 => GrpcCode::DeadlineExceeded,
+            8 => GrpcCode::ResourceExhausted,
+            13 => GrpcCode::Internal,
+            14 => GrpcCode::Unavailable,
+            _ => GrpcCode::Unknown,
+        });
+    Outcome::Response {
+        status: resp.status().as_u16(),
+        grpc,
+    }
+}
+
+fn is_gateway_failure(o: Outcome) -> bool {
+    match o {
+        Outcome::Response { status, .. } => matches!(status, 502..=504),
+        _ => true,
+    }
+}
+
+/// Builds one try's request from the saved head.
+fn try_request(
+    r: &Tries<'_>,
+    attempt: u32,
+    left: Option<Duration>,
+) -> Request<crate::replay::ReplayBody> {
+    let mut req = Request::new(r.replay.body(attempt));
+    *req.method_mut() = r.head.method.clone();
+    *req.uri_mut() = r.head.uri.clone();
+    *req.version_mut() = r.head.version;
+    *req.headers_mut() = r.head.headers.clone();
+    let h = req.headers_mut();
+    h.insert(
+        HeaderName::from_static(ATTEMPT_HEADER),
+        HeaderValue::from(attempt),
+    );
+    if r.route.policy.propagate_deadline
+        && let Some(left) = left
+    {
+        deadline::outgoing(h, r.grpc, left);
+    }
+    req
+}
+
+/// Runs the tries of one request and returns what the caller gets.
+pub async fn run(r: Tries<'_>) -> Response<Body> {
+    let policy = &r.route.policy;
+    let on_timeout = policy.grpc_status_on_timeout;
+    let mut tried: Vec<usize> = Vec::new();
+    let mut attempt: u32 = 0;
+    let mut _retry_place = None;
+    let result: Result<Response<Incoming>, ProxyError> = loop {
+        attempt += 1;
+        let now = Instant::now();
+        let left = r.deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
+            break Err(if r.deadline_is_callers {
+                ProxyError::DeadlineExceeded
+            } else {
+                ProxyError::RouteTimeout
+            });
+        }
+        let (pool, scheme, authority, endpoint) = match pick(&r, &tried) {
+            Ok(p) => p,
+            Err(e) => break Err(e),
+        };
+        if let Some(i) = endpoint {
+            tried.push(i);
+        }
+        let req = match rewrite(
+            try_request(&r, attempt, left),
+            scheme,
+            &authority,
+            is_h2(pool, r.state),
+            matches!(r.state.cluster.target, Target::External { .. }),
+        ) {
+            Ok(req) => req,
+            Err(e) => break Err(e),
+        };
+        // The shorter of the per-try timeout and the time left decides, and names the error.
+        let per_try = policy.per_try_timeout.map(|d| d.get());
+        let (limit, on_expiry) = match (per_try, left) {
+            (Some(p), Some(l)) if p < l => (Some(p), ProxyError::PerTryTimeout),
+            (Some(p), None) => (Some(p), ProxyError::PerTryTimeout),
+            (_, Some(l)) if r.deadline_is_callers => (Some(l), ProxyError::DeadlineExceeded),
+            (_, Some(l)) => (Some(l), ProxyError::RouteTimeout),
+            (None, None) => (None, ProxyError::RouteTimeout),
+        };
+        r.rm.try_sent();
+        let in_flight = endpoint.map(|i| r.state.shared.endpoints.start(i));
+        let sent = Instant::now();
+        let result = send(pool, req, limit, on_expiry).await;
+        drop(in_flight);
+        let (outcome, marked) = match &result {
+            Ok(resp) => (
+                outcome_of(resp),
+                resp.headers().contains_key(EXHAUSTED_HEADER),
+            ),
+            Err(e) => (e.outcome(), false),
+        };
+        if let Some(i) = endpoint
+            && let Some(ej) =
+                r.state
+                    .shared
+                    .endpoints
+                    .record(i, sent.elapsed(), is_gateway_failure(outcome))
+        {
+            r.rm.metrics().ejection(&r.state.cluster.service);
+            tracing::warn!(
+                "ejected {} of {} for {:?}",
+                ej.addr,
+                r.state.cluster.service,
+                ej.for_
+            );
+        }
+        if outcome.is_success() {
+            break result;
+        }
+        // The route timeout and the caller's deadline end the request; they are never retried.
+        if matches!(
+            result,
+            Err(ProxyError::RouteTimeout | ProxyError::DeadlineExceeded)
+        ) {
+            break result;
+        }
+        match policy.retry.decide_marked(outcome, r.safe, marked) {
+            Decision::Retry => {}
+            Decision::Unsafe => {
+                r.rm.retry_skipped("unsafe");
+                break result;
+            }
+            Decision::RetriedBelow => {
+                r.rm.retry_skipped("retried-below");
+                break result;
+            }
+            Decision::NotListed | Decision::NoRetries => break result,
+        }
+        if attempt > policy.retry.count {
+            break result;
+        }
+        if !r.replay.can_replay() {
+            r.rm.retry_skipped("body-too-large");
+            break result;
+        }
+        if let Some(b) = &r.state.shared.budget
+            && !b.withdraw()
+        {
+            r.rm.retry_skipped("budget");
+            break result;
+        }
+        match r.state.shared.gauges.admit_retry() {
+            Ok(place) => _retry_place = Some(place),
+            Err(t) => {
+                r.rm.retry_skipped("limit");
+                r.rm.metrics()
+                    .limit_tripped(&r.state.cluster.service, t.name());
+                break result;
+            }
+        }
+        let delay = policy.retry.backoff.delay(attempt, fastrand::u64(..));
+        if r.deadline
+            .is_some_and(|d| d.saturating_duration_since(Instant::now()) <= delay)
+        {
+            r.rm.retry_skipped("deadline");
+            break result;
+        }
+        if let Some(c) = policy.retry.matching_condition(outcome) {
+            r.rm.retry(c.name());
+        }
+        drop(result);
+        tokio::time::sleep(delay).await;
+    };
+    let exhausted = policy.retry.single_hop && attempt > 1;
+    match result {
+        Ok(resp) => {
+            let (mut parts, body) = resp.into_parts();
+            crate::forward::strip_hop_by_hop(&mut parts.headers);
+            if exhausted && !outcome_is_success(&parts) {
+                parts.headers.insert(
+                    HeaderName::from_static(EXHAUSTED_HEADER),
+                    HeaderValue::from(attempt),
+                );
+            }
+            Response::from_parts(parts, Either::Left(body))
+        }
+        Err(e) => {
+            r.rm.local_reply(e.reason());
+            let mut resp = e.response(r.grpc, on_timeout);
+            if exhausted {
+                resp.headers_mut().insert(
+                    HeaderName::from_static(EXHAUSTED_HEADER),
+                    HeaderValue::from(attempt),
+                );
+            }
+            resp.map(Either::Right)
+        }
+    }
+}
+
+fn outcome_is_success(parts: &http::response::Parts) -> bool {
+    let grpc_ok = parts
+        .headers
+        .get("grpc-status")
+        .is_none_or(|v| v.as_bytes() == b"0");
+    parts.status.as_u16() < 500 && grpc_ok
+}
+
+fn is_h2(pool: &Pool, state: &ClusterState) -> bool {
+    std::ptr::eq(pool, &state.h2)
+}
+
+/// The pool, scheme, authority and copy index for the next try.
+fn pick<'s>(
+    r: &'s Tries<'_>,
+    tried: &[usize],
+) -> Result<(&'s Pool, Scheme, String, Option<usize>), ProxyError> {
+    let state = r.state;
+    match &state.cluster.target {
+        Target::Mesh { .. } => {
+            let i = state
+                .shared
+                .endpoints
+                .pick(tried)
+                .ok_or_else(|| ProxyError::NoEndpoint(state.cluster.service.clone()))?;
+            let h2 =
+                r.head.version == http::Version::HTTP_2 || state.cluster.protocol == Protocol::Grpc;
+            let pool = if h2 { &state.h2 } else { &state.h1 };
+            let addr = state.shared.endpoints.list[i].addr;
+            Ok((pool, Scheme::HTTPS, addr.to_string(), Some(i)))
+        }
+        Target::External { address, tls } => {
+            let scheme = if tls.is_some() {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            };
+            Ok((&state.h1, scheme, address.clone(), None))
+        }
+    }
+}
+
+/// Sends one try, bounded by `limit`.
+pub async fn send<B>(
+    pool: &hyper_util::client::legacy::Client<upstream::Connector, B>,
+    req: Request<B>,
+    limit: Option<Duration>,
+    on_expiry: ProxyError,
+) -> Result<Response<Incoming>, ProxyError>
+where
+    B: http_body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let fut = pool.request(req);
+    let result = match limit {
+        Some(l) => match tokio::time::timeout(l, fut).await {
+            Ok(r) => r,
+            Err(_) => return Err(on_expiry),
+        },
+        None => fut.await,
+    };
+    result.map_err(|e| upstream::classify(&e))
+}
