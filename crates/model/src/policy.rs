@@ -83,6 +83,18 @@ impl RetryOn {
             .map_or("?", |(n, _)| n)
     }
 
+    /// Is this one of the conditions that read a response's `grpc-status`?
+    pub fn is_grpc(self) -> bool {
+        matches!(
+            self,
+            RetryOn::Cancelled
+                | RetryOn::DeadlineExceeded
+                | RetryOn::ResourceExhausted
+                | RetryOn::Internal
+                | RetryOn::Unavailable
+        )
+    }
+
     /// Does this condition retry a try that ended by the per-try timeout? (Envoy: only
     /// `reset`, `gateway-error` and `5xx` — the trap in the seed's "timeouts" section.)
     pub fn covers_timeout(self) -> bool {

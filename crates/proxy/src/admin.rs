@@ -1,16 +1,15 @@
 //! The admin endpoint (bind it to localhost): `/metrics` (Prometheus text), `/ready` (200 once
 //! every worker listens, 503 while draining), `/live`, `/config` (the effective configuration).
 
-use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{Either, Full};
+
 use hyper::body::Incoming;
 
 use crate::forward::Body;
 use crate::server::State;
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
-    let mut r = Response::new(Either::Right(Full::new(Bytes::from(body))));
+    let mut r = Response::new(Body::local(body));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -12,7 +12,6 @@ use hopwise_model::{Decision, GrpcCode, Outcome, Protocol};
 use http::header::{HeaderName, HeaderValue};
 use http::uri::Scheme;
 use http::{Request, Response};
-use http_body_util::Either;
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
@@ -23,6 +22,9 @@ use crate::forward::{Body, ClusterState, rewrite};
 use crate::metrics::RouteMetrics;
 use crate::replay::Replay;
 use crate::upstream::{self, Pool};
+
+/// How much of a gRPC response the proxy reads ahead looking for its trailers.
+const PEEK_LIMIT: usize = 64 * 1024;
 
 /// Sent upstream on every try: 1, 2, 3 … (like `x-envoy-attempt-count`).
 pub const ATTEMPT_HEADER: &str = "x-hopwise-attempt";
@@ -47,10 +49,19 @@ pub struct Tries<'a> {
     pub deadline_is_callers: bool,
 }
 
-fn outcome_of(resp: &Response<Incoming>) -> Outcome {
+/// The try's outcome: its status, and its `grpc-status` from the headers (a trailers-only
+/// answer) or from trailers the proxy read ahead to.
+fn outcome_of(resp: &Response<Body>) -> Outcome {
+    let trailers = match resp.body() {
+        Body::Peeked {
+            trailers: Some(t), ..
+        } => Some(t),
+        _ => None,
+    };
     let grpc = resp
         .headers()
         .get("grpc-status")
+        .or_else(|| trailers.and_then(|t| t.get("grpc-status")))
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u8>().ok())
         .map(|n| match n {
@@ -106,7 +117,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
     let mut tried: Vec<usize> = Vec::new();
     let mut attempt: u32 = 0;
     let mut _retry_place = None;
-    let result: Result<Response<Incoming>, ProxyError> = loop {
+    let result: Result<Response<Body>, ProxyError> = loop {
         attempt += 1;
         let now = Instant::now();
         let left = r.deadline.map(|d| d.saturating_duration_since(now));
@@ -146,7 +157,27 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
         r.rm.try_sent();
         let in_flight = endpoint.map(|i| r.state.shared.endpoints.start(i));
         let sent = Instant::now();
-        let result = send(pool, req, limit, on_expiry).await;
+        let mut result = send(pool, req, limit, on_expiry)
+            .await
+            .map(|resp| resp.map(Body::Upstream));
+        // A gRPC error may come in trailers after a 200: read ahead to them (bounded) when a
+        // gRPC condition could retry it, so the decision sees the real status.
+        let read_ahead = r.grpc
+            && attempt <= policy.retry.count
+            && policy.retry.on.iter().any(|c| c.is_grpc())
+            && result.as_ref().is_ok_and(|resp| {
+                resp.status() == http::StatusCode::OK && !resp.headers().contains_key("grpc-status")
+            });
+        if read_ahead && let Ok(resp) = result {
+            let (parts, body) = resp.into_parts();
+            result = match body {
+                Body::Upstream(incoming) => match crate::body::peek(incoming, PEEK_LIMIT).await {
+                    Ok(p) => Ok(Response::from_parts(parts, p.body)),
+                    Err(_) => Err(ProxyError::Reset),
+                },
+                other => Ok(Response::from_parts(parts, other)),
+            };
+        }
         drop(in_flight);
         let (outcome, marked) = match &result {
             Ok(resp) => (
@@ -238,7 +269,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
                     HeaderValue::from(attempt),
                 );
             }
-            Response::from_parts(parts, Either::Left(body))
+            Response::from_parts(parts, body)
         }
         Err(e) => {
             r.rm.local_reply(e.reason());
@@ -249,7 +280,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
                     HeaderValue::from(attempt),
                 );
             }
-            resp.map(Either::Right)
+            resp.map(Body::from)
         }
     }
 }

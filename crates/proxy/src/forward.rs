@@ -14,12 +14,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use hopwise_model::{GrpcCode, Protocol};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri, Version};
-use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use indexmap::IndexMap;
 use rustls_pki_types::ServerName;
@@ -36,7 +34,7 @@ use crate::replay::{Replay, ReplayBody};
 use crate::tls::{CertStore, TlsError, external_client_config};
 use crate::upstream::{self, Connector, Pool};
 
-pub type Body = Either<Incoming, Full<Bytes>>;
+pub use crate::body::Body;
 
 /// The header that carries the caller's verified SPIFFE identity to the app.
 pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
@@ -317,11 +315,11 @@ fn finish_local(
     rm.local_reply(err.reason());
     let resp = err.response(grpc, on_timeout);
     rm.response(resp.status().as_u16(), start.elapsed(), Duration::ZERO);
-    resp.map(Either::Right)
+    resp.map(Body::from)
 }
 
 fn local(err: ProxyError, grpc: bool, on_timeout: GrpcCode) -> Response<Body> {
-    err.response(grpc, on_timeout).map(Either::Right)
+    err.response(grpc, on_timeout).map(Body::from)
 }
 
 /// Inbound forwarding state of one worker: the pool to the local app.
@@ -407,7 +405,7 @@ impl Inbound {
             if let Some(rm) = rm {
                 rm.response(resp.status().as_u16(), start.elapsed(), Duration::ZERO);
             }
-            return resp.map(Either::Right);
+            return resp.map(Body::from);
         }
         let Some(app) = self.app else {
             return local(
@@ -434,7 +432,7 @@ impl Inbound {
             Ok(resp) => {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, Either::Left(body))
+                Response::from_parts(parts, Body::Upstream(body))
             }
             Err(e) => {
                 self.metrics

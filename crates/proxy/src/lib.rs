@@ -12,6 +12,7 @@
 pub mod admin;
 pub mod attempts;
 pub mod balance;
+pub mod body;
 pub mod budget;
 pub mod certs;
 pub mod config;

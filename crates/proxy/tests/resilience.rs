@@ -331,3 +331,105 @@ async fn a_body_larger_than_the_replay_buffer_is_streamed_and_not_retried() {
     .await;
     assert_eq!((status.as_u16(), body.as_str()), (200, "body=5"));
 }
+
+/// A gRPC answer with the status in trailers after a message (not trailers-only).
+struct GrpcReply {
+    data: Option<Bytes>,
+    status: Option<u8>,
+}
+
+impl http_body::Body for GrpcReply {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        if let Some(d) = self.data.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(d))));
+        }
+        if let Some(code) = self.status.take() {
+            let mut t = http::HeaderMap::new();
+            t.insert("grpc-status", u16::from(code).into());
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::trailers(t))));
+        }
+        std::task::Poll::Ready(None)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_unavailable_in_trailers_is_read_and_retried() {
+    // The first two answers end with grpc-status 14 in trailers; the third with 0.
+    let count = Arc::new(AtomicUsize::new(0));
+    let hits_seen = count.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let count = count.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                    let i = count.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        let reply = GrpcReply {
+                            data: Some(Bytes::from_static(b"\0\0\0\0\x02hi")),
+                            status: Some(if i < 2 { 14 } else { 0 }),
+                        };
+                        let mut r = Response::new(reply);
+                        r.headers_mut()
+                            .insert("content-type", "application/grpc".parse().unwrap());
+                        Ok::<_, std::convert::Infallible>(r)
+                    }
+                });
+                let _ =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
+                        .await;
+            });
+        }
+    });
+    let f = Fixture::new(
+        "mesh: { trust_domain: test.local }
+services:
+  a:
+    calls:
+      b: { timeout: 5s, idempotent: true, retries: { count: 2, on: [unavailable] } }
+  b: { protocol: grpc }
+",
+    );
+    let b = start(inbound(f.config("b"), app)).await;
+    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let tcp = tokio::net::TcpStream::connect(a.bound.upstreams["b"])
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method("POST")
+        .uri("http://b/pkg.Inventory/Reserve")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(Bytes::from_static(b"\0\0\0\0\x02ok")))
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let collected = resp.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned().unwrap();
+    assert_eq!(
+        trailers["grpc-status"], "0",
+        "the third try's answer, intact"
+    );
+    assert_eq!(collected.to_bytes().as_ref(), b"\0\0\0\0\x02hi");
+    assert_eq!(hits_seen.load(Ordering::SeqCst), 3);
+    let m = metrics(&a).await;
+    assert!(
+        m.contains(r#"hopwise_retries_total{service="b",route="b",condition="unavailable"} 2"#),
+        "{m}"
+    );
+}

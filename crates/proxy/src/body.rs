@@ -1,0 +1,150 @@
+//! The body of what the proxy answers: the upstream's body streamed through, a local reply, or
+//! an upstream gRPC body the proxy read ahead to its trailers (to see its `grpc-status` before
+//! deciding on a retry) and now hands on — the frames it read, then the rest.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Frame, SizeHint};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug)]
+pub enum Body {
+    Upstream(Incoming),
+    Local(Full<Bytes>),
+    Peeked {
+        frames: VecDeque<Bytes>,
+        trailers: Option<HeaderMap>,
+        rest: Option<Incoming>,
+    },
+}
+
+impl Body {
+    pub fn local(bytes: impl Into<Bytes>) -> Body {
+        Body::Local(Full::new(bytes.into()))
+    }
+}
+
+impl From<Full<Bytes>> for Body {
+    fn from(f: Full<Bytes>) -> Body {
+        Body::Local(f)
+    }
+}
+
+/// What reading ahead found.
+#[derive(Debug)]
+pub struct Peek {
+    pub body: Body,
+    /// The trailers, if they arrived within the limit.
+    pub trailers: Option<HeaderMap>,
+}
+
+/// Reads `body` until its trailers, its end, or `limit` bytes — whichever comes first — and
+/// returns a body that replays what was read and streams the rest.
+pub async fn peek(mut body: Incoming, limit: usize) -> Result<Peek, hyper::Error> {
+    let mut frames = VecDeque::new();
+    let mut read = 0usize;
+    loop {
+        match body.frame().await {
+            None => {
+                return Ok(Peek {
+                    body: Body::Peeked {
+                        frames,
+                        trailers: None,
+                        rest: None,
+                    },
+                    trailers: None,
+                });
+            }
+            Some(Err(e)) => return Err(e),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    read += data.len();
+                    frames.push_back(data);
+                    if read > limit {
+                        return Ok(Peek {
+                            body: Body::Peeked {
+                                frames,
+                                trailers: None,
+                                rest: Some(body),
+                            },
+                            trailers: None,
+                        });
+                    }
+                }
+                Err(frame) => {
+                    let trailers = frame.into_trailers().ok();
+                    return Ok(Peek {
+                        body: Body::Peeked {
+                            frames,
+                            trailers: trailers.clone(),
+                            rest: None,
+                        },
+                        trailers,
+                    });
+                }
+            },
+        }
+    }
+}
+
+impl http_body::Body for Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            Body::Upstream(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+            Body::Local(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            Body::Peeked {
+                frames,
+                trailers,
+                rest,
+            } => {
+                if let Some(data) = frames.pop_front() {
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                if let Some(t) = trailers.take() {
+                    return Poll::Ready(Some(Ok(Frame::trailers(t))));
+                }
+                match rest {
+                    Some(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
+                    None => Poll::Ready(None),
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Body::Upstream(b) => b.is_end_stream(),
+            Body::Local(b) => b.is_end_stream(),
+            Body::Peeked {
+                frames,
+                trailers,
+                rest,
+            } => {
+                frames.is_empty()
+                    && trailers.is_none()
+                    && rest.as_ref().is_none_or(|r| r.is_end_stream())
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Upstream(b) => b.size_hint(),
+            Body::Local(b) => b.size_hint(),
+            Body::Peeked { .. } => SizeHint::default(),
+        }
+    }
+}
