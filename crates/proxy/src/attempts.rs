@@ -140,7 +140,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             scheme,
             &authority,
             is_h2(pool, r.state),
-            matches!(r.state.cluster.target, Target::External { .. }),
+            matches!(r.state.cluster.target, Target::External { .. }) && !is_h2(pool, r.state),
         ) {
             Ok(req) => req,
             Err(e) => break Err(e),
@@ -322,7 +322,10 @@ fn pick<'s>(
             } else {
                 Scheme::HTTP
             };
-            Ok((&state.h1, scheme, address.clone(), None))
+            // gRPC outside the mesh is h2c (or h2 over TLS); everything else HTTP/1.1.
+            let h2 = state.cluster.protocol == Protocol::Grpc;
+            let pool = if h2 { &state.h2 } else { &state.h1 };
+            Ok((pool, scheme, address.clone(), None))
         }
     }
 }

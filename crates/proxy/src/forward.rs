@@ -150,27 +150,31 @@ impl Outbound {
                     }
                 },
                 Target::External { tls, .. } => {
-                    let c = match tls {
-                        Some(t) => {
-                            let name =
-                                ServerName::try_from(t.server_name.clone()).map_err(|_| {
-                                    TlsError::Bundle {
-                                        path: t.ca_file.clone(),
-                                        reason: format!("`{}` is not a server name", t.server_name),
-                                    }
-                                })?;
-                            Connector::tls(
-                                external_client_config(&t.ca_file)?,
-                                Some(name),
-                                connect_timeout,
-                                metrics.clone(),
-                            )
-                        }
-                        None => Connector::plain(connect_timeout),
-                    };
+                    let connector =
+                        |alpn: &[u8]| -> Result<Connector, TlsError> {
+                            Ok(match tls {
+                                Some(t) => {
+                                    let name = ServerName::try_from(t.server_name.clone())
+                                        .map_err(|_| TlsError::Bundle {
+                                            path: t.ca_file.clone(),
+                                            reason: format!(
+                                                "`{}` is not a server name",
+                                                t.server_name
+                                            ),
+                                        })?;
+                                    Connector::tls(
+                                        external_client_config(&t.ca_file, alpn)?,
+                                        Some(name),
+                                        connect_timeout,
+                                        metrics.clone(),
+                                    )
+                                }
+                                None => Connector::plain(connect_timeout),
+                            })
+                        };
                     (
-                        upstream::pool(c.clone(), false, idle),
-                        upstream::pool(c, true, idle),
+                        upstream::pool(connector(b"http/1.1")?, false, idle),
+                        upstream::pool(connector(b"h2")?, true, idle),
                     )
                 }
             };

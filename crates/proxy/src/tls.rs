@@ -356,7 +356,7 @@ pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
 }
 
 /// A client config for a TLS service outside the mesh: verified against `ca` for `server_name`.
-pub fn external_client_config(ca: &Path) -> Result<Arc<ClientConfig>, TlsError> {
+pub fn external_client_config(ca: &Path, alpn: &[u8]) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = provider();
     let mut roots = RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(ca)
@@ -383,6 +383,6 @@ pub fn external_client_config(ca: &Path) -> Result<Arc<ClientConfig>, TlsError> 
             path: ca.to_owned(),
             reason: e.to_string(),
         })?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
 }
