@@ -101,8 +101,11 @@ impl Endpoints {
     /// ejected copies unless every copy is ejected (Envoy's panic mode).
     pub fn pick(&self, tried: &[usize]) -> Option<usize> {
         let n = self.list.len();
-        if n == 0 {
-            return None;
+        match n {
+            0 => return None,
+            // One copy: nothing to choose, whatever its state.
+            1 => return Some(0),
+            _ => {}
         }
         let now = Instant::now();
         let mut candidates: Vec<usize> = (0..n)

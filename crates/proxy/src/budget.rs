@@ -132,4 +132,37 @@ mod tests {
             "the window has passed: no requests, no budget"
         );
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// Whatever the order of requests and retries, within a window the retries allowed
+        /// never exceed ratio × requests + the floor.
+        #[test]
+        fn never_more_than_the_ratio_plus_the_floor(
+            ratio in 0.0f64..1.0,
+            min in 0u32..20,
+            ops in proptest::collection::vec(proptest::bool::ANY, 0..400),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let (requests, retries) = rt.block_on(async {
+                let b = budget(ratio, min);
+                let (mut requests, mut retries) = (0u64, 0u64);
+                for deposit in ops {
+                    if deposit {
+                        b.deposit();
+                        requests += 1;
+                    } else if b.withdraw() {
+                        retries += 1;
+                    }
+                }
+                (requests, retries)
+            });
+            let ceiling = ratio * requests as f64 + f64::from(min) * 10.0;
+            proptest::prop_assert!(retries as f64 <= ceiling + 1e-9, "{retries} > {ceiling}");
+        }
+    }
 }
