@@ -1,0 +1,294 @@
+//! Which copies of each service exist: each registers with a lease it must renew, reports its
+//! app's health, and leaves the endpoint sets the moment its lease expires, it turns unhealthy,
+//! or it deregisters. Every change to an endpoint set bumps the version proxies are sent.
+//!
+//! Pure: the caller passes `now`, so leases are tested on a synthetic clock.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// A lease, named by the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct LeaseId(pub u64);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("lease {0:?} is unknown (expired, or never granted): register again")]
+    UnknownLease(LeaseId),
+    #[error("a lease of {0:?} is too short to renew in time; use at least one second")]
+    TtlTooShort(Duration),
+}
+
+/// One registered copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Copy {
+    pub service: String,
+    /// Where other proxies reach it (its proxy's mTLS port).
+    pub inbound: SocketAddr,
+    pub healthy: bool,
+    #[serde(skip)]
+    pub expires: Instant,
+    #[serde(skip)]
+    pub ttl: Duration,
+}
+
+/// What changed in one call, for logs and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Changes {
+    pub added: Vec<(String, SocketAddr)>,
+    pub removed: Vec<(String, SocketAddr)>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Registry {
+    copies: BTreeMap<LeaseId, Copy>,
+    next: u64,
+    version: u64,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// The version of the endpoint sets; it grows on every change.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Registers a copy. It serves traffic once it reports healthy (a new copy is unhealthy
+    /// until its first probe passes, so no request reaches an app that is still starting).
+    /// Registering the same address again replaces the old lease.
+    pub fn register(
+        &mut self,
+        service: &str,
+        inbound: SocketAddr,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<LeaseId, RegistryError> {
+        if ttl < Duration::from_secs(1) {
+            return Err(RegistryError::TtlTooShort(ttl));
+        }
+        let stale: Vec<LeaseId> = self
+            .copies
+            .iter()
+            .filter(|(_, c)| c.service == service && c.inbound == inbound)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            if let Some(old) = self.copies.remove(&id)
+                && old.healthy
+            {
+                self.version += 1;
+            }
+        }
+        self.next += 1;
+        let id = LeaseId(self.next);
+        self.copies.insert(
+            id,
+            Copy {
+                service: service.to_owned(),
+                inbound,
+                healthy: false,
+                expires: now + ttl,
+                ttl,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Keeps a lease alive for another TTL.
+    pub fn renew(&mut self, id: LeaseId, now: Instant) -> Result<(), RegistryError> {
+        self.expire(now);
+        let copy = self
+            .copies
+            .get_mut(&id)
+            .ok_or(RegistryError::UnknownLease(id))?;
+        copy.expires = now + copy.ttl;
+        Ok(())
+    }
+
+    /// Records the app's health as the copy's own probe saw it.
+    pub fn set_health(&mut self, id: LeaseId, healthy: bool, now: Instant) -> Result<Changes, RegistryError> {
+        let mut changes = self.expire(now);
+        let copy = self
+            .copies
+            .get_mut(&id)
+            .ok_or(RegistryError::UnknownLease(id))?;
+        if copy.healthy != healthy {
+            copy.healthy = healthy;
+            self.version += 1;
+            let entry = (copy.service.clone(), copy.inbound);
+            if healthy {
+                changes.added.push(entry);
+            } else {
+                changes.removed.push(entry);
+            }
+        }
+        Ok(changes)
+    }
+
+    /// A graceful goodbye: the copy leaves at once.
+    pub fn deregister(&mut self, id: LeaseId) -> Changes {
+        let mut changes = Changes::default();
+        if let Some(c) = self.copies.remove(&id)
+            && c.healthy
+        {
+            self.version += 1;
+            changes.removed.push((c.service, c.inbound));
+        }
+        changes
+    }
+
+    /// Drops every lease that has expired by `now`.
+    pub fn expire(&mut self, now: Instant) -> Changes {
+        let dead: Vec<LeaseId> = self
+            .copies
+            .iter()
+            .filter(|(_, c)| c.expires <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut changes = Changes::default();
+        for id in dead {
+            changes.removed.extend(self.deregister(id).removed);
+        }
+        changes
+    }
+
+    /// The copies of `service` that may receive traffic: leased, unexpired and healthy.
+    pub fn endpoints(&self, service: &str, now: Instant) -> Vec<SocketAddr> {
+        let mut out: Vec<SocketAddr> = self
+            .copies
+            .values()
+            .filter(|c| c.service == service && c.healthy && c.expires > now)
+            .map(|c| c.inbound)
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Every lease, for `hopwise status`.
+    pub fn copies(&self) -> impl Iterator<Item = (&LeaseId, &Copy)> {
+        self.copies.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    const TTL: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_copy_serves_once_healthy_and_leaves_when_its_lease_expires() {
+        let t0 = Instant::now();
+        let mut r = Registry::new();
+        let id = r.register("pricing", addr(1), TTL, t0).unwrap();
+        assert!(r.endpoints("pricing", t0).is_empty(), "not before its first probe");
+        let v = r.version();
+        r.set_health(id, true, t0).unwrap();
+        assert!(r.version() > v);
+        assert_eq!(r.endpoints("pricing", t0), [addr(1)]);
+        // Renewed in time, it stays.
+        r.renew(id, t0 + Duration::from_secs(8)).unwrap();
+        assert_eq!(r.endpoints("pricing", t0 + Duration::from_secs(15)), [addr(1)]);
+        // Not renewed: gone at expiry, at once, and its renewals are refused.
+        let later = t0 + Duration::from_secs(18);
+        assert!(r.endpoints("pricing", later).is_empty());
+        let changes = r.expire(later);
+        assert_eq!(changes.removed, [("pricing".to_owned(), addr(1))]);
+        assert_eq!(r.renew(id, later), Err(RegistryError::UnknownLease(id)));
+    }
+
+    #[test]
+    fn unhealthy_copies_leave_and_come_back() {
+        let t0 = Instant::now();
+        let mut r = Registry::new();
+        let a = r.register("pricing", addr(1), TTL, t0).unwrap();
+        let b = r.register("pricing", addr(2), TTL, t0).unwrap();
+        r.set_health(a, true, t0).unwrap();
+        r.set_health(b, true, t0).unwrap();
+        assert_eq!(r.endpoints("pricing", t0), [addr(1), addr(2)]);
+        let changes = r.set_health(a, false, t0).unwrap();
+        assert_eq!(changes.removed, [("pricing".to_owned(), addr(1))]);
+        assert_eq!(r.endpoints("pricing", t0), [addr(2)]);
+        // No change, no new version.
+        let v = r.version();
+        assert!(r.set_health(b, true, t0).unwrap().is_empty());
+        assert_eq!(r.version(), v);
+    }
+
+    #[test]
+    fn deregistering_removes_at_once_and_a_restart_replaces_the_old_lease() {
+        let t0 = Instant::now();
+        let mut r = Registry::new();
+        let a = r.register("fee", addr(1), TTL, t0).unwrap();
+        r.set_health(a, true, t0).unwrap();
+        // The same copy restarted before its old lease expired: one entry, not two.
+        let a2 = r.register("fee", addr(1), TTL, t0).unwrap();
+        r.set_health(a2, true, t0).unwrap();
+        assert_eq!(r.endpoints("fee", t0), [addr(1)]);
+        assert_eq!(r.copies().count(), 1);
+        r.deregister(a2);
+        assert!(r.endpoints("fee", t0).is_empty());
+    }
+
+    #[test]
+    fn leases_shorter_than_a_second_are_refused() {
+        let mut r = Registry::new();
+        assert!(matches!(
+            r.register("a", addr(1), Duration::from_millis(10), Instant::now()),
+            Err(RegistryError::TtlTooShort(_))
+        ));
+    }
+
+    proptest::proptest! {
+        /// Whatever happens, the endpoint set holds exactly the healthy, unexpired copies.
+        #[test]
+        fn endpoints_are_exactly_the_live_healthy_copies(
+            ops in proptest::collection::vec((0u8..5, 0u16..4, 0u64..30), 0..60),
+        ) {
+            let t0 = Instant::now();
+            let mut r = Registry::new();
+            let mut ids: Vec<LeaseId> = Vec::new();
+            let mut now = t0;
+            for (op, which, dt) in ops {
+                now += Duration::from_secs(dt % 7);
+                let id = ids.get(usize::from(which)).copied();
+                match (op, id) {
+                    (0, _) => {
+                        if let Ok(id) = r.register("s", addr(which), TTL, now) {
+                            ids.push(id);
+                        }
+                    }
+                    (1, Some(id)) => { let _ = r.renew(id, now); }
+                    (2, Some(id)) => { let _ = r.set_health(id, true, now); }
+                    (3, Some(id)) => { let _ = r.set_health(id, false, now); }
+                    (4, Some(id)) => { r.deregister(id); }
+                    _ => {}
+                }
+                let expected: std::collections::BTreeSet<SocketAddr> = r
+                    .copies()
+                    .filter(|(_, c)| c.healthy && c.expires > now)
+                    .map(|(_, c)| c.inbound)
+                    .collect();
+                let got: std::collections::BTreeSet<SocketAddr> =
+                    r.endpoints("s", now).into_iter().collect();
+                proptest::prop_assert_eq!(got, expected);
+            }
+        }
+    }
+}
