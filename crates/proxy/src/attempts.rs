@@ -162,16 +162,26 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             .map(|resp| resp.map(Body::Upstream));
         // A gRPC error may come in trailers after a 200: read ahead to them (bounded) when a
         // gRPC condition could retry it, so the decision sees the real status.
+        // Only when a retry could follow, and never for a call still streaming its request.
         let read_ahead = r.grpc
             && attempt <= policy.retry.count
             && policy.retry.on.iter().any(|c| c.is_grpc())
+            && (r.safe || !policy.retry.only_if_safe)
+            && r.replay.can_replay()
+            && r.replay.complete()
             && result.as_ref().is_ok_and(|resp| {
                 resp.status() == http::StatusCode::OK && !resp.headers().contains_key("grpc-status")
             });
         if read_ahead && let Ok(resp) = result {
             let (parts, body) = resp.into_parts();
             result = match body {
-                Body::Upstream(incoming) => match crate::body::peek(incoming, PEEK_LIMIT).await {
+                Body::Upstream(incoming) => match crate::body::peek(
+                    incoming,
+                    PEEK_LIMIT,
+                    limit.map(|l| l.saturating_sub(sent.elapsed())),
+                )
+                .await
+                {
                     Ok(p) => Ok(Response::from_parts(parts, p.body)),
                     Err(_) => Err(ProxyError::Reset),
                 },

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -45,13 +46,45 @@ pub struct Peek {
     pub trailers: Option<HeaderMap>,
 }
 
-/// Reads `body` until its trailers, its end, or `limit` bytes — whichever comes first — and
-/// returns a body that replays what was read and streams the rest.
-pub async fn peek(mut body: Incoming, limit: usize) -> Result<Peek, hyper::Error> {
+/// Frames that follow each other this closely are one burst (a unary answer's message and its
+/// trailers, which a busy machine may still deliver milliseconds apart); a longer gap means a
+/// stream, and reading ahead stops. So a server stream's first message is held back at most
+/// this long, and only on routes that retry gRPC statuses of calls safe to repeat.
+const BURST_GAP: Duration = Duration::from_millis(100);
+
+/// Reads `body` until its trailers, its end, `limit` bytes, or a pause in the frames —
+/// whichever comes first — and returns a body that replays what was read and streams the rest.
+/// The first frame is awaited at most `first` (the time the try has left).
+pub async fn peek(
+    mut body: Incoming,
+    limit: usize,
+    first: Option<Duration>,
+) -> Result<Peek, hyper::Error> {
     let mut frames = VecDeque::new();
     let mut read = 0usize;
     loop {
-        match body.frame().await {
+        let wait = if frames.is_empty() {
+            first
+        } else {
+            Some(BURST_GAP)
+        };
+        let next = match wait {
+            Some(w) => match tokio::time::timeout(w, body.frame()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    return Ok(Peek {
+                        body: Body::Peeked {
+                            frames,
+                            trailers: None,
+                            rest: Some(body),
+                        },
+                        trailers: None,
+                    });
+                }
+            },
+            None => body.frame().await,
+        };
+        match next {
             None => {
                 return Ok(Peek {
                     body: Body::Peeked {

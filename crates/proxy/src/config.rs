@@ -237,9 +237,24 @@ impl ProxyConfig {
     /// The cluster a `Host` (or `:authority`) names: `pricing`, `pricing:80`,
     /// `pricing.<trust-domain>`.
     pub fn cluster_for_host(&self, host: &str) -> Option<&Cluster> {
-        let name = host.rsplit_once(':').map_or(host, |(h, _)| h);
-        let name = name.split('.').next().unwrap_or(name);
-        self.clusters.get(name)
+        let host = host.to_ascii_lowercase();
+        let name = match host.rsplit_once(':') {
+            Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host.as_str(),
+        };
+        let name = name.trim_end_matches('.');
+        // `pricing`, or `pricing.<trust-domain>`; never `pricing.elsewhere.example`.
+        let trust_domain = self
+            .identity
+            .strip_prefix("spiffe://")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_default();
+        let service = match name.split_once('.') {
+            None => name,
+            Some((first, rest)) if rest == trust_domain => first,
+            Some(_) => return None,
+        };
+        self.clusters.get(service)
     }
 
     /// The inbound route name for metrics: the longest matching prefix among callers' routes.

@@ -42,6 +42,10 @@ pub enum ProxyError {
     Overflow(&'static str),
     #[error("the upstream closed the connection before the request was sent")]
     ResetBeforeRequest,
+    #[error(
+        "CONNECT tunnels are not proxied: call the service over plain HTTP and let the mesh encrypt"
+    )]
+    ConnectMethod,
 }
 
 impl ProxyError {
@@ -62,6 +66,7 @@ impl ProxyError {
             ProxyError::DeadlineExceeded => "deadline-exceeded",
             ProxyError::Overflow(_) => "overflow",
             ProxyError::ResetBeforeRequest => "reset-before-request",
+            ProxyError::ConnectMethod => "connect-unsupported",
         }
     }
 
@@ -80,6 +85,7 @@ impl ProxyError {
             ProxyError::NoRoute(_)
             | ProxyError::Forbidden(_)
             | ProxyError::Draining
+            | ProxyError::ConnectMethod
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
         }
     }
@@ -87,6 +93,7 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
+            ProxyError::ConnectMethod => StatusCode::METHOD_NOT_ALLOWED,
             ProxyError::Forbidden(_) => StatusCode::FORBIDDEN,
             ProxyError::PerTryTimeout | ProxyError::RouteTimeout | ProxyError::DeadlineExceeded => {
                 StatusCode::GATEWAY_TIMEOUT

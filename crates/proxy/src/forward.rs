@@ -215,6 +215,12 @@ impl Outbound {
     async fn forward(&self, entry: &Entry, req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
+        // Tunnels would carry traffic past every policy: refused here, before any upstream.
+        if req.method() == http::Method::CONNECT {
+            self.metrics
+                .local_reply(Direction::Outbound, &self.service, "connect-unsupported");
+            return local(ProxyError::ConnectMethod, grpc, GrpcCode::Unavailable);
+        }
         let name = match entry {
             Entry::Upstream(name) => Some(name.as_str()),
             Entry::HttpProxy => host_of(&req)
@@ -304,7 +310,12 @@ impl Outbound {
         .await;
         let upstream_time = sent.elapsed();
         strip_hop_by_hop(resp.headers_mut());
-        rm.response(resp.status().as_u16(), start.elapsed(), upstream_time);
+        rm.response(
+            resp.status().as_u16(),
+            resp.headers(),
+            start.elapsed(),
+            upstream_time,
+        );
         resp
     }
 }
@@ -318,7 +329,12 @@ fn finish_local(
 ) -> Response<Body> {
     rm.local_reply(err.reason());
     let resp = err.response(grpc, on_timeout);
-    rm.response(resp.status().as_u16(), start.elapsed(), Duration::ZERO);
+    rm.response(
+        resp.status().as_u16(),
+        resp.headers(),
+        start.elapsed(),
+        Duration::ZERO,
+    );
     resp.map(Body::from)
 }
 
@@ -407,7 +423,12 @@ impl Inbound {
                 .local_reply(Direction::Inbound, &self.config.service, err.reason());
             let resp = err.response(grpc, on_timeout);
             if let Some(rm) = rm {
-                rm.response(resp.status().as_u16(), start.elapsed(), Duration::ZERO);
+                rm.response(
+                    resp.status().as_u16(),
+                    resp.headers(),
+                    start.elapsed(),
+                    Duration::ZERO,
+                );
             }
             return resp.map(Body::from);
         }
@@ -445,7 +466,12 @@ impl Inbound {
             }
         };
         if let Some(rm) = rm {
-            rm.response(resp.status().as_u16(), start.elapsed(), upstream_time);
+            rm.response(
+                resp.status().as_u16(),
+                resp.headers(),
+                start.elapsed(),
+                upstream_time,
+            );
         }
         resp
     }

@@ -134,8 +134,8 @@ pub struct RouteMetrics {
     route: String,
     latency: Histogram,
     overhead: Histogram,
-    /// 1xx … 5xx
-    classes: [Counter; 5],
+    /// 1xx … 5xx, then gRPC errors carried in a 200
+    classes: [Counter; 6],
     direction: Direction,
     service: String,
     metrics: Arc<Metrics>,
@@ -279,6 +279,7 @@ impl Metrics {
                 class("3xx"),
                 class("4xx"),
                 class("5xx"),
+                class("grpc-error"),
             ],
             direction,
             service: service.to_owned(),
@@ -330,9 +331,23 @@ impl RouteMetrics {
         self.requests.inc();
     }
 
-    /// Records a response: its status, the total time, and the time spent upstream.
-    pub fn response(&self, status: u16, total: Duration, upstream: Duration) {
-        let i = usize::from(status / 100).clamp(1, 5) - 1;
+    /// Records a response: its class (a gRPC error in a 200 counts as `grpc-error`, not as a
+    /// success), the total time, and the time spent upstream.
+    pub fn response(
+        &self,
+        status: u16,
+        headers: &http::HeaderMap,
+        total: Duration,
+        upstream: Duration,
+    ) {
+        let grpc_error = headers
+            .get("grpc-status")
+            .is_some_and(|v| v.as_bytes() != b"0");
+        let i = if grpc_error {
+            5
+        } else {
+            usize::from(status / 100).clamp(1, 5) - 1
+        };
         self.classes[i].inc();
         self.latency.observe(total.as_secs_f64());
         self.overhead

@@ -91,6 +91,12 @@ impl Replay {
         !s.overflowed || !s.started
     }
 
+    /// Has the caller finished sending the body? (A stream still open means a streaming call,
+    /// whose answer must not be held back.)
+    pub fn complete(&self) -> bool {
+        lock(&self.shared).done
+    }
+
     /// The body for try `attempt` (1-based, increasing).
     pub fn body(&self, attempt: u32) -> ReplayBody {
         lock(&self.shared).current = attempt;
