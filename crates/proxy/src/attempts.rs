@@ -6,6 +6,7 @@
 //! local reply, marked "retries exhausted" when it retried, so single-hop proxies above do not
 //! retry it again.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hopwise_model::{Decision, GrpcCode, Outcome, Protocol};
@@ -15,6 +16,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio::time::Instant;
 
+use crate::balance::Endpoint;
 use crate::config::{Route, Target};
 use crate::deadline;
 use crate::error::ProxyError;
@@ -114,7 +116,7 @@ fn try_request(
 pub async fn run(r: Tries<'_>) -> Response<Body> {
     let policy = &r.route.policy;
     let on_timeout = policy.grpc_status_on_timeout;
-    let mut tried: Vec<usize> = Vec::new();
+    let mut tried: Vec<std::net::SocketAddr> = Vec::new();
     let mut attempt: u32 = 0;
     let mut _retry_place = None;
     let result: Result<Response<Body>, ProxyError> = loop {
@@ -128,12 +130,17 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
                 ProxyError::RouteTimeout
             });
         }
-        let (pool, scheme, authority, endpoint) = match pick(&r, &tried) {
-            Ok(p) => p,
+        let Destination {
+            pool,
+            scheme,
+            authority,
+            endpoint,
+        } = match pick(&r, &tried) {
+            Ok(d) => d,
             Err(e) => break Err(e),
         };
-        if let Some(i) = endpoint {
-            tried.push(i);
+        if let Some(e) = &endpoint {
+            tried.push(e.addr);
         }
         let req = match rewrite(
             try_request(&r, attempt, left),
@@ -155,7 +162,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             (None, None) => (None, ProxyError::RouteTimeout),
         };
         r.rm.try_sent();
-        let in_flight = endpoint.map(|i| r.state.shared.endpoints.start(i));
+        let in_flight = endpoint.as_ref().map(crate::balance::Endpoints::start);
         let sent = Instant::now();
         let mut result = send(pool, req, limit, on_expiry)
             .await
@@ -196,12 +203,12 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             ),
             Err(e) => (e.outcome(), false),
         };
-        if let Some(i) = endpoint
+        if let Some(e) = &endpoint
             && let Some(ej) =
                 r.state
                     .shared
                     .endpoints
-                    .record(i, sent.elapsed(), is_gateway_failure(outcome))
+                    .record(e, sent.elapsed(), is_gateway_failure(outcome))
         {
             r.rm.metrics().ejection(&r.state.cluster.service);
             tracing::warn!(
@@ -307,15 +314,23 @@ fn is_h2(pool: &Pool, state: &ClusterState) -> bool {
     std::ptr::eq(pool, &state.h2)
 }
 
-/// The pool, scheme, authority and copy index for the next try.
+/// Where one try goes: the pool, the scheme and authority, and the copy (mesh services only).
+struct Destination<'s> {
+    pool: &'s Pool,
+    scheme: Scheme,
+    authority: String,
+    endpoint: Option<Arc<Endpoint>>,
+}
+
+/// Where the next try goes.
 fn pick<'s>(
     r: &'s Tries<'_>,
-    tried: &[usize],
-) -> Result<(&'s Pool, Scheme, String, Option<usize>), ProxyError> {
+    tried: &[std::net::SocketAddr],
+) -> Result<Destination<'s>, ProxyError> {
     let state = r.state;
     match &state.cluster.target {
         Target::Mesh { .. } => {
-            let i = state
+            let e = state
                 .shared
                 .endpoints
                 .pick(tried)
@@ -323,8 +338,12 @@ fn pick<'s>(
             let h2 =
                 r.head.version == http::Version::HTTP_2 || state.cluster.protocol == Protocol::Grpc;
             let pool = if h2 { &state.h2 } else { &state.h1 };
-            let addr = state.shared.endpoints.list[i].addr;
-            Ok((pool, Scheme::HTTPS, addr.to_string(), Some(i)))
+            Ok(Destination {
+                pool,
+                scheme: Scheme::HTTPS,
+                authority: e.addr.to_string(),
+                endpoint: Some(e),
+            })
         }
         Target::External { address, tls } => {
             let scheme = if tls.is_some() {
@@ -335,7 +354,12 @@ fn pick<'s>(
             // gRPC outside the mesh is h2c (or h2 over TLS); everything else HTTP/1.1.
             let h2 = state.cluster.protocol == Protocol::Grpc;
             let pool = if h2 { &state.h2 } else { &state.h1 };
-            Ok((pool, scheme, address.clone(), None))
+            Ok(Destination {
+                pool,
+                scheme,
+                authority: address.clone(),
+                endpoint: None,
+            })
         }
     }
 }

@@ -7,8 +7,8 @@
 //! Envoy's consecutive-gateway-failure detector, enforced.
 
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use hopwise_model::{Balancer, Outlier};
@@ -43,10 +43,11 @@ pub struct Endpoint {
     ejection: Mutex<Ejection>,
 }
 
-/// The copies of one upstream service.
+/// The copies of one upstream service. The set can be replaced while requests are in flight
+/// (the control plane sends new copies); what is known of a copy that stays is kept.
 #[derive(Debug)]
 pub struct Endpoints {
-    pub list: Vec<Endpoint>,
+    list: RwLock<Arc<Vec<Arc<Endpoint>>>>,
     balancer: Balancer,
     outlier: Option<Outlier>,
     next: AtomicUsize,
@@ -66,59 +67,91 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     }
 }
 
+impl Endpoint {
+    fn new(addr: SocketAddr) -> Self {
+        Endpoint {
+            addr,
+            outstanding: AtomicUsize::new(0),
+            failures: AtomicU32::new(0),
+            ewma: Mutex::new(Ewma {
+                value_ns: EWMA_DEFAULT.as_nanos() as f64,
+                at: None,
+            }),
+            ejection: Mutex::new(Ejection {
+                until: None,
+                times: 0,
+            }),
+        }
+    }
+
+    fn ejected(&self, now: Instant) -> bool {
+        lock(&self.ejection).until.is_some_and(|until| until > now)
+    }
+}
+
 impl Endpoints {
     pub fn new(addrs: &[SocketAddr], balancer: Balancer, outlier: Option<Outlier>) -> Self {
         Endpoints {
-            list: addrs
-                .iter()
-                .map(|a| Endpoint {
-                    addr: *a,
-                    outstanding: AtomicUsize::new(0),
-                    failures: AtomicU32::new(0),
-                    ewma: Mutex::new(Ewma {
-                        value_ns: EWMA_DEFAULT.as_nanos() as f64,
-                        at: None,
-                    }),
-                    ejection: Mutex::new(Ejection {
-                        until: None,
-                        times: 0,
-                    }),
-                })
-                .collect(),
+            list: RwLock::new(Arc::new(
+                addrs.iter().map(|a| Arc::new(Endpoint::new(*a))).collect(),
+            )),
             balancer,
             outlier,
             next: AtomicUsize::new(0),
         }
     }
 
-    fn ejected(&self, i: usize, now: Instant) -> bool {
-        lock(&self.list[i].ejection)
-            .until
-            .is_some_and(|until| until > now)
+    /// The current copies.
+    pub fn snapshot(&self) -> Arc<Vec<Arc<Endpoint>>> {
+        match self.list.read() {
+            Ok(l) => l.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
     }
 
-    /// The index of the copy for the next try, avoiding `tried` when another copy exists and
-    /// ejected copies unless every copy is ejected (Envoy's panic mode).
-    pub fn pick(&self, tried: &[usize]) -> Option<usize> {
-        let n = self.list.len();
-        match n {
+    /// Replaces the set of copies, keeping load, latency and ejection state of those that stay.
+    pub fn update(&self, addrs: &[SocketAddr]) {
+        let old = self.snapshot();
+        let fresh: Vec<Arc<Endpoint>> = addrs
+            .iter()
+            .map(|a| {
+                old.iter()
+                    .find(|e| e.addr == *a)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(Endpoint::new(*a)))
+            })
+            .collect();
+        match self.list.write() {
+            Ok(mut l) => *l = Arc::new(fresh),
+            Err(p) => *p.into_inner() = Arc::new(fresh),
+        }
+    }
+
+    /// The copy for the next try, avoiding copies this request `tried` when another exists,
+    /// and ejected copies unless every copy is ejected (Envoy's panic mode).
+    pub fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
+        let list = self.snapshot();
+        match list.len() {
             0 => return None,
             // One copy: nothing to choose, whatever its state.
-            1 => return Some(0),
+            1 => return list.first().cloned(),
             _ => {}
         }
         let now = Instant::now();
-        let mut candidates: Vec<usize> = (0..n)
-            .filter(|i| !tried.contains(i) && !self.ejected(*i, now))
+        let untried = |e: &&Arc<Endpoint>| !tried.contains(&e.addr);
+        let mut candidates: Vec<&Arc<Endpoint>> = list
+            .iter()
+            .filter(untried)
+            .filter(|e| !e.ejected(now))
             .collect();
         if candidates.is_empty() {
-            candidates = (0..n).filter(|i| !tried.contains(i)).collect();
+            candidates = list.iter().filter(untried).collect();
         }
         if candidates.is_empty() {
-            candidates = (0..n).collect();
+            candidates = list.iter().collect();
         }
         if candidates.len() == 1 {
-            return Some(candidates[0]);
+            return Some(candidates[0].clone());
         }
         let chosen = match self.balancer {
             Balancer::RoundRobin => {
@@ -127,7 +160,7 @@ impl Endpoints {
             Balancer::LeastRequests | Balancer::PeakEwma => {
                 let a = candidates[fastrand::usize(..candidates.len())];
                 let mut b = candidates[fastrand::usize(..candidates.len() - 1)];
-                if b == a {
+                if Arc::ptr_eq(a, b) {
                     b = candidates[candidates.len() - 1];
                 }
                 if self.load(b, now) < self.load(a, now) {
@@ -137,11 +170,10 @@ impl Endpoints {
                 }
             }
         };
-        Some(chosen)
+        Some(chosen.clone())
     }
 
-    fn load(&self, i: usize, now: Instant) -> f64 {
-        let e = &self.list[i];
+    fn load(&self, e: &Endpoint, now: Instant) -> f64 {
         let outstanding = e.outstanding.load(Ordering::Relaxed) as f64;
         match self.balancer {
             Balancer::PeakEwma => {
@@ -159,20 +191,23 @@ impl Endpoints {
         }
     }
 
-    /// Marks a try started on copy `i`; the guard marks it finished.
-    pub fn start(&self, i: usize) -> InFlight<'_> {
-        self.list[i].outstanding.fetch_add(1, Ordering::Relaxed);
+    /// Marks a try started on copy `e`; the guard marks it finished.
+    pub fn start(e: &Arc<Endpoint>) -> InFlight {
+        e.outstanding.fetch_add(1, Ordering::Relaxed);
         InFlight {
-            endpoints: self,
-            index: i,
+            endpoint: e.clone(),
             started: Instant::now(),
         }
     }
 
-    /// Records a try's result on copy `i`: latency for the EWMA, and gateway failures for
+    /// Records a try's result on copy `e`: latency for the EWMA, and gateway failures for
     /// outlier ejection. Returns an ejection if this result caused one.
-    pub fn record(&self, i: usize, latency: Duration, gateway_failure: bool) -> Option<Ejected> {
-        let e = &self.list[i];
+    pub fn record(
+        &self,
+        e: &Endpoint,
+        latency: Duration,
+        gateway_failure: bool,
+    ) -> Option<Ejected> {
         {
             let mut ewma = lock(&e.ewma);
             let now = Instant::now();
@@ -198,11 +233,13 @@ impl Endpoints {
             return None;
         }
         let now = Instant::now();
-        let ejected_now = (0..self.list.len())
-            .filter(|j| *j != i && self.ejected(*j, now))
+        let list = self.snapshot();
+        let ejected_now = list
+            .iter()
+            .filter(|o| o.addr != e.addr && o.ejected(now))
             .count();
         // Envoy: eject only if the share ejected stays within the maximum.
-        if (ejected_now + 1) * 100 > outlier.max_ejection_percent as usize * self.list.len() {
+        if (ejected_now + 1) * 100 > outlier.max_ejection_percent as usize * list.len() {
             return None;
         }
         let mut ej = lock(&e.ejection);
@@ -219,31 +256,26 @@ impl Endpoints {
 
     pub fn ejected_count(&self) -> usize {
         let now = Instant::now();
-        (0..self.list.len())
-            .filter(|i| self.ejected(*i, now))
-            .count()
+        self.snapshot().iter().filter(|e| e.ejected(now)).count()
     }
 }
 
 /// A try in flight on one copy.
 #[derive(Debug)]
-pub struct InFlight<'a> {
-    endpoints: &'a Endpoints,
-    index: usize,
+pub struct InFlight {
+    endpoint: Arc<Endpoint>,
     started: Instant,
 }
 
-impl InFlight<'_> {
+impl InFlight {
     pub fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.endpoints.list[self.index]
-            .outstanding
-            .fetch_sub(1, Ordering::Relaxed);
+        self.endpoint.outstanding.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -270,40 +302,47 @@ mod tests {
     fn a_retry_avoids_the_copy_already_tried() {
         let e = Endpoints::new(&addrs(3), Balancer::LeastRequests, None);
         for _ in 0..100 {
-            let first = e.pick(&[]).unwrap();
-            let second = e.pick(&[first]).unwrap();
+            let first = e.pick(&[]).unwrap().addr;
+            let second = e.pick(&[first]).unwrap().addr;
             assert_ne!(first, second);
         }
         // With one copy, the retry goes back to it.
         let one = Endpoints::new(&addrs(1), Balancer::LeastRequests, None);
-        assert_eq!(one.pick(&[0]), Some(0));
+        let only = addrs(1)[0];
+        assert_eq!(one.pick(&[only]).unwrap().addr, only);
     }
 
     #[test]
     fn least_requests_prefers_the_idle_copy() {
         let e = Endpoints::new(&addrs(2), Balancer::LeastRequests, None);
-        let _busy = e.start(0);
-        let _busier = e.start(0);
+        let list = e.snapshot();
+        let _busy = Endpoints::start(&list[0]);
+        let _busier = Endpoints::start(&list[0]);
         for _ in 0..50 {
-            assert_eq!(e.pick(&[]), Some(1));
+            assert_eq!(e.pick(&[]).unwrap().addr, list[1].addr);
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn five_gateway_failures_eject_for_a_growing_interval() {
         let e = Endpoints::new(&addrs(2), Balancer::RoundRobin, outlier(50));
+        let list = e.snapshot();
         for _ in 0..4 {
-            assert_eq!(e.record(0, Duration::from_millis(1), true), None);
+            assert_eq!(e.record(&list[0], Duration::from_millis(1), true), None);
         }
-        let ej = e.record(0, Duration::from_millis(1), true).unwrap();
+        let ej = e.record(&list[0], Duration::from_millis(1), true).unwrap();
         assert_eq!(ej.for_, Duration::from_secs(30));
         for _ in 0..20 {
-            assert_eq!(e.pick(&[]), Some(1), "an ejected copy gets no traffic");
+            assert_eq!(
+                e.pick(&[]).unwrap().addr,
+                list[1].addr,
+                "an ejected copy gets no traffic"
+            );
         }
         tokio::time::advance(Duration::from_secs(31)).await;
         assert_eq!(e.ejected_count(), 0);
         for _ in 0..5 {
-            e.record(0, Duration::from_millis(1), true);
+            e.record(&list[0], Duration::from_millis(1), true);
         }
         assert_eq!(e.ejected_count(), 1);
         // The second ejection lasts twice as long.
@@ -316,17 +355,36 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_success_resets_the_count_and_the_share_is_capped() {
         let e = Endpoints::new(&addrs(2), Balancer::RoundRobin, outlier(10));
+        let list = e.snapshot();
         for _ in 0..10 {
             // Envoy's 10 % cannot eject one of two copies.
-            assert_eq!(e.record(0, Duration::from_millis(1), true), None);
+            assert_eq!(e.record(&list[0], Duration::from_millis(1), true), None);
         }
         let e = Endpoints::new(&addrs(2), Balancer::RoundRobin, outlier(50));
+        let list = e.snapshot();
         for _ in 0..4 {
-            e.record(0, Duration::from_millis(1), true);
+            e.record(&list[0], Duration::from_millis(1), true);
         }
-        e.record(0, Duration::from_millis(1), false);
+        e.record(&list[0], Duration::from_millis(1), false);
         for _ in 0..4 {
-            assert_eq!(e.record(0, Duration::from_millis(1), true), None);
+            assert_eq!(e.record(&list[0], Duration::from_millis(1), true), None);
         }
+    }
+
+    #[test]
+    fn a_new_set_of_copies_keeps_what_is_known_of_those_that_stay() {
+        let e = Endpoints::new(&addrs(2), Balancer::LeastRequests, None);
+        let kept = e.snapshot()[1].clone();
+        let _busy = Endpoints::start(&kept);
+        let mut fresh = addrs(3)[1..].to_vec();
+        fresh.push(SocketAddr::from(([127, 0, 0, 1], 2000)));
+        e.update(&fresh);
+        let now = e.snapshot();
+        assert_eq!(now.len(), 3);
+        assert!(Arc::ptr_eq(&now[0], &kept), "the same copy, with its load");
+        assert!(
+            !now.iter().any(|x| x.addr == addrs(1)[0]),
+            "the dropped copy is gone"
+        );
     }
 }

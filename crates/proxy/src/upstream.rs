@@ -7,7 +7,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -249,22 +248,6 @@ pub fn pool(connector: Connector, h2: bool, idle: Duration) -> Pool {
             .http2_keep_alive_timeout(Duration::from_secs(10));
     }
     b.build(connector)
-}
-
-/// Round-robin over a service's copies (the resilience issue brings p2c and ejection).
-#[derive(Debug, Default)]
-pub struct Picker {
-    next: AtomicUsize,
-}
-
-impl Picker {
-    pub fn pick<'a>(&self, endpoints: &'a [SocketAddr]) -> Option<&'a SocketAddr> {
-        if endpoints.is_empty() {
-            return None;
-        }
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % endpoints.len();
-        endpoints.get(i)
-    }
 }
 
 /// Maps a pooled client's error to why forwarding failed.
