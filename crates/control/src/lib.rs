@@ -2,6 +2,23 @@
 //! things change: a new copy, a dead copy, new configuration, a certificate about to expire.
 //!
 //! [`registry`] is the pure state machine of copies, leases and health (time is passed in, so
-//! it is tested on any clock). The CA, the store and the streaming API build on it.
+//! it is tested on any clock). [`ca`] signs proxies' CSRs with their SPIFFE identity, [`store`]
+//! keeps the CA, the join tokens ([`token`]) and the mesh file across restarts, [`plane`] holds
+//! all of it and offers every operation of the API without a clock or a socket, [`api`] serves
+//! it over gRPC, and [`client`] and [`cli`] are the command line's side. See docs/control.md.
 
+pub mod api;
+pub mod ca;
+pub mod cli;
+pub mod client;
+pub mod plane;
 pub mod registry;
+pub mod store;
+pub mod token;
+
+pub mod pb {
+    //! The API's messages, client and server, generated from `proto/control.proto` by
+    //! `build.rs` (protox + tonic-prost-build).
+    #![allow(missing_debug_implementations, clippy::all, clippy::unwrap_used)]
+    tonic::include_proto!("hopwise.control.v1");
+}

@@ -60,6 +60,15 @@ impl Registry {
         Registry::default()
     }
 
+    /// A registry whose lease ids start after `last`, so ids from an earlier run (a control
+    /// plane that restarted) are never granted again.
+    pub fn starting_after(last: u64) -> Self {
+        Registry {
+            next: last,
+            ..Registry::default()
+        }
+    }
+
     /// The version of the endpoint sets; it grows on every change.
     pub fn version(&self) -> u64 {
         self.version
@@ -118,7 +127,12 @@ impl Registry {
     }
 
     /// Records the app's health as the copy's own probe saw it.
-    pub fn set_health(&mut self, id: LeaseId, healthy: bool, now: Instant) -> Result<Changes, RegistryError> {
+    pub fn set_health(
+        &mut self,
+        id: LeaseId,
+        healthy: bool,
+        now: Instant,
+    ) -> Result<Changes, RegistryError> {
         let mut changes = self.expire(now);
         let copy = self
             .copies
@@ -176,6 +190,17 @@ impl Registry {
         out
     }
 
+    /// The copy holding a lease, if the lease is known (it may have expired by now; see
+    /// [`Registry::expire`]).
+    pub fn copy(&self, id: LeaseId) -> Option<&Copy> {
+        self.copies.get(&id)
+    }
+
+    /// When the next lease expires, if any is held: the moment to call [`Registry::expire`].
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.copies.values().map(|c| c.expires).min()
+    }
+
     /// Every lease, for `hopwise status`.
     pub fn copies(&self) -> impl Iterator<Item = (&LeaseId, &Copy)> {
         self.copies.iter()
@@ -197,14 +222,20 @@ mod tests {
         let t0 = Instant::now();
         let mut r = Registry::new();
         let id = r.register("pricing", addr(1), TTL, t0).unwrap();
-        assert!(r.endpoints("pricing", t0).is_empty(), "not before its first probe");
+        assert!(
+            r.endpoints("pricing", t0).is_empty(),
+            "not before its first probe"
+        );
         let v = r.version();
         r.set_health(id, true, t0).unwrap();
         assert!(r.version() > v);
         assert_eq!(r.endpoints("pricing", t0), [addr(1)]);
         // Renewed in time, it stays.
         r.renew(id, t0 + Duration::from_secs(8)).unwrap();
-        assert_eq!(r.endpoints("pricing", t0 + Duration::from_secs(15)), [addr(1)]);
+        assert_eq!(
+            r.endpoints("pricing", t0 + Duration::from_secs(15)),
+            [addr(1)]
+        );
         // Not renewed: gone at expiry, at once, and its renewals are refused.
         let later = t0 + Duration::from_secs(18);
         assert!(r.endpoints("pricing", later).is_empty());
@@ -244,6 +275,23 @@ mod tests {
         assert_eq!(r.copies().count(), 1);
         r.deregister(a2);
         assert!(r.endpoints("fee", t0).is_empty());
+    }
+
+    #[test]
+    fn lease_ids_continue_after_a_restart_and_the_next_expiry_is_known() {
+        let t0 = Instant::now();
+        let mut r = Registry::starting_after(7 << 32);
+        assert_eq!(r.next_expiry(), None);
+        let a = r.register("a", addr(1), TTL, t0).unwrap();
+        assert_eq!(a, LeaseId((7 << 32) + 1));
+        let b = r
+            .register("a", addr(2), Duration::from_secs(2), t0)
+            .unwrap();
+        assert_eq!(r.next_expiry(), Some(t0 + Duration::from_secs(2)));
+        assert_eq!(r.copy(b).map(|c| c.inbound), Some(addr(2)));
+        r.expire(t0 + Duration::from_secs(3));
+        assert_eq!(r.copy(b), None);
+        assert_eq!(r.next_expiry(), Some(t0 + TTL));
     }
 
     #[test]

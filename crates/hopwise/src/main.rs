@@ -53,6 +53,9 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// `hopwise control` (the control plane) and `hopwise status`.
+    #[command(flatten)]
+    Control(hopwise_control::cli::Command),
 }
 
 #[derive(Debug, clap::Args)]
@@ -217,6 +220,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Proxy(a) => run_proxy(a),
+        Command::Control(c) => Ok(ExitCode::from(hopwise_control::cli::run(
+            c,
+            &mut std::io::stdout(),
+        )?)),
         Command::Certs { config, out } => {
             let (mesh, base) = load_mesh(&config)?;
             let dir = match out {

@@ -1,0 +1,12 @@
+//! Compiles `proto/control.proto` with protox (a pure-Rust protobuf compiler), so building
+//! hopwise needs no `protoc` on the machine.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto/control.proto");
+    let fds = protox::compile(["proto/control.proto"], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    Ok(())
+}

@@ -1,0 +1,439 @@
+//! The gRPC server (`proto/control.proto`) over a [`Plane`]: each call locks the plane, does its
+//! work with the real clock's `now`, and — when what proxies are sent changed — publishes the new
+//! version, which wakes every `Subscribe` stream. A stream sends a snapshot only when its
+//! content (everything but the version) differs from the last one it sent, so a proxy hears of
+//! the changes that concern it and of no others. A background task drops expired leases at the
+//! moment they expire, so a copy that stops renewing leaves the snapshots at once.
+//!
+//! Transport: plain HTTP/2 (h2c), no TLS, in this round. The command line refuses any listen
+//! address that is not loopback; the join token authenticates issuance, registration, lease
+//! calls, subscriptions and acknowledgements; `Apply` and `Status` are open to anyone who can
+//! connect (see docs/control.md).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status};
+
+use crate::ca::{self, IssueError};
+use crate::pb;
+use crate::pb::control_server::{Control, ControlServer};
+use crate::plane::{self, ApiError, Plane};
+
+/// How often HTTP/2 pings check that a subscriber is still there.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// Why the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot read the listening address: {0}")]
+    Addr(std::io::Error),
+    #[error("the gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("the gRPC server task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+struct Shared {
+    plane: Mutex<Plane>,
+    /// The version proxies are sent; every Subscribe stream watches it.
+    changes: watch::Sender<u64>,
+    /// Wakes the expiry task when a lease is granted (it may expire before the one it waits for).
+    kick: Notify,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    fn plane(&self) -> MutexGuard<'_, Plane> {
+        match self.plane.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn publish(&self, version: u64) {
+        self.changes.send_replace(version);
+    }
+}
+
+/// The `Control` service.
+#[derive(Clone)]
+pub struct ControlService {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ControlService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlService").finish_non_exhaustive()
+    }
+}
+
+/// A server running in the background.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    expiry: JoinHandle<()>,
+    service: ControlService,
+}
+
+impl Running {
+    /// The same answer as the `Status` call.
+    pub fn status(&self) -> pb::StatusResponse {
+        self.service.shared.plane().status(Instant::now())
+    }
+
+    /// Ends every stream, stops accepting, and waits for the server to finish.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        self.shutdown.send_replace(true);
+        let result = self.server.await;
+        self.expiry.abort();
+        result??;
+        Ok(())
+    }
+}
+
+/// Serves `plane` on `listener` in the background (needs a Tokio runtime).
+pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
+    let addr = listener.local_addr().map_err(ServeError::Addr)?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (changes, _) = watch::channel(plane.version());
+    let shared = Arc::new(Shared {
+        plane: Mutex::new(plane),
+        changes,
+        kick: Notify::new(),
+        shutdown: shutdown_rx.clone(),
+    });
+    let service = ControlService {
+        shared: shared.clone(),
+    };
+    let expiry = tokio::spawn(expire_leases(shared.clone(), shutdown_rx.clone()));
+    let mut stop = shutdown_rx;
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .http2_keepalive_interval(Some(KEEPALIVE))
+            .http2_keepalive_timeout(Some(KEEPALIVE))
+            .add_service(ControlServer::new(service.clone()))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            }),
+    );
+    Ok(Running {
+        addr,
+        shutdown: shutdown_tx,
+        server,
+        expiry,
+        service,
+    })
+}
+
+/// Drops each lease the moment it expires and publishes the change.
+async fn expire_leases(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let next = shared.plane().next_expiry();
+        let wait = async {
+            match next {
+                Some(t) => tokio::time::sleep_until(tokio::time::Instant::from_std(t)).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = wait => {}
+            _ = shared.kick.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+        let published = {
+            let mut plane = shared.plane();
+            plane.expire(Instant::now()).then(|| plane.version())
+        };
+        if let Some(v) = published {
+            tracing::info!(version = v, "a lease expired");
+            shared.publish(v);
+        }
+    }
+}
+
+/// A short, stable name for each refusal, first in the status message (`wrong-identity: …`).
+fn issue_status(e: &IssueError) -> Status {
+    let (code, name) = match e {
+        IssueError::UnknownToken => (tonic::Code::Unauthenticated, "unknown-token"),
+        IssueError::UnknownService(_) => (tonic::Code::FailedPrecondition, "unknown-service"),
+        IssueError::External(_) => (tonic::Code::FailedPrecondition, "external-service"),
+        IssueError::Malformed(_) => (tonic::Code::InvalidArgument, "malformed-csr"),
+        IssueError::BadSignature => (tonic::Code::InvalidArgument, "bad-signature"),
+        IssueError::WrongIdentity { .. } => (tonic::Code::PermissionDenied, "wrong-identity"),
+        IssueError::ForbiddenName { .. } => (tonic::Code::PermissionDenied, "forbidden-name"),
+        IssueError::AsksForCa => (tonic::Code::PermissionDenied, "asks-for-ca"),
+        IssueError::UnsupportedKey(_) => (tonic::Code::InvalidArgument, "unsupported-key"),
+        IssueError::Lifetime(_) | IssueError::Sign(_) => (tonic::Code::Internal, "signing-failed"),
+    };
+    Status::new(code, format!("{name}: {e}"))
+}
+
+fn api_status(e: &ApiError) -> Status {
+    let (code, name) = match e {
+        ApiError::UnknownToken => (tonic::Code::Unauthenticated, "unknown-token"),
+        ApiError::WrongService { .. } => (tonic::Code::PermissionDenied, "wrong-service"),
+        ApiError::NotYourLease(_) => (tonic::Code::PermissionDenied, "not-your-lease"),
+        ApiError::UnknownLease(_) => (tonic::Code::NotFound, "unknown-lease"),
+        ApiError::UnknownService(_) => (tonic::Code::FailedPrecondition, "unknown-service"),
+        ApiError::External(_) => (tonic::Code::FailedPrecondition, "external-service"),
+        ApiError::BadAddress(_) => (tonic::Code::InvalidArgument, "bad-address"),
+        ApiError::Ttl(_) => (tonic::Code::InvalidArgument, "bad-ttl"),
+        ApiError::Store(_) => (tonic::Code::Internal, "store"),
+    };
+    Status::new(code, format!("{name}: {e}"))
+}
+
+impl ControlService {
+    /// Runs a lease operation; publishes when the endpoint sets changed.
+    fn lease_op(
+        &self,
+        op: impl FnOnce(&mut Plane, Instant) -> Result<bool, ApiError>,
+    ) -> Result<Response<pb::LeaseResponse>, Status> {
+        let published = {
+            let mut plane = self.shared.plane();
+            let changed = op(&mut plane, Instant::now()).map_err(|e| api_status(&e))?;
+            changed.then(|| plane.version())
+        };
+        if let Some(v) = published {
+            self.shared.publish(v);
+        }
+        Ok(Response::new(pb::LeaseResponse {}))
+    }
+}
+
+/// Marks a subscriber's stream closed when its task ends, however it ends.
+struct StreamGuard {
+    shared: Arc<Shared>,
+    service: String,
+    proxy: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.shared
+            .plane()
+            .stream_closed(&self.service, &self.proxy);
+        tracing::info!(service = %self.service, proxy = %self.proxy, "subscriber left");
+    }
+}
+
+/// Equal but for the version.
+fn same_content(a: &pb::Snapshot, b: &pb::Snapshot) -> bool {
+    pb::Snapshot {
+        version: b.version,
+        ..a.clone()
+    } == *b
+}
+
+#[tonic::async_trait]
+impl Control for ControlService {
+    async fn issue(
+        &self,
+        request: Request<pb::IssueRequest>,
+    ) -> Result<Response<pb::IssueResponse>, Status> {
+        let r = request.into_inner();
+        let ticket = self
+            .shared
+            .plane()
+            .issue_ticket(&r.token)
+            .map_err(|e| issue_status(&e))?;
+        // Parsing, verifying and signing happen outside the lock.
+        let issued = ticket
+            .ca
+            .issue(
+                &r.csr_pem,
+                &ticket.identity,
+                ticket.lifetime,
+                SystemTime::now(),
+            )
+            .map_err(|e| {
+                tracing::warn!(service = %ticket.service, proxy = %r.proxy, "refused a CSR: {e}");
+                issue_status(&e)
+            })?;
+        self.shared
+            .plane()
+            .record_issued(&ticket.service, &r.proxy, issued.not_after);
+        tracing::info!(service = %ticket.service, proxy = %r.proxy, "issued a certificate");
+        Ok(Response::new(pb::IssueResponse {
+            cert_chain_pem: issued.cert_chain_pem,
+            trust_bundle_pem: issued.trust_bundle_pem,
+            not_after_unix: ca::unix_seconds(issued.not_after),
+            identity: issued.identity,
+        }))
+    }
+
+    async fn register(
+        &self,
+        request: Request<pb::RegisterRequest>,
+    ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let r = request.into_inner();
+        let (lease, ttl, published) = {
+            let mut plane = self.shared.plane();
+            let (lease, ttl, changed) = plane
+                .register(&r.token, &r.inbound_addr, r.ttl_ms, Instant::now())
+                .map_err(|e| api_status(&e))?;
+            (lease, ttl, changed.then(|| plane.version()))
+        };
+        self.shared.kick.notify_one();
+        if let Some(v) = published {
+            self.shared.publish(v);
+        }
+        tracing::info!(lease = lease.0, addr = %r.inbound_addr, "registered a copy");
+        Ok(Response::new(pb::RegisterResponse {
+            lease_id: lease.0,
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        }))
+    }
+
+    async fn renew(
+        &self,
+        request: Request<pb::LeaseRequest>,
+    ) -> Result<Response<pb::LeaseResponse>, Status> {
+        let r = request.into_inner();
+        self.lease_op(|plane, now| plane.renew(&r.token, r.lease_id, now))
+    }
+
+    async fn set_health(
+        &self,
+        request: Request<pb::SetHealthRequest>,
+    ) -> Result<Response<pb::LeaseResponse>, Status> {
+        let r = request.into_inner();
+        self.lease_op(|plane, now| plane.set_health(&r.token, r.lease_id, r.healthy, now))
+    }
+
+    async fn deregister(
+        &self,
+        request: Request<pb::LeaseRequest>,
+    ) -> Result<Response<pb::LeaseResponse>, Status> {
+        let r = request.into_inner();
+        self.lease_op(|plane, _| plane.deregister(&r.token, r.lease_id))
+    }
+
+    type SubscribeStream = ReceiverStream<Result<pb::Snapshot, Status>>;
+
+    async fn subscribe(
+        &self,
+        request: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        let r = request.into_inner();
+        let service = {
+            let mut plane = self.shared.plane();
+            let service = plane
+                .authorize(&r.token, &r.service)
+                .map_err(|e| api_status(&e))?;
+            // Refuse at once a service that has no snapshot (external, or not in the file).
+            plane
+                .snapshot(&service, Instant::now())
+                .map_err(|e| api_status(&e))?;
+            plane.stream_opened(&service, &r.proxy);
+            service
+        };
+        tracing::info!(service = %service, proxy = %r.proxy, "subscriber joined");
+        let guard = StreamGuard {
+            shared: self.shared.clone(),
+            service,
+            proxy: r.proxy,
+        };
+        let (tx, rx) = mpsc::channel(4);
+        let mut changes = self.shared.changes.subscribe();
+        let mut shutdown = self.shared.shutdown.clone();
+        tokio::spawn(async move {
+            let guard = guard;
+            let mut last: Option<pb::Snapshot> = None;
+            loop {
+                changes.borrow_and_update();
+                let snapshot = guard
+                    .shared
+                    .plane()
+                    .snapshot(&guard.service, Instant::now());
+                match snapshot {
+                    Err(e) => {
+                        // The service left the mesh file: the stream ends with the reason.
+                        let _ = tx.send(Err(api_status(&e))).await;
+                        return;
+                    }
+                    Ok(s) if last.as_ref().is_some_and(|l| same_content(l, &s)) => {}
+                    Ok(s) => {
+                        let version = s.version;
+                        if tx.send(Ok(s.clone())).await.is_err() {
+                            return;
+                        }
+                        guard
+                            .shared
+                            .plane()
+                            .record_sent(&guard.service, &guard.proxy, version);
+                        last = Some(s);
+                    }
+                }
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = tx.closed() => return,
+                    _ = shutdown.wait_for(|stopped| *stopped) => return,
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn ack(
+        &self,
+        request: Request<pb::AckRequest>,
+    ) -> Result<Response<pb::AckResponse>, Status> {
+        let r = request.into_inner();
+        self.shared
+            .plane()
+            .ack(
+                &r.token,
+                &r.service,
+                &r.proxy,
+                r.version,
+                r.accepted,
+                &r.reason,
+                SystemTime::now(),
+            )
+            .map_err(|e| api_status(&e))?;
+        if !r.accepted {
+            tracing::warn!(service = %r.service, proxy = %r.proxy, version = r.version, "a proxy rejected a snapshot: {}", r.reason);
+        }
+        Ok(Response::new(pb::AckResponse {}))
+    }
+
+    async fn apply(
+        &self,
+        request: Request<pb::ApplyRequest>,
+    ) -> Result<Response<pb::ApplyResponse>, Status> {
+        let r = request.into_inner();
+        let shared = self.shared.clone();
+        // Reading and checking a large file, and the store's fsync, stay off the async threads.
+        let response = tokio::task::spawn_blocking(move || {
+            let prepared = plane::prepare(&r.mesh_yaml, &r.file_name);
+            shared.plane().commit(prepared, SystemTime::now())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("apply failed: {e}")))?
+        .map_err(|e| api_status(&e))?;
+        if response.applied && !response.unchanged {
+            tracing::info!(version = response.version, "{}", response.message);
+            self.shared.publish(response.version);
+        } else if !response.applied {
+            tracing::warn!("{}", response.message);
+        }
+        Ok(Response::new(response))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        Ok(Response::new(self.shared.plane().status(Instant::now())))
+    }
+}

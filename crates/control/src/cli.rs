@@ -1,0 +1,272 @@
+//! The command line of the control plane, which the `hopwise` binary flattens into its own:
+//! `hopwise control --config MESH.yaml --state DIR --listen 127.0.0.1:PORT` runs it,
+//! `hopwise control apply FILE --server ADDR` changes its mesh file, and
+//! `hopwise status --server ADDR` shows its proxies and copies. [`run`] writes what the user
+//! sees to the writer it is given and returns the exit status by the binary's convention (0 done,
+//! 1 refused because of error findings, 2 bad input); errors go back to the binary to print.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hopwise_model::Dur;
+
+use crate::api::{self, ServeError};
+use crate::client::{self, ClientError};
+use crate::plane::{CaFiles, ConfigFile, Options, Plane, StartError};
+use crate::store::{Store, StoreError, TOKENS_DIR};
+
+/// Exit status: done.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: refused because `hopwise check` found an error.
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit status: the input could not be used.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// `hopwise control …` and `hopwise status`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Run the control plane (CA, registry, configuration streamed to proxies), or change its
+    /// mesh file with `hopwise control apply`.
+    Control(ControlArgs),
+    /// Show a running control plane's proxies, their versions and acknowledgements, and the
+    /// copies each service has.
+    Status {
+        /// The control plane's address (`127.0.0.1:7900`).
+        #[arg(long)]
+        server: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ControlArgs {
+    #[command(subcommand)]
+    pub action: Option<ControlAction>,
+    /// The mesh file. Required on the first start; afterwards the state directory's copy is in
+    /// force and changes go through `hopwise control apply`.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The state directory: CA, join tokens (`DIR/tokens/<service>`), the mesh file in force.
+    #[arg(long, required = true)]
+    pub state: Option<PathBuf>,
+    /// Where to listen: a loopback address (plain HTTP/2, no TLS yet).
+    #[arg(long, default_value = "127.0.0.1:7900")]
+    pub listen: SocketAddr,
+    /// Lifetime of issued certificates (`24h`, `10m`, `30s`).
+    #[arg(long, default_value = "24h")]
+    pub cert_lifetime: Dur,
+    /// The operator's CA certificate (PEM), instead of a generated one. With --ca-key.
+    #[arg(long, requires = "ca_key")]
+    pub ca_cert: Option<PathBuf>,
+    /// The private key of --ca-cert (PEM, PKCS #8), readable by the control plane only.
+    #[arg(long, requires = "ca_cert")]
+    pub ca_key: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ControlAction {
+    /// Send a new mesh file to a running control plane. It is checked first: a file with error
+    /// findings is refused with them (exit 1); an invalid file with its problems (exit 2).
+    Apply {
+        /// The mesh file (YAML).
+        file: PathBuf,
+        /// The control plane's address (`127.0.0.1:7900`).
+        #[arg(long)]
+        server: String,
+    },
+}
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Runtime)
+}
+
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn read(path: &PathBuf) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|source| CliError::Read {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// Runs one command. Output for the user goes to `out`.
+pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
+    match command {
+        Command::Status { server } => {
+            let status = runtime()?.block_on(client::status(&server))?;
+            out.write_all(client::render_status(&status, now_unix_ms()).as_bytes())
+                .map_err(CliError::Output)?;
+            Ok(EXIT_OK)
+        }
+        Command::Control(ControlArgs {
+            action: Some(ControlAction::Apply { file, server }),
+            ..
+        }) => {
+            let text = read(&file)?;
+            let name = file.display().to_string();
+            let response = runtime()?.block_on(client::apply(&server, &text, &name))?;
+            out.write_all(client::render_apply(&response).as_bytes())
+                .map_err(CliError::Output)?;
+            Ok(if response.applied {
+                EXIT_OK
+            } else if response.diagnostics.is_empty() {
+                EXIT_FINDINGS
+            } else {
+                EXIT_BAD_INPUT
+            })
+        }
+        Command::Control(args) => serve(args, out),
+    }
+}
+
+fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
+    let Some(state) = args.state else {
+        return Err(CliError::Usage(
+            "--state DIR is required to run the control plane".into(),
+        ));
+    };
+    if !args.listen.ip().is_loopback() {
+        return Err(CliError::Usage(format!(
+            "--listen {}: the control plane speaks plain HTTP/2 without TLS in this version, so \
+             it listens on a loopback address only (127.0.0.1 or [::1])",
+            args.listen
+        )));
+    }
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+    let config = match &args.config {
+        Some(path) => Some(ConfigFile {
+            name: path.display().to_string(),
+            text: read(path)?,
+        }),
+        None => None,
+    };
+    let ca_files = match (args.ca_cert, args.ca_key) {
+        (Some(cert), Some(key)) => Some(CaFiles { cert, key }),
+        _ => None,
+    };
+    let lifetime: Duration = args.cert_lifetime.get();
+    let store = Store::open(&state)?;
+    let started = match Plane::start(
+        store,
+        Options {
+            config,
+            ca_files,
+            cert_lifetime: lifetime,
+        },
+        SystemTime::now(),
+    ) {
+        Ok(s) => s,
+        Err(StartError::Refused { name, findings }) => {
+            let response = crate::pb::ApplyResponse {
+                findings,
+                message: format!(
+                    "{name}: `hopwise check` finds error(s); the control plane did not start"
+                ),
+                ..Default::default()
+            };
+            out.write_all(client::render_apply(&response).as_bytes())
+                .map_err(CliError::Output)?;
+            return Ok(EXIT_FINDINGS);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|source| CliError::Listen {
+                addr: args.listen,
+                source,
+            })?;
+        let plane = started.plane;
+        let summary = format!(
+            "hopwise control: listening on {} (plain HTTP/2, no TLS: loopback only)\n\
+             state: {} (mesh {}, config version {}, start {})\n\
+             trust bundle: {}\n\
+             join tokens: {} ({} service(s))\n",
+            listener.local_addr().map_or(args.listen, |a| a),
+            plane.store().dir().display(),
+            plane.mesh().name,
+            plane.config_version(),
+            plane.version() >> 32,
+            started.bundle_file.display(),
+            plane.store().dir().join(TOKENS_DIR).display(),
+            started.token_files.len(),
+        );
+        let running = api::spawn(plane, listener)?;
+        let mut text = summary;
+        for note in &started.notes {
+            text.push_str(&format!("note: {note}\n"));
+        }
+        out.write_all(text.as_bytes()).map_err(CliError::Output)?;
+        out.flush().map_err(CliError::Output)?;
+        wait_for_signal().await;
+        tracing::info!("stopping");
+        running.shutdown().await?;
+        Ok(EXIT_OK)
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,300 @@
+//! The client side that the command line needs — `hopwise control apply` and `hopwise status` —
+//! and the text they show. (The proxies' own client, which renews certificates and follows
+//! snapshots, is not here yet.)
+
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+use crate::pb;
+use crate::pb::control_client::ControlClient;
+
+/// A connected client.
+pub type Client = ControlClient<Channel>;
+
+/// Why a call to the control plane failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("--server {server}: not an address ({reason}); write host:port, e.g. 127.0.0.1:7900")]
+    Address { server: String, reason: String },
+    #[error("cannot reach the control plane at {server}: {reason}")]
+    Connect { server: String, reason: String },
+    #[error("the control plane at {server} answered {code:?}: {message}")]
+    Call {
+        server: String,
+        code: tonic::Code,
+        message: String,
+    },
+}
+
+/// Connects to `server` (`host:port`, or a URL).
+pub async fn connect(server: &str) -> Result<Client, ClientError> {
+    let url = if server.contains("://") {
+        server.to_owned()
+    } else {
+        format!("http://{server}")
+    };
+    let endpoint = Endpoint::from_shared(url)
+        .map_err(|e| ClientError::Address {
+            server: server.to_owned(),
+            reason: e.to_string(),
+        })?
+        .connect_timeout(Duration::from_secs(3));
+    let channel = endpoint.connect().await.map_err(|e| ClientError::Connect {
+        server: server.to_owned(),
+        reason: source_chain(&e),
+    })?;
+    Ok(ControlClient::new(channel))
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        next = s.source();
+    }
+    out
+}
+
+fn call_error(server: &str, s: tonic::Status) -> ClientError {
+    ClientError::Call {
+        server: server.to_owned(),
+        code: s.code(),
+        message: s.message().to_owned(),
+    }
+}
+
+/// Sends a mesh file to be checked and applied.
+pub async fn apply(
+    server: &str,
+    text: &str,
+    file_name: &str,
+) -> Result<pb::ApplyResponse, ClientError> {
+    let mut client = connect(server).await?;
+    client
+        .apply(pb::ApplyRequest {
+            mesh_yaml: text.to_owned(),
+            file_name: file_name.to_owned(),
+        })
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|s| call_error(server, s))
+}
+
+/// Asks for the status.
+pub async fn status(server: &str) -> Result<pb::StatusResponse, ClientError> {
+    let mut client = connect(server).await?;
+    client
+        .status(pb::StatusRequest {})
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|s| call_error(server, s))
+}
+
+/// `3.17`: the 3rd start of the control plane on its state, 17th change since.
+pub fn version_text(v: u64) -> String {
+    if v == 0 {
+        "-".to_owned()
+    } else {
+        format!("{}.{}", v >> 32, v & 0xffff_ffff)
+    }
+}
+
+/// `in 23h 59m`, `12s ago`.
+pub fn relative(target_unix_ms: i64, now_unix_ms: i64) -> String {
+    let delta = target_unix_ms - now_unix_ms;
+    let d = Duration::from_millis(delta.unsigned_abs());
+    let secs = d.as_secs();
+    let text = if secs >= 86_400 {
+        format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600)
+    } else if secs >= 3600 {
+        format!("{}h {}m", secs / 3600, secs % 3600 / 60)
+    } else if secs >= 60 {
+        format!("{}m {}s", secs / 60, secs % 60)
+    } else if secs >= 1 {
+        format!("{secs}s")
+    } else {
+        format!("{}ms", d.as_millis())
+    };
+    if delta >= 0 {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+/// What `hopwise control apply` prints: the outcome, then the problems or findings.
+pub fn render_apply(r: &pb::ApplyResponse) -> String {
+    let mut out = String::new();
+    for d in &r.diagnostics {
+        out.push_str(d);
+        out.push('\n');
+    }
+    // Errors first, then warnings, each group in the order `hopwise check` found them.
+    let mut findings: Vec<&pb::Finding> = r.findings.iter().collect();
+    findings.sort_by_key(|f| f.severity != "error");
+    for f in findings {
+        out.push_str(&format!(
+            "{:<8} {}  {}: {}\n         fix: {} ({})\n",
+            f.severity, f.code, f.subject, f.message, f.fix, f.path
+        ));
+    }
+    if r.applied {
+        out.push_str(&format!(
+            "{} — version {}\n",
+            r.message,
+            version_text(r.version)
+        ));
+    } else {
+        out.push_str(&format!("refused: {}\n", r.message));
+    }
+    out
+}
+
+/// What `hopwise status` prints.
+pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
+    let mut out = format!(
+        "mesh {} · version {} · config version {} · CA expires {}\n",
+        s.mesh,
+        version_text(s.version),
+        s.config_version,
+        relative(s.ca_not_after_unix.saturating_mul(1000), now_unix_ms)
+    );
+    out.push_str("\nproxies\n");
+    if s.proxies.is_empty() {
+        out.push_str("  (none has subscribed, acknowledged or asked for a certificate yet)\n");
+    } else {
+        let mut rows = vec![[
+            "service".to_owned(),
+            "proxy".to_owned(),
+            "stream".to_owned(),
+            "sent".to_owned(),
+            "acked".to_owned(),
+            "last ack".to_owned(),
+            "certificate".to_owned(),
+        ]];
+        for p in &s.proxies {
+            let acked = if p.last_acked_version == 0 {
+                "-".to_owned()
+            } else if p.last_ack_accepted {
+                version_text(p.last_acked_version)
+            } else {
+                format!(
+                    "{} REJECTED: {}",
+                    version_text(p.last_acked_version),
+                    p.last_ack_reason
+                )
+            };
+            rows.push([
+                p.service.clone(),
+                if p.proxy.is_empty() {
+                    "-".to_owned()
+                } else {
+                    p.proxy.clone()
+                },
+                if p.connected { "open" } else { "closed" }.to_owned(),
+                version_text(p.last_sent_version),
+                acked,
+                p.last_ack_unix_ms
+                    .map_or("-".to_owned(), |t| relative(t, now_unix_ms)),
+                p.cert_not_after_unix.map_or("unknown".to_owned(), |t| {
+                    format!("expires {}", relative(t.saturating_mul(1000), now_unix_ms))
+                }),
+            ]);
+        }
+        out.push_str(&table(&rows));
+    }
+    out.push_str("\nservices\n");
+    for svc in &s.services {
+        if svc.external {
+            out.push_str(&format!("  {}: outside the mesh\n", svc.service));
+            continue;
+        }
+        let healthy = svc.copies.iter().filter(|c| c.healthy).count();
+        out.push_str(&format!(
+            "  {}: {} cop{} registered, {healthy} healthy; {} certificate(s) issued{}\n",
+            svc.service,
+            svc.copies.len(),
+            if svc.copies.len() == 1 { "y" } else { "ies" },
+            svc.certs_issued,
+            svc.cert_not_after_unix.map_or(String::new(), |t| format!(
+                ", the last expires {}",
+                relative(t.saturating_mul(1000), now_unix_ms)
+            )),
+        ));
+        for c in &svc.copies {
+            out.push_str(&format!(
+                "    {}  {}  lease {}  expires in {}\n",
+                c.inbound_addr,
+                if c.healthy { "healthy  " } else { "unhealthy" },
+                version_text(c.lease_id),
+                relative(i64::try_from(c.expires_in_ms).unwrap_or(i64::MAX), 0)
+                    .trim_start_matches("in ")
+            ));
+        }
+    }
+    out
+}
+
+fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::from(" ");
+        for (i, cell) in row.iter().enumerate() {
+            line.push(' ');
+            line.push_str(cell);
+            if i + 1 < N {
+                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 1));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_times_read_well() {
+        assert_eq!(version_text((3 << 32) | 17), "3.17");
+        assert_eq!(version_text(0), "-");
+        assert_eq!(relative(90_000, 0), "in 1m 30s");
+        assert_eq!(relative(0, 12_000), "12s ago");
+        assert_eq!(relative(86_400_000 + 7_200_000, 0), "in 1d 2h");
+    }
+
+    #[test]
+    fn a_refusal_shows_every_finding() {
+        let r = pb::ApplyResponse {
+            applied: false,
+            message: "m.yaml: `hopwise check` finds 1 error(s); nothing was applied".into(),
+            findings: vec![pb::Finding {
+                code: "retry-fanout".into(),
+                severity: "error".into(),
+                subject: "frontend → checkout".into(),
+                path: "services.frontend".into(),
+                message: "27 attempts".into(),
+                fix: "retry at one layer".into(),
+            }],
+            ..Default::default()
+        };
+        let text = render_apply(&r);
+        assert!(text.contains("error    retry-fanout  frontend → checkout: 27 attempts"));
+        assert!(
+            text.ends_with(
+                "refused: m.yaml: `hopwise check` finds 1 error(s); nothing was applied\n"
+            )
+        );
+    }
+}

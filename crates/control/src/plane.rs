@@ -1,0 +1,910 @@
+//! The control plane's state in one place, and every operation the API offers on it: the CA,
+//! the mesh file in force (checked before it changes), the registry of copies, the join tokens,
+//! and what each proxy was sent and acknowledged. It reads no clock — every call that needs the
+//! time takes `now` — and does no I/O but through the [`Store`] (and, at start, reading the
+//! operator's CA files), so it is tested without a network or a real clock. The gRPC server
+//! ([`crate::api`]) wraps it in a mutex.
+//!
+//! Versions: every change that can alter what a proxy is sent (a copy joins or leaves, the mesh
+//! file changes) increments the version. Its high 32 bits are the number of control-plane starts
+//! on this state directory and its low 32 bits count changes since this start, so versions (and
+//! lease ids, numbered the same way) never repeat across restarts.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hopwise_analyze::{Finding, Options as CheckOptions, Report, Severity};
+use hopwise_model::{Diagnostics, Mesh};
+
+use crate::ca::{self, Ca, CaError, IssueError, Issued};
+use crate::pb;
+use crate::registry::{LeaseId, Registry, RegistryError};
+use crate::store::{CaState, MeshState, Secret, State, Store, StoreError};
+use crate::token::{self, RandomError};
+
+/// A lease's TTL when the request gives none.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// The longest lease granted: a copy that vanishes without a goodbye leaves within this.
+pub const MAX_TTL: Duration = Duration::from_secs(3600);
+
+/// A mesh file given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFile {
+    /// Its name, for diagnostics.
+    pub name: String,
+    pub text: String,
+}
+
+/// The operator's own CA, as PEM files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// How to start.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The mesh file: required on the first start; later the stored one is used (see
+    /// [`Started::notes`]).
+    pub config: Option<ConfigFile>,
+    /// The operator's CA; without it a root is generated on the first start.
+    pub ca_files: Option<CaFiles>,
+    /// Lifetime of issued certificates.
+    pub cert_lifetime: Duration,
+}
+
+/// Why the control plane did not start. Each names the file or the setting at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Ca(#[from] CaError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{dir} holds no mesh file yet: pass --config MESH.yaml on the first start")]
+    NoConfig { dir: PathBuf },
+    #[error("{rendered}\n{name}: {count} problem(s); the control plane did not start")]
+    InvalidConfig {
+        name: String,
+        rendered: String,
+        count: usize,
+    },
+    #[error("{name}: `hopwise check` finds {} error(s); the control plane did not start", .findings.iter().filter(|f| f.severity == "error").count())]
+    Refused {
+        name: String,
+        findings: Vec<pb::Finding>,
+    },
+    #[error(
+        "the mesh file stored in {path} is no longer valid:\n{rendered}\napply a corrected file, or move the state directory away"
+    )]
+    StoredConfig { path: PathBuf, rendered: String },
+    #[error("{0}")]
+    CaConflict(String),
+    #[error("--cert-lifetime {0:?} is too short; use at least 1s")]
+    Lifetime(Duration),
+    #[error(transparent)]
+    Random(#[from] RandomError),
+}
+
+/// Why an API call was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    #[error("the join token is not one this control plane issued")]
+    UnknownToken,
+    #[error("the token is for `{token_for}`, not `{asked}`")]
+    WrongService { token_for: String, asked: String },
+    #[error("lease {0} is unknown (expired, or granted before a restart): register again")]
+    UnknownLease(u64),
+    #[error("lease {0} belongs to another service")]
+    NotYourLease(u64),
+    #[error("`{0}` is not a service in the mesh file in force")]
+    UnknownService(String),
+    #[error("`{0}` is outside the mesh (`external`): it runs no proxy")]
+    External(String),
+    #[error("`{0}` is not an address other proxies can reach; send ip:port, e.g. 10.0.0.7:7001")]
+    BadAddress(String),
+    #[error("a lease of {0:?} is not granted: use 1 s to 1 h (0 means 10 s)")]
+    Ttl(Duration),
+    #[error("the state could not be saved: {0}")]
+    Store(String),
+}
+
+/// What `start` has to say besides the plane itself.
+#[derive(Debug)]
+pub struct Started {
+    pub plane: Plane,
+    /// Things the operator should know (e.g. `--config` differs from the stored mesh file).
+    pub notes: Vec<String>,
+    /// The token files written.
+    pub token_files: Vec<PathBuf>,
+    /// `<state>/ca.pem`.
+    pub bundle_file: PathBuf,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ProxyRecord {
+    streams: usize,
+    last_sent: u64,
+    ack: Option<AckRecord>,
+    cert_not_after: Option<SystemTime>,
+}
+
+#[derive(Debug, Clone)]
+struct AckRecord {
+    version: u64,
+    accepted: bool,
+    reason: String,
+    at: SystemTime,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct IssuedRecord {
+    count: u64,
+    not_after: Option<SystemTime>,
+}
+
+/// What a caller needs to sign a certificate outside the plane's lock.
+#[derive(Debug, Clone)]
+pub struct IssueTicket {
+    pub service: String,
+    pub identity: String,
+    pub ca: Arc<Ca>,
+    pub lifetime: Duration,
+}
+
+/// A mesh file read and checked, ready to [`Plane::commit`]. Reading and checking take the
+/// time; they need no lock.
+#[derive(Debug)]
+pub struct Prepared {
+    text: String,
+    file_name: String,
+    result: Result<(Mesh, Report), Diagnostics>,
+}
+
+/// Reads and `hopwise check`s a mesh file, as `Apply` does before anything changes.
+pub fn prepare(text: &str, file_name: &str) -> Prepared {
+    let file_name = if file_name.is_empty() {
+        "<applied>"
+    } else {
+        file_name
+    };
+    let result = Mesh::from_yaml(text).map(|mesh| {
+        let report = hopwise_analyze::check(&mesh, &CheckOptions::default());
+        (mesh, report)
+    });
+    Prepared {
+        text: text.to_owned(),
+        file_name: file_name.to_owned(),
+        result,
+    }
+}
+
+/// A finding as the API sends it.
+pub fn finding(f: &Finding) -> pb::Finding {
+    pb::Finding {
+        code: f.code.to_owned(),
+        severity: f.severity.label().to_owned(),
+        subject: f.subject.clone(),
+        path: f.path.clone(),
+        message: f.message.clone(),
+        fix: f.fix.clone(),
+    }
+}
+
+fn unix_ms(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(_) => 0,
+    }
+}
+
+/// The control plane's state.
+#[derive(Debug)]
+pub struct Plane {
+    store: Store,
+    ca: Arc<Ca>,
+    mesh: Arc<Mesh>,
+    lifetime: Duration,
+    registry: Registry,
+    epoch: u64,
+    changes: u64,
+    proxies: BTreeMap<(String, String), ProxyRecord>,
+    issued: BTreeMap<String, IssuedRecord>,
+}
+
+fn read(path: &Path) -> Result<String, StartError> {
+    std::fs::read_to_string(path).map_err(|source| StartError::Read {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn load_ca(
+    stored: Option<&CaState>,
+    files: Option<&CaFiles>,
+    mesh_name: &str,
+    dir: &Path,
+    now: SystemTime,
+) -> Result<(Ca, CaState, Option<String>), StartError> {
+    let supplied = |f: &CaFiles| -> Result<(Ca, String), StartError> {
+        let cert = read(&f.cert)?;
+        let key = read(&f.key)?;
+        let what = format!("{} and {}", f.cert.display(), f.key.display());
+        let ca = Ca::from_pem(&cert, &key, &what, now)?;
+        Ok((ca, cert))
+    };
+    match (stored, files) {
+        (None, None) => {
+            let (ca, root) = Ca::generate(mesh_name, now)?;
+            let state = CaState::Generated {
+                cert_pem: root.cert_pem,
+                key_pem: Secret(root.key_pem),
+            };
+            Ok((ca, state, Some("generated a new CA (ECDSA P-256)".into())))
+        }
+        (None, Some(f)) => {
+            let (ca, cert_pem) = supplied(f)?;
+            let state = CaState::Supplied {
+                cert_path: f.cert.clone(),
+                key_path: f.key.clone(),
+                cert_pem,
+            };
+            Ok((ca, state, None))
+        }
+        (Some(state @ CaState::Generated { cert_pem, key_pem }), None) => {
+            let what = format!("the CA stored in {}", dir.display());
+            let ca = Ca::from_pem(cert_pem, &key_pem.0, &what, now)?;
+            Ok((ca, state.clone(), None))
+        }
+        (Some(CaState::Generated { .. }), Some(f)) => Err(StartError::CaConflict(format!(
+            "{} already holds a CA that the control plane generated; it cannot switch to {} \
+             (CA rotation is not done yet): drop --ca-cert/--ca-key, or start on a new state directory",
+            dir.display(),
+            f.cert.display()
+        ))),
+        (
+            Some(CaState::Supplied {
+                cert_path,
+                key_path,
+                cert_pem,
+            }),
+            f,
+        ) => {
+            let f = f.cloned().unwrap_or(CaFiles {
+                cert: cert_path.clone(),
+                key: key_path.clone(),
+            });
+            let (ca, cert) = supplied(&f)?;
+            if !ca::same_certificate(&cert, cert_pem) {
+                return Err(StartError::CaConflict(format!(
+                    "{} holds a different CA certificate than the one {} was started with \
+                     (CA rotation is not done yet)",
+                    f.cert.display(),
+                    dir.display()
+                )));
+            }
+            let state = CaState::Supplied {
+                cert_path: f.cert.clone(),
+                key_path: f.key.clone(),
+                cert_pem: cert,
+            };
+            Ok((ca, state, None))
+        }
+    }
+}
+
+impl Plane {
+    /// Starts on `store`: counts the start, loads or creates the CA, takes the mesh file (the
+    /// stored one if there is one, else `opts.config`, which must pass `hopwise check`), makes
+    /// a join token for every service that runs a proxy, and writes the state, the token files
+    /// and the trust bundle.
+    pub fn start(mut store: Store, opts: Options, now: SystemTime) -> Result<Started, StartError> {
+        if opts.cert_lifetime < Duration::from_secs(1) {
+            return Err(StartError::Lifetime(opts.cert_lifetime));
+        }
+        let dir = store.dir().to_owned();
+        let mut next: State = store.state().clone();
+        let mut notes = Vec::new();
+        next.starts += 1;
+
+        // The mesh file.
+        let mesh = match (&next.mesh, &opts.config) {
+            (None, None) => return Err(StartError::NoConfig { dir }),
+            (None, Some(config)) => {
+                let prepared = prepare(&config.text, &config.name);
+                let (mesh, report) = match prepared.result {
+                    Ok(ok) => ok,
+                    Err(diags) => {
+                        return Err(StartError::InvalidConfig {
+                            name: config.name.clone(),
+                            rendered: diags.render(&config.name),
+                            count: diags.0.len(),
+                        });
+                    }
+                };
+                if report.has_errors() {
+                    return Err(StartError::Refused {
+                        name: config.name.clone(),
+                        findings: report.findings.iter().map(finding).collect(),
+                    });
+                }
+                next.mesh = Some(MeshState {
+                    text: config.text.clone(),
+                    version: 1,
+                    source: config.name.clone(),
+                    applied_unix_ms: unix_ms(now),
+                });
+                mesh
+            }
+            (Some(stored), given) => {
+                let mesh = Mesh::from_yaml(&stored.text).map_err(|d| StartError::StoredConfig {
+                    path: store.path(),
+                    rendered: d.render(&stored.source),
+                })?;
+                if let Some(given) = given
+                    && given.text != stored.text
+                {
+                    notes.push(format!(
+                        "{} differs from the mesh file in force (version {}, from {}); it was \
+                         NOT applied: send it with `hopwise control apply {} --server ADDR`",
+                        given.name, stored.version, stored.source, given.name
+                    ));
+                }
+                mesh
+            }
+        };
+
+        // The CA.
+        let (ca, ca_state, note) = load_ca(
+            next.ca.as_ref(),
+            opts.ca_files.as_ref(),
+            &mesh.name,
+            &dir,
+            now,
+        )?;
+        next.ca = Some(ca_state);
+        notes.extend(note);
+
+        // A token for every service that runs a proxy.
+        add_tokens(&mut next, &mesh)?;
+
+        store.commit(next)?;
+        let token_files = store.write_tokens()?;
+        let bundle_file = store.write_bundle(&ca.trust_bundle_pem())?;
+        let epoch = store.state().starts;
+        Ok(Started {
+            plane: Plane {
+                store,
+                ca: Arc::new(ca),
+                mesh: Arc::new(mesh),
+                lifetime: opts.cert_lifetime,
+                registry: Registry::starting_after(epoch << 32),
+                epoch,
+                changes: 0,
+                proxies: BTreeMap::new(),
+                issued: BTreeMap::new(),
+            },
+            notes,
+            token_files,
+            bundle_file,
+        })
+    }
+
+    /// The version proxies are sent now.
+    pub fn version(&self) -> u64 {
+        (self.epoch << 32) | self.changes
+    }
+
+    fn bump(&mut self) {
+        self.changes += 1;
+    }
+
+    /// The version of the mesh file in force.
+    pub fn config_version(&self) -> u64 {
+        self.store.state().mesh.as_ref().map_or(0, |m| m.version)
+    }
+
+    pub fn mesh(&self) -> &Arc<Mesh> {
+        &self.mesh
+    }
+
+    /// The mesh file in force, as text.
+    pub fn mesh_text(&self) -> &str {
+        self.store
+            .state()
+            .mesh
+            .as_ref()
+            .map_or("", |m| m.text.as_str())
+    }
+
+    pub fn ca(&self) -> &Arc<Ca> {
+        &self.ca
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The join token of `service`, if it has one.
+    pub fn token(&self, service: &str) -> Option<&str> {
+        self.store.state().tokens.get(service).map(|t| t.0.as_str())
+    }
+
+    /// The registry (read-only; changes go through the plane so versions follow).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn token_service(&self, token: &str) -> Result<String, ApiError> {
+        token::service_of(&self.store.state().tokens, token)
+            .map(str::to_owned)
+            .ok_or(ApiError::UnknownToken)
+    }
+
+    /// The service a token names, which must be a service of the mesh in force that runs a
+    /// proxy.
+    fn proxied_service(&self, token: &str) -> Result<String, ApiError> {
+        let service = self.token_service(token)?;
+        match self.mesh.services.get(&service) {
+            None => Err(ApiError::UnknownService(service)),
+            Some(s) if s.external.is_some() => Err(ApiError::External(service)),
+            Some(_) => Ok(service),
+        }
+    }
+
+    /// Checks a token for issuance and returns what signing needs.
+    pub fn issue_ticket(&self, token: &str) -> Result<IssueTicket, IssueError> {
+        let service = self.proxied_service(token).map_err(|e| match e {
+            ApiError::UnknownService(s) => IssueError::UnknownService(s),
+            ApiError::External(s) => IssueError::External(s),
+            _ => IssueError::UnknownToken,
+        })?;
+        Ok(IssueTicket {
+            identity: self.mesh.identity(&service),
+            service,
+            ca: self.ca.clone(),
+            lifetime: self.lifetime,
+        })
+    }
+
+    /// Remembers a certificate issued, for `Status`.
+    pub fn record_issued(&mut self, service: &str, proxy: &str, not_after: SystemTime) {
+        let rec = self.issued.entry(service.to_owned()).or_default();
+        rec.count += 1;
+        rec.not_after = Some(not_after);
+        if !proxy.is_empty() {
+            self.proxies
+                .entry((service.to_owned(), proxy.to_owned()))
+                .or_default()
+                .cert_not_after = Some(not_after);
+        }
+    }
+
+    /// Issuance in one step (token, CSR, signature, record), for callers without a lock to
+    /// avoid.
+    pub fn issue(
+        &mut self,
+        token: &str,
+        csr_pem: &str,
+        proxy: &str,
+        now: SystemTime,
+    ) -> Result<Issued, IssueError> {
+        let ticket = self.issue_ticket(token)?;
+        let issued = ticket
+            .ca
+            .issue(csr_pem, &ticket.identity, ticket.lifetime, now)?;
+        self.record_issued(&ticket.service, proxy, issued.not_after);
+        Ok(issued)
+    }
+
+    fn registry_changed(&mut self, before: u64) -> bool {
+        if self.registry.version() != before {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn lease_of(&self, token: &str, lease: u64) -> Result<LeaseId, ApiError> {
+        let service = self.token_service(token)?;
+        let id = LeaseId(lease);
+        match self.registry.copy(id) {
+            None => Err(ApiError::UnknownLease(lease)),
+            Some(c) if c.service != service => Err(ApiError::NotYourLease(lease)),
+            Some(_) => Ok(id),
+        }
+    }
+
+    fn registry_error(e: RegistryError) -> ApiError {
+        match e {
+            RegistryError::UnknownLease(id) => ApiError::UnknownLease(id.0),
+            RegistryError::TtlTooShort(ttl) => ApiError::Ttl(ttl),
+        }
+    }
+
+    /// Registers a copy of the token's service. Returns the lease, its TTL, and whether the
+    /// endpoint sets changed (a healthy copy at the same address was replaced).
+    pub fn register(
+        &mut self,
+        token: &str,
+        inbound: &str,
+        ttl_ms: u64,
+        now: Instant,
+    ) -> Result<(LeaseId, Duration, bool), ApiError> {
+        let service = self.proxied_service(token)?;
+        let addr: SocketAddr = inbound
+            .trim()
+            .parse()
+            .map_err(|_| ApiError::BadAddress(inbound.to_owned()))?;
+        if addr.ip().is_unspecified() || addr.port() == 0 {
+            return Err(ApiError::BadAddress(inbound.to_owned()));
+        }
+        let ttl = if ttl_ms == 0 {
+            DEFAULT_TTL
+        } else {
+            Duration::from_millis(ttl_ms)
+        };
+        if ttl > MAX_TTL {
+            return Err(ApiError::Ttl(ttl));
+        }
+        let before = self.registry.version();
+        let id = self
+            .registry
+            .register(&service, addr, ttl, now)
+            .map_err(Self::registry_error)?;
+        Ok((id, ttl, self.registry_changed(before)))
+    }
+
+    /// Renews a lease. Renewing changes no endpoint set.
+    pub fn renew(&mut self, token: &str, lease: u64, now: Instant) -> Result<bool, ApiError> {
+        self.expire(now);
+        let id = self.lease_of(token, lease)?;
+        let before = self.registry.version();
+        self.registry.renew(id, now).map_err(Self::registry_error)?;
+        Ok(self.registry_changed(before))
+    }
+
+    /// Records a copy's health. Returns whether the endpoint sets changed.
+    pub fn set_health(
+        &mut self,
+        token: &str,
+        lease: u64,
+        healthy: bool,
+        now: Instant,
+    ) -> Result<bool, ApiError> {
+        let expired = self.expire(now);
+        let id = self.lease_of(token, lease)?;
+        let before = self.registry.version();
+        self.registry
+            .set_health(id, healthy, now)
+            .map_err(Self::registry_error)?;
+        Ok(self.registry_changed(before) || expired)
+    }
+
+    /// Removes a copy at once. Returns whether the endpoint sets changed.
+    pub fn deregister(&mut self, token: &str, lease: u64) -> Result<bool, ApiError> {
+        let id = self.lease_of(token, lease)?;
+        let before = self.registry.version();
+        self.registry.deregister(id);
+        Ok(self.registry_changed(before))
+    }
+
+    /// Drops the leases expired by `now`. Returns whether the endpoint sets changed.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let before = self.registry.version();
+        self.registry.expire(now);
+        self.registry_changed(before)
+    }
+
+    /// When the next lease expires.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.registry.next_expiry()
+    }
+
+    /// The service a subscriber may watch: the token's, which must be `asked` when `asked` is
+    /// given.
+    pub fn authorize(&self, token: &str, asked: &str) -> Result<String, ApiError> {
+        let service = self.token_service(token)?;
+        if !asked.is_empty() && asked != service {
+            return Err(ApiError::WrongService {
+                token_for: service,
+                asked: asked.to_owned(),
+            });
+        }
+        Ok(service)
+    }
+
+    /// Everything `service`'s proxies need, at the current version.
+    pub fn snapshot(&self, service: &str, now: Instant) -> Result<pb::Snapshot, ApiError> {
+        let s = self
+            .mesh
+            .services
+            .get(service)
+            .ok_or_else(|| ApiError::UnknownService(service.to_owned()))?;
+        if s.external.is_some() {
+            return Err(ApiError::External(service.to_owned()));
+        }
+        let mut upstreams: Vec<pb::Upstream> = Vec::new();
+        for call in &s.calls {
+            let internal = self
+                .mesh
+                .services
+                .get(&call.to)
+                .is_some_and(|c| c.external.is_none());
+            if !internal || upstreams.iter().any(|u| u.service == call.to) {
+                continue;
+            }
+            upstreams.push(pb::Upstream {
+                service: call.to.clone(),
+                identity: self.mesh.identity(&call.to),
+                endpoints: self
+                    .registry
+                    .endpoints(&call.to, now)
+                    .iter()
+                    .map(SocketAddr::to_string)
+                    .collect(),
+            });
+        }
+        let mut allowed_callers: Vec<String> = self
+            .mesh
+            .calls()
+            .filter(|c| c.to == service)
+            .map(|c| self.mesh.identity(&c.from))
+            .collect();
+        allowed_callers.sort();
+        allowed_callers.dedup();
+        Ok(pb::Snapshot {
+            version: self.version(),
+            config_version: self.config_version(),
+            service: service.to_owned(),
+            identity: self.mesh.identity(service),
+            mesh_yaml: self.mesh_text().to_owned(),
+            policy_json: serde_json::to_string(s).unwrap_or_default(),
+            upstreams,
+            trust_bundle_pem: self.ca.trust_bundle_pem(),
+            allowed_callers,
+        })
+    }
+
+    fn proxy(&mut self, service: &str, proxy: &str) -> &mut ProxyRecord {
+        self.proxies
+            .entry((service.to_owned(), proxy.to_owned()))
+            .or_default()
+    }
+
+    /// A subscriber's stream opened.
+    pub fn stream_opened(&mut self, service: &str, proxy: &str) {
+        self.proxy(service, proxy).streams += 1;
+    }
+
+    /// A subscriber's stream closed.
+    pub fn stream_closed(&mut self, service: &str, proxy: &str) {
+        let p = self.proxy(service, proxy);
+        p.streams = p.streams.saturating_sub(1);
+    }
+
+    /// A snapshot was sent to a subscriber.
+    pub fn record_sent(&mut self, service: &str, proxy: &str, version: u64) {
+        self.proxy(service, proxy).last_sent = version;
+    }
+
+    /// A proxy accepted or rejected a version.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ack(
+        &mut self,
+        token: &str,
+        service: &str,
+        proxy: &str,
+        version: u64,
+        accepted: bool,
+        reason: &str,
+        now: SystemTime,
+    ) -> Result<(), ApiError> {
+        let service = self.authorize(token, service)?;
+        self.proxy(&service, proxy).ack = Some(AckRecord {
+            version,
+            accepted,
+            reason: reason.to_owned(),
+            at: now,
+        });
+        Ok(())
+    }
+
+    /// Applies a prepared mesh file: refused (nothing changes) when it could not be read,
+    /// `hopwise check` finds an error, or it changes the trust domain; otherwise written to the
+    /// store first, then put in force with a new version. Tokens are made for new services.
+    /// `Err` only when the state could not be saved (then nothing changed either).
+    pub fn commit(
+        &mut self,
+        prepared: Prepared,
+        now: SystemTime,
+    ) -> Result<pb::ApplyResponse, ApiError> {
+        let Prepared {
+            text,
+            file_name,
+            result,
+        } = prepared;
+        let refused = |plane: &Plane, message: String| pb::ApplyResponse {
+            applied: false,
+            unchanged: false,
+            config_version: plane.config_version(),
+            version: plane.version(),
+            diagnostics: Vec::new(),
+            findings: Vec::new(),
+            message,
+        };
+        let (mesh, report) = match result {
+            Ok(ok) => ok,
+            Err(diags) => {
+                let mut r = refused(
+                    self,
+                    format!(
+                        "{file_name}: {} problem(s); nothing was applied",
+                        diags.0.len()
+                    ),
+                );
+                r.diagnostics = diags.0.iter().map(|d| d.render(&file_name)).collect();
+                return Ok(r);
+            }
+        };
+        let findings: Vec<pb::Finding> = report.findings.iter().map(finding).collect();
+        if report.has_errors() {
+            let errors = report
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .count();
+            let mut r = refused(
+                self,
+                format!(
+                    "{file_name}: `hopwise check` finds {errors} error(s); nothing was applied"
+                ),
+            );
+            r.findings = findings;
+            return Ok(r);
+        }
+        if mesh.trust_domain != self.mesh.trust_domain {
+            let mut r = refused(
+                self,
+                format!("{file_name}: the trust domain cannot change; nothing was applied"),
+            );
+            r.diagnostics = vec![format!(
+                "{file_name}: mesh.trust_domain: `{}` would replace `{}`, which every issued \
+                 certificate names; changing it is not supported yet",
+                mesh.trust_domain, self.mesh.trust_domain
+            )];
+            return Ok(r);
+        }
+        if text == self.mesh_text() {
+            return Ok(pb::ApplyResponse {
+                applied: true,
+                unchanged: true,
+                config_version: self.config_version(),
+                version: self.version(),
+                diagnostics: Vec::new(),
+                findings,
+                message: format!(
+                    "{file_name}: unchanged (config version {})",
+                    self.config_version()
+                ),
+            });
+        }
+        let mut next = self.store.state().clone();
+        let version = self.config_version() + 1;
+        next.mesh = Some(MeshState {
+            text,
+            version,
+            source: file_name.clone(),
+            applied_unix_ms: unix_ms(now),
+        });
+        let new_tokens =
+            add_tokens(&mut next, &mesh).map_err(|e| ApiError::Store(e.to_string()))?;
+        let store_error = |e: StoreError| ApiError::Store(e.to_string());
+        self.store.commit(next).map_err(store_error)?;
+        // The state is saved, so the change is in force even if a token file cannot be written
+        // (it is rewritten on the next start; the new service's proxies wait until then).
+        let tokens_note = match new_tokens {
+            0 => String::new(),
+            n => match self.store.write_tokens() {
+                Ok(_) => format!(
+                    "; {n} new token(s) in {}",
+                    self.store.dir().join(crate::store::TOKENS_DIR).display()
+                ),
+                Err(e) => format!("; {n} new token(s), but the token files were not written: {e}"),
+            },
+        };
+        self.mesh = Arc::new(mesh);
+        self.bump();
+        Ok(pb::ApplyResponse {
+            applied: true,
+            unchanged: false,
+            config_version: version,
+            version: self.version(),
+            diagnostics: Vec::new(),
+            findings,
+            message: format!("{file_name}: applied as config version {version}{tokens_note}"),
+        })
+    }
+
+    /// The proxies, the copies of every service, and the versions.
+    pub fn status(&self, now: Instant) -> pb::StatusResponse {
+        let unix = |t: SystemTime| ca::unix_seconds(t);
+        let proxies = self
+            .proxies
+            .iter()
+            .map(|((service, proxy), p)| pb::ProxyStatus {
+                service: service.clone(),
+                proxy: proxy.clone(),
+                connected: p.streams > 0,
+                last_sent_version: p.last_sent,
+                last_acked_version: p.ack.as_ref().map_or(0, |a| a.version),
+                last_ack_accepted: p.ack.as_ref().is_some_and(|a| a.accepted),
+                last_ack_reason: p.ack.as_ref().map(|a| a.reason.clone()).unwrap_or_default(),
+                last_ack_unix_ms: p.ack.as_ref().map(|a| unix_ms(a.at)),
+                cert_not_after_unix: p.cert_not_after.map(unix),
+            })
+            .collect();
+        let services = self
+            .mesh
+            .services
+            .values()
+            .map(|s| {
+                let issued = self.issued.get(&s.name).copied().unwrap_or_default();
+                pb::ServiceStatus {
+                    service: s.name.clone(),
+                    external: s.external.is_some(),
+                    copies: self
+                        .registry
+                        .copies()
+                        .filter(|(_, c)| c.service == s.name && c.expires > now)
+                        .map(|(id, c)| pb::CopyStatus {
+                            lease_id: id.0,
+                            inbound_addr: c.inbound.to_string(),
+                            healthy: c.healthy,
+                            expires_in_ms: u64::try_from(
+                                c.expires.saturating_duration_since(now).as_millis(),
+                            )
+                            .unwrap_or(u64::MAX),
+                        })
+                        .collect(),
+                    certs_issued: issued.count,
+                    cert_not_after_unix: issued.not_after.map(unix),
+                }
+            })
+            .collect();
+        pb::StatusResponse {
+            mesh: self.mesh.name.clone(),
+            version: self.version(),
+            config_version: self.config_version(),
+            proxies,
+            services,
+            ca_not_after_unix: self.ca.not_after().map_or(0, unix),
+        }
+    }
+}
+
+/// Adds a token for every service of `mesh` that runs a proxy and has none. Returns how many.
+fn add_tokens(state: &mut State, mesh: &Mesh) -> Result<usize, RandomError> {
+    let mut added = 0;
+    for s in mesh.services.values() {
+        if s.external.is_none() && !state.tokens.contains_key(&s.name) {
+            state
+                .tokens
+                .insert(s.name.clone(), Secret(token::new_token()?));
+            added += 1;
+        }
+    }
+    Ok(added)
+}
+
+#[cfg(test)]
+mod tests;

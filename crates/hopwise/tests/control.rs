@@ -1,0 +1,372 @@
+//! `hopwise control` as a real process: it starts from a mesh file, writes its state (CA, trust
+//! bundle, a token file per service, owner-only), answers `hopwise status` and
+//! `hopwise control apply` (a file `hopwise check` rejects exits 1 with the findings), stops on
+//! SIGTERM, and after a restart — clean or after SIGKILL — has the same CA, the same tokens and
+//! the applied configuration. A second control plane on the same state, or one asked to listen
+//! on a non-loopback address, is refused with exit 2.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const MESH: &str = "mesh: { name: shop, trust_domain: shop.local }
+services:
+  frontend:
+    entry: { timeout: 3s }
+    calls: { checkout: { timeout: 2s } }
+  checkout:
+    calls: { pricing: { timeout: 1s } }
+  pricing: {}
+";
+
+fn hopwise() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hopwise"))
+}
+
+fn output(args: &[&str]) -> Output {
+    let mut cmd = assert_cmd::Command::new(env!("CARGO_BIN_EXE_hopwise"));
+    // Far beyond what a run needs; a run that hangs fails instead of stalling CI.
+    cmd.timeout(Duration::from_secs(60));
+    cmd.args(args).output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A running `hopwise control`, its address, and what it printed on start.
+struct Control {
+    child: Child,
+    addr: String,
+    banner: String,
+}
+
+impl Control {
+    fn start(state: &Path, config: Option<&Path>, log: &Path) -> Control {
+        let mut cmd = hopwise();
+        cmd.arg("control").arg("--state").arg(state);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let mut child = cmd
+            .args(["--listen", "127.0.0.1:0", "--cert-lifetime", "1h"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap() == 0 {
+                panic!(
+                    "hopwise control ended before it listened: {banner}\n{}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            banner.push_str(&line);
+            if line.starts_with("join tokens:") {
+                break;
+            }
+        }
+        // The notes that follow come in the same write; read what is there without blocking on
+        // more by handing the rest of the pipe to a thread.
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut reader, &mut rest);
+        });
+        let addr = banner
+            .split_whitespace()
+            .skip_while(|w| *w != "on")
+            .nth(1)
+            .unwrap()
+            .to_owned();
+        Control {
+            child,
+            addr,
+            banner,
+        }
+    }
+
+    fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tokens(state: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(state.join("tokens"))
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_to_string(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_control_plane_keeps_its_ca_tokens_and_configuration_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let log = dir.path().join("control.log");
+    let mesh = write(dir.path(), "mesh.yaml", MESH);
+
+    let mut first = Control::start(&state, Some(&mesh), &log);
+    assert!(first.banner.contains("plain HTTP/2"), "{}", first.banner);
+    assert!(
+        first.banner.contains("config version 1"),
+        "{}",
+        first.banner
+    );
+    let ca = std::fs::read_to_string(state.join("ca.pem")).unwrap();
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"));
+    let before = tokens(&state);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        ["checkout", "frontend", "pricing"]
+    );
+    assert!(before.values().all(|t| t.starts_with("hopwise-join-")));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(state.join("state.json")), 0o600);
+        assert_eq!(mode(state.join("tokens/pricing")), 0o600);
+    }
+
+    // A second control plane on the same state is refused.
+    let second = output(&[
+        "control",
+        "--state",
+        state.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
+    assert!(
+        text(&second.stderr).contains("locked"),
+        "{}",
+        text(&second.stderr)
+    );
+
+    // status
+    let status = output(&["status", "--server", &first.addr]);
+    assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
+    assert!(
+        text(&status.stdout).contains("mesh shop"),
+        "{}",
+        text(&status.stdout)
+    );
+
+    // A file `hopwise check` rejects: exit 1 with the findings; nothing changes.
+    let storm = write(
+        dir.path(),
+        "storm.yaml",
+        "mesh: { name: shop, trust_domain: shop.local }
+defaults: { preset: istio }
+services:
+  frontend: { entry: { timeout: none }, calls: { checkout: {} } }
+  checkout: { protocol: grpc, calls: { pricing: {} } }
+  pricing: { protocol: grpc, calls: { inventory: {} } }
+  inventory: { protocol: grpc }
+",
+    );
+    let refused = output(&[
+        "control",
+        "apply",
+        storm.to_str().unwrap(),
+        "--server",
+        &first.addr,
+    ]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
+    assert!(
+        text(&refused.stdout).contains("retry-fanout"),
+        "{}",
+        text(&refused.stdout)
+    );
+    assert!(
+        text(&refused.stdout).contains("refused"),
+        "{}",
+        text(&refused.stdout)
+    );
+
+    // An invalid file: exit 2 with its problems.
+    let broken = write(
+        dir.path(),
+        "broken.yaml",
+        "services:\n  a: { timout: 1s }\n",
+    );
+    let invalid = output(&[
+        "control",
+        "apply",
+        broken.to_str().unwrap(),
+        "--server",
+        &first.addr,
+    ]);
+    assert_eq!(invalid.status.code(), Some(2));
+    assert!(
+        text(&invalid.stdout).contains("did you mean `timeout`"),
+        "{}",
+        text(&invalid.stdout)
+    );
+
+    // A sound change is applied.
+    let edited = write(
+        dir.path(),
+        "edited.yaml",
+        &MESH.replace("timeout: 1s", "timeout: 800ms"),
+    );
+    let applied = output(&[
+        "control",
+        "apply",
+        edited.to_str().unwrap(),
+        "--server",
+        &first.addr,
+    ]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied.stderr));
+    assert!(
+        text(&applied.stdout).contains("config version 2"),
+        "{}",
+        text(&applied.stdout)
+    );
+
+    // SIGTERM: a clean stop.
+    assert!(first.signal("-TERM").success());
+
+    // Restarted with the original --config: the applied file stays in force, and it says so.
+    let mut again = Control::start(&state, Some(&mesh), &log);
+    assert!(
+        again.banner.contains("config version 2"),
+        "{}",
+        again.banner
+    );
+    assert!(again.banner.contains("start 2"), "{}", again.banner);
+    assert_eq!(std::fs::read_to_string(state.join("ca.pem")).unwrap(), ca);
+    assert_eq!(tokens(&state), before);
+    let status = output(&["status", "--server", &again.addr]);
+    assert!(
+        text(&status.stdout).contains("config version 2"),
+        "{}",
+        text(&status.stdout)
+    );
+
+    // SIGKILL, then a restart without --config: nothing lost either.
+    again.signal("-KILL");
+    let third = Control::start(&state, None, &log);
+    assert!(
+        third.banner.contains("config version 2"),
+        "{}",
+        third.banner
+    );
+    assert!(third.banner.contains("start 3"), "{}", third.banner);
+    assert_eq!(std::fs::read_to_string(state.join("ca.pem")).unwrap(), ca);
+    assert_eq!(tokens(&state), before);
+}
+
+#[test]
+fn bad_starts_are_refused_with_exit_2_or_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mesh = write(dir.path(), "mesh.yaml", MESH);
+    let s = state.to_str().unwrap();
+    let m = mesh.to_str().unwrap();
+
+    let o = output(&[
+        "control",
+        "--state",
+        s,
+        "--config",
+        m,
+        "--listen",
+        "0.0.0.0:0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("loopback"), "{}", text(&o.stderr));
+
+    let o = output(&["control", "--state", s, "--listen", "127.0.0.1:0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("--config"), "{}", text(&o.stderr));
+
+    let storm = write(
+        dir.path(),
+        "storm.yaml",
+        "defaults: { preset: istio }
+services:
+  frontend: { entry: { timeout: none }, calls: { checkout: {} } }
+  checkout: { protocol: grpc, calls: { pricing: {} } }
+  pricing: { protocol: grpc, calls: { inventory: {} } }
+  inventory: { protocol: grpc }
+",
+    );
+    let o = output(&[
+        "control",
+        "--state",
+        s,
+        "--config",
+        storm.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("retry-fanout"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("state.json"), "{ not json").unwrap();
+    let o = output(&[
+        "control",
+        "--state",
+        s,
+        "--config",
+        m,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("state.json"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // Nobody listening: a clear error, exit 2.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = output(&["status", "--server", &format!("127.0.0.1:{port}")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("cannot reach the control plane"),
+        "{}",
+        text(&o.stderr)
+    );
+}
