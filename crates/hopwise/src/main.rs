@@ -60,9 +60,40 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ProxyArgs {
-    /// The mesh file.
+    /// The mesh file (or `--control`: the control plane sends it).
+    #[arg(long, required_unless_present = "control")]
+    config: Option<PathBuf>,
+    /// The control plane (`http://127.0.0.1:PORT`): identity, configuration and copies from it.
+    #[arg(long, requires = "token_file")]
+    control: Option<String>,
+    /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`).
     #[arg(long)]
-    config: PathBuf,
+    token_file: Option<PathBuf>,
+    /// Where a control-plane proxy keeps its certificate and last snapshot.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// The app's health check path (control plane mode).
+    #[arg(long, default_value = "/")]
+    health_path: String,
+    /// The lease of this copy in the registry: it leaves the endpoint sets this long after
+    /// its proxy stops renewing (control plane mode).
+    #[arg(long, default_value = "10s")]
+    lease_ttl: hopwise_model::Dur,
+    /// Listen here for mutual TLS from other proxies (overrides the mesh file).
+    #[arg(long)]
+    inbound: Option<std::net::SocketAddr>,
+    /// The app's address (overrides the mesh file).
+    #[arg(long)]
+    app: Option<std::net::SocketAddr>,
+    /// The admin endpoint (overrides the mesh file).
+    #[arg(long)]
+    admin: Option<std::net::SocketAddr>,
+    /// The HTTP-proxy port (overrides the mesh file).
+    #[arg(long)]
+    outbound: Option<std::net::SocketAddr>,
+    /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
+    #[arg(long, value_parser = parse_upstream)]
+    upstream: Vec<(String, std::net::SocketAddr)>,
     /// The service whose proxy this is.
     #[arg(long)]
     service: String,
@@ -274,23 +305,91 @@ fn load_mesh(path: &std::path::Path) -> anyhow::Result<(Mesh, PathBuf)> {
 }
 
 #[allow(clippy::print_stdout)]
+fn parse_upstream(s: &str) -> Result<(String, std::net::SocketAddr), String> {
+    let (name, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: write SERVICE=IP:PORT"))?;
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("`{addr}` is not an address (IP:PORT)"))?;
+    Ok((name.to_owned(), addr))
+}
+
+#[allow(clippy::print_stdout)]
 fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let (mesh, base) = load_mesh(&a.config)?;
-    let mut config = hopwise_proxy::ProxyConfig::from_mesh(
-        &mesh,
-        &a.service,
-        a.copy,
-        &base,
-        a.certs.as_deref(),
-    )?;
+    // One small runtime for signals and the control-plane session; the proxy's workers run
+    // their own.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the signal handler")?;
+    let (mut config, session) = match (&a.control, &a.config) {
+        (Some(server), _) => {
+            let token_file = a
+                .token_file
+                .as_ref()
+                .context("--control needs --token-file")?;
+            let token = std::fs::read_to_string(token_file)
+                .with_context(|| format!("cannot read the join token {}", token_file.display()))?
+                .trim()
+                .to_owned();
+            let cache = a.cache.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("hopwise-{}-{}", a.service, a.copy))
+            });
+            let opts = hopwise_proxy::control::ControlOptions {
+                server: server.clone(),
+                token,
+                service: a.service.clone(),
+                copy: a.copy,
+                name: format!("{}-{}", a.service, a.copy),
+                cache,
+                health_path: a.health_path.clone(),
+                lease_ttl: a.lease_ttl.get(),
+            };
+            let (config, session) = rt
+                .block_on(hopwise_proxy::control::bootstrap(opts))
+                .with_context(|| format!("cannot start the proxy of {}", a.service))?;
+            (config, Some(session))
+        }
+        (None, Some(file)) => {
+            let (mesh, base) = load_mesh(file)?;
+            let config = hopwise_proxy::ProxyConfig::from_mesh(
+                &mesh,
+                &a.service,
+                a.copy,
+                &base,
+                a.certs.as_deref(),
+            )?;
+            (config, None)
+        }
+        (None, None) => anyhow::bail!("give --config FILE or --control URL"),
+    };
     config.workers = a.workers.max(1);
     config.plaintext = a.plaintext;
+    config.inbound = a.inbound.or(config.inbound);
+    config.app = a.app.or(config.app);
+    config.admin = a.admin.or(config.admin);
+    config.outbound = a.outbound.or(config.outbound);
+    for (name, addr) in &a.upstream {
+        anyhow::ensure!(
+            config.clusters.contains_key(name),
+            "--upstream {name}=…: {} does not call {name}",
+            a.service
+        );
+        config.upstream_ports.insert(name.clone(), *addr);
+    }
     let running = hopwise_proxy::start(config)
         .with_context(|| format!("cannot start the proxy of {}", a.service))?;
+    let (stop_session, session_stopped) = tokio::sync::watch::channel(false);
+    let session_task = session.map(|s| {
+        let state = running.state.clone();
+        let inbound = running.bound.inbound;
+        rt.spawn(s.run(state, inbound, session_stopped))
+    });
     let b = &running.bound;
     let show = |a: Option<std::net::SocketAddr>| a.map_or("-".to_owned(), |a| a.to_string());
     println!(
@@ -306,11 +405,7 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
             .collect::<String>()
     );
     // Wait for SIGTERM or Ctrl-C, then drain.
-    let signals = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the signal handler")?;
-    signals.block_on(async {
+    rt.block_on(async {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -332,6 +427,13 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
     });
     tracing::info!("draining");
+    // Leave the endpoint sets first, so no new request is sent here while we drain.
+    let _ = stop_session.send(true);
+    if let Some(task) = session_task {
+        let _ = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(3), task).await
+        });
+    }
     running.shutdown();
     running.wait();
     Ok(ExitCode::SUCCESS)

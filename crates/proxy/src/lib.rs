@@ -16,6 +16,7 @@ pub mod body;
 pub mod budget;
 pub mod certs;
 pub mod config;
+pub mod control;
 pub mod deadline;
 pub mod error;
 pub mod forward;

@@ -60,6 +60,9 @@ pub struct Bound {
 pub struct State {
     pub config: Arc<ProxyConfig>,
     pub metrics: Arc<Metrics>,
+    /// What all workers share about each upstream (copies, budget, caps); the control plane's
+    /// snapshots update the copies here.
+    pub clusters: IndexMap<String, Arc<ClusterShared>>,
     pub workers: usize,
     pub ready_workers: AtomicUsize,
     pub draining: AtomicBool,
@@ -207,9 +210,16 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
 
     let metrics = Metrics::new();
     let config = Arc::new(config);
+    // Budgets, caps and what we know of each copy are per proxy, shared by its workers.
+    let shared: IndexMap<String, Arc<ClusterShared>> = config
+        .clusters
+        .iter()
+        .map(|(name, c)| (name.clone(), ClusterShared::new(c)))
+        .collect();
     let state = Arc::new(State {
         config: config.clone(),
         metrics: metrics.clone(),
+        clusters: shared.clone(),
         workers,
         ready_workers: AtomicUsize::new(0),
         draining: AtomicBool::new(false),
@@ -217,12 +227,6 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     let (shutdown, watch_rx) = watch::channel(false);
     let mut threads = Vec::new();
     let mut admin_socket = admin_socket;
-    // Budgets, caps and what we know of each copy are per proxy, shared by its workers.
-    let shared: IndexMap<String, Arc<ClusterShared>> = config
-        .clusters
-        .iter()
-        .map(|(name, c)| (name.clone(), ClusterShared::new(c)))
-        .collect();
     for w in 0..workers {
         let outbound = Arc::new(Outbound::new(
             config.clone(),

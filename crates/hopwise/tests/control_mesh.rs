@@ -1,0 +1,206 @@
+//! A mesh with no static addresses: `hopwise control` and several `hopwise proxy --control`
+//! processes. Copies come and go without touching a file, a copy killed with SIGKILL leaves
+//! when its lease expires (retries to the other copy hide it meanwhile), and the control plane
+//! killed and restarted interrupts no traffic. Every assertion is on real traffic.
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A backend that answers every request with `name`.
+fn backend(name: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    let body = name.as_bytes();
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                    if conn
+                        .write_all(head.as_bytes())
+                        .and_then(|_| conn.write_all(body))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `hopwise ARGS` and waits for the first line of its output.
+fn spawn(args: &[&str]) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(!line.is_empty(), "hopwise {args:?} printed nothing");
+    Proc(child)
+}
+
+fn control(dir: &Path, listen: SocketAddr) -> Proc {
+    spawn(&[
+        "control",
+        "--config",
+        dir.join("mesh.yaml").to_str().unwrap(),
+        "--state",
+        dir.join("state").to_str().unwrap(),
+        "--listen",
+        &listen.to_string(),
+    ])
+}
+
+/// A copy of `b` in front of `app`, registered with a short lease.
+fn copy_of_b(dir: &Path, server: SocketAddr, copy: usize, app: SocketAddr) -> Proc {
+    spawn(&[
+        "proxy",
+        "--control",
+        &format!("http://{server}"),
+        "--token-file",
+        dir.join("state/tokens/b").to_str().unwrap(),
+        "--service",
+        "b",
+        "--copy",
+        &copy.to_string(),
+        "--inbound",
+        &free().to_string(),
+        "--app",
+        &app.to_string(),
+        "--cache",
+        dir.join(format!("cache-b{copy}")).to_str().unwrap(),
+        "--lease-ttl",
+        "2s",
+    ])
+}
+
+fn get(port: SocketAddr) -> String {
+    let Ok(mut s) = TcpStream::connect(port) else {
+        return "no connection".to_owned();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.write_all(b"GET / HTTP/1.1\r\nhost: b\r\nconnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn body(resp: &str) -> &str {
+    resp.split("\r\n\r\n").nth(1).unwrap_or("")
+}
+
+/// Sends requests until every one of `want` has answered, or `limit` passes.
+fn until_all(port: SocketAddr, want: &[&str], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut seen: Vec<String> = Vec::new();
+    while Instant::now() < deadline {
+        let r = get(port);
+        seen.push(body(&r).to_owned());
+        if want.iter().all(|w| seen.iter().any(|s| s == w)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn copies_come_and_go_and_the_control_plane_may_die() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mesh.yaml"),
+        "mesh: { name: e2e, trust_domain: e2e.local }
+services:
+  a:
+    calls:
+      b: { timeout: 2s, retries: { count: 2, on: [connect-failure, refused-stream, reset-before-request] } }
+  b: {}
+",
+    )
+    .unwrap();
+    let server = free();
+    let mut cp = control(dir.path(), server);
+    let (app1, app2) = (backend("one"), backend("two"));
+    let b1 = copy_of_b(dir.path(), server, 0, app1);
+    let _b2 = copy_of_b(dir.path(), server, 1, app2);
+    let port = free();
+    let _a = spawn(&[
+        "proxy",
+        "--control",
+        &format!("http://{server}"),
+        "--token-file",
+        dir.path().join("state/tokens/a").to_str().unwrap(),
+        "--service",
+        "a",
+        "--upstream",
+        &format!("b={port}"),
+        "--cache",
+        dir.path().join("cache-a").to_str().unwrap(),
+    ]);
+    // Both copies registered, healthy and known to a — with no address in any file.
+    assert!(
+        until_all(port, &["one", "two"], Duration::from_secs(20)),
+        "never saw both copies"
+    );
+
+    // SIGKILL one copy: no goodbye. Retries to the other hide it until its lease expires.
+    drop(b1);
+    let mut failed = 0;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(4) {
+        let r = get(port);
+        if body(&r) != "two" {
+            failed += 1;
+        }
+    }
+    assert_eq!(failed, 0, "a request failed while a copy was dead");
+
+    // The control plane dies: traffic goes on from the last snapshot.
+    let _ = cp.0.kill();
+    let _ = cp.0.wait();
+    for _ in 0..20 {
+        assert_eq!(body(&get(port)), "two");
+    }
+    // It comes back (same state directory); a new copy, started by hand, gets traffic.
+    cp = control(dir.path(), server);
+    let app3 = backend("three");
+    let _b3 = copy_of_b(dir.path(), server, 2, app3);
+    assert!(
+        until_all(port, &["three"], Duration::from_secs(30)),
+        "the new copy never got traffic"
+    );
+    drop(cp);
+}

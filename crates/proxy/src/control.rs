@@ -1,0 +1,510 @@
+//! The proxy as the control plane's client: its identity from a CSR (the key never leaves this
+//! process), its configuration and its upstreams' copies from a stream of snapshots, its own
+//! copy registered with a lease and the app's health. What it learnt is cached on disk, so a
+//! proxy that restarts while the control plane is down serves from its last snapshot.
+//!
+//! Contract: with the control plane down, a running proxy keeps its last snapshot and its
+//! certificate until that certificate expires; it keeps trying to reconnect meanwhile.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hopwise_model::Mesh;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::config::{ProxyConfig, Target};
+use crate::server::State;
+use crate::tls::CertFiles;
+
+pub mod pb {
+    //! The wire types of `crates/control/proto/control.proto`.
+    #![allow(
+        clippy::all,
+        clippy::pedantic,
+        missing_debug_implementations,
+        unreachable_pub
+    )]
+    tonic::include_proto!("hopwise.control.v1");
+}
+
+use pb::control_client::ControlClient;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("cannot reach the control plane at {server}: {reason}")]
+    Unreachable { server: String, reason: String },
+    #[error("the control plane refused: {0}")]
+    Refused(String),
+    #[error("cannot make a key or a certificate request: {0}")]
+    Csr(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the configuration from the control plane is not usable: {0}")]
+    Config(String),
+    #[error("no control plane, and no cached snapshot in {0} to start from")]
+    NoCache(PathBuf),
+}
+
+/// How this proxy talks to the control plane.
+#[derive(Debug, Clone)]
+pub struct ControlOptions {
+    /// `http://127.0.0.1:PORT`.
+    pub server: String,
+    pub token: String,
+    pub service: String,
+    pub copy: usize,
+    /// A name for this proxy in `hopwise status`.
+    pub name: String,
+    /// Where certificates and the last snapshot are kept.
+    pub cache: PathBuf,
+    /// The app's health check: a GET on this path; a status below 500 is healthy.
+    pub health_path: String,
+    pub lease_ttl: Duration,
+}
+
+/// The last accepted snapshot, as cached on disk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cached {
+    pub version: u64,
+    pub mesh_yaml: String,
+    /// Endpoints by upstream service.
+    pub upstreams: IndexMap<String, Vec<SocketAddr>>,
+    pub allowed_callers: Vec<String>,
+}
+
+fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), ControlError> {
+    let err = |source| ControlError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(err)?;
+    #[cfg(unix)]
+    if secret {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    }
+    #[cfg(not(unix))]
+    let _ = secret;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+fn unreachable(server: &str, e: impl std::fmt::Display) -> ControlError {
+    ControlError::Unreachable {
+        server: server.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+async fn connect(server: &str) -> Result<ControlClient<tonic::transport::Channel>, ControlError> {
+    let endpoint = tonic::transport::Endpoint::from_shared(server.to_owned())
+        .map_err(|e| unreachable(server, e))?
+        .connect_timeout(Duration::from_secs(2));
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| unreachable(server, e))?;
+    Ok(ControlClient::new(channel))
+}
+
+impl ControlOptions {
+    fn cert_files(&self) -> CertFiles {
+        CertFiles::in_dir(&self.cache, &self.service)
+    }
+
+    fn snapshot_file(&self) -> PathBuf {
+        self.cache.join("snapshot.json")
+    }
+
+    /// Makes a key here, sends only the request, and writes what comes back for the
+    /// [`crate::tls::CertStore`] (which picks up renewals from disk). Returns the expiry.
+    async fn issue(
+        &self,
+        client: &mut ControlClient<tonic::transport::Channel>,
+    ) -> Result<SystemTime, ControlError> {
+        let key = rcgen::KeyPair::generate().map_err(|e| ControlError::Csr(e.to_string()))?;
+        let mut params = rcgen::CertificateParams::default();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, self.service.clone());
+        let csr = params
+            .serialize_request(&key)
+            .and_then(|c| c.pem())
+            .map_err(|e| ControlError::Csr(e.to_string()))?;
+        let resp = client
+            .issue(pb::IssueRequest {
+                csr_pem: csr,
+                token: self.token.clone(),
+                proxy: self.name.clone(),
+            })
+            .await
+            .map_err(|s| ControlError::Refused(s.message().to_owned()))?
+            .into_inner();
+        std::fs::create_dir_all(&self.cache).map_err(|source| ControlError::Write {
+            path: self.cache.clone(),
+            source,
+        })?;
+        let files = self.cert_files();
+        // Key first: a certificate on disk without its key would be picked up half-made.
+        write_file(&files.key, &key.serialize_pem(), true)?;
+        write_file(&files.ca, &resp.trust_bundle_pem, false)?;
+        write_file(&files.cert, &resp.cert_chain_pem, false)?;
+        Ok(UNIX_EPOCH + Duration::from_secs(resp.not_after_unix.max(0) as u64))
+    }
+
+    fn to_cached(&self, s: &pb::Snapshot) -> Cached {
+        Cached {
+            version: s.version,
+            mesh_yaml: s.mesh_yaml.clone(),
+            upstreams: s
+                .upstreams
+                .iter()
+                .map(|u| {
+                    (
+                        u.service.clone(),
+                        u.endpoints.iter().filter_map(|e| e.parse().ok()).collect(),
+                    )
+                })
+                .collect(),
+            allowed_callers: s.allowed_callers.clone(),
+        }
+    }
+
+    /// The proxy's configuration from a snapshot: the mesh file through the same code as
+    /// `hopwise proxy --config`, with the copies the registry knows.
+    pub fn config(&self, cached: &Cached) -> Result<ProxyConfig, ControlError> {
+        let mesh = Mesh::from_yaml(&cached.mesh_yaml)
+            .map_err(|d| ControlError::Config(d.render("the control plane's mesh file")))?;
+        // A copy the file does not list (started by hand, or by `hopwise up`) takes its ports
+        // from the command line: adding a copy touches no file.
+        let listed = mesh
+            .services
+            .get(&self.service)
+            .is_some_and(|s| s.copies.len() > self.copy);
+        let mut config = ProxyConfig::from_mesh(
+            &mesh,
+            &self.service,
+            if listed { self.copy } else { 0 },
+            &self.cache,
+            Some(&self.cache),
+        )
+        .map_err(|e| ControlError::Config(e.to_string()))?;
+        if !listed {
+            config.copy = self.copy;
+            config.app = None;
+            config.inbound = None;
+            config.outbound = None;
+            config.admin = None;
+            config.upstream_ports.clear();
+        }
+        config.certs = Some(self.cert_files());
+        apply_endpoints(&mut config, &cached.upstreams);
+        if !cached.allowed_callers.is_empty() {
+            config.allowed_callers = cached.allowed_callers.clone();
+        }
+        Ok(config)
+    }
+
+    fn load_cache(&self) -> Result<Cached, ControlError> {
+        let text = std::fs::read_to_string(self.snapshot_file())
+            .map_err(|_| ControlError::NoCache(self.cache.clone()))?;
+        serde_json::from_str(&text).map_err(|_| ControlError::NoCache(self.cache.clone()))
+    }
+
+    fn save_cache(&self, cached: &Cached) -> Result<(), ControlError> {
+        let text = serde_json::to_string_pretty(cached)
+            .map_err(|e| ControlError::Config(e.to_string()))?;
+        write_file(&self.snapshot_file(), &text, false)
+    }
+}
+
+fn apply_endpoints(config: &mut ProxyConfig, upstreams: &IndexMap<String, Vec<SocketAddr>>) {
+    for (name, addrs) in upstreams {
+        if let Some(cluster) = config.clusters.get_mut(name)
+            && let Target::Mesh { endpoints, .. } = &mut cluster.target
+        {
+            *endpoints = addrs.clone();
+        }
+    }
+}
+
+/// What `bootstrap` hands over: the configuration to start with, and the session that keeps
+/// it (and the certificate, and the lease) current once the proxy runs.
+#[derive(Debug)]
+pub struct Session {
+    opts: ControlOptions,
+    cached: Cached,
+    not_after: Option<SystemTime>,
+    online: bool,
+}
+
+/// Gets a certificate and the first snapshot from the control plane — or, when it cannot be
+/// reached, the cached ones, so a restart during an outage still serves.
+pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), ControlError> {
+    let online = async {
+        let mut client = connect(&opts.server).await?;
+        let not_after = opts.issue(&mut client).await?;
+        let mut stream = client
+            .subscribe(pb::SubscribeRequest {
+                service: opts.service.clone(),
+                token: opts.token.clone(),
+                proxy: opts.name.clone(),
+            })
+            .await
+            .map_err(|s| ControlError::Refused(s.message().to_owned()))?
+            .into_inner();
+        let first = stream
+            .message()
+            .await
+            .map_err(|s| ControlError::Refused(s.message().to_owned()))?
+            .ok_or_else(|| ControlError::Refused("the snapshot stream ended at once".into()))?;
+        Ok::<_, ControlError>((opts.to_cached(&first), not_after))
+    }
+    .await;
+    let (cached, not_after, online) = match online {
+        Ok((cached, not_after)) => {
+            opts.save_cache(&cached)?;
+            (cached, Some(not_after), true)
+        }
+        Err(e @ (ControlError::Unreachable { .. } | ControlError::Refused(_))) => {
+            tracing::warn!("{e}; starting from the cached snapshot");
+            (opts.load_cache()?, None, false)
+        }
+        Err(e) => return Err(e),
+    };
+    let config = opts.config(&cached)?;
+    Ok((
+        config,
+        Session {
+            opts,
+            cached,
+            not_after,
+            online,
+        },
+    ))
+}
+
+impl Session {
+    /// Keeps everything current until `shutdown`: snapshots (new copies applied live),
+    /// certificate renewal at ~70 % of its life, the lease and the app's health; deregisters
+    /// on the way out.
+    pub async fn run(
+        self,
+        state: Arc<State>,
+        inbound: Option<SocketAddr>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let Session {
+            opts,
+            mut cached,
+            mut not_after,
+            online,
+        } = self;
+        if !online {
+            tracing::info!("serving snapshot {} from the cache", cached.version);
+        }
+        let mut lease: Option<u64> = None;
+        let mut healthy: Option<bool> = None;
+        let mut backoff = Duration::from_millis(250);
+        let mut renew_at = not_after.map(|n| renewal_time(SystemTime::now(), n));
+        loop {
+            let session = async {
+                let mut client = connect(&opts.server).await?;
+                if renew_at.is_none_or(|t| SystemTime::now() >= t) {
+                    let n = opts.issue(&mut client).await?;
+                    not_after = Some(n);
+                    renew_at = Some(renewal_time(SystemTime::now(), n));
+                    tracing::info!("certificate issued, renewing at 70 % of its life");
+                }
+                let mut stream = client
+                    .subscribe(pb::SubscribeRequest {
+                        service: opts.service.clone(),
+                        token: opts.token.clone(),
+                        proxy: opts.name.clone(),
+                    })
+                    .await
+                    .map_err(|s| ControlError::Refused(s.message().to_owned()))?
+                    .into_inner();
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        msg = stream.message() => {
+                            let Some(snapshot) = msg.map_err(|s| ControlError::Refused(s.message().to_owned()))? else {
+                                return Err(ControlError::Refused("the snapshot stream ended".into()));
+                            };
+                            let fresh = opts.to_cached(&snapshot);
+                            let (accepted, reason) = apply(&state, &cached, &fresh);
+                            if accepted {
+                                cached = fresh;
+                                let _ = opts.save_cache(&cached);
+                            }
+                            let _ = client.ack(pb::AckRequest {
+                                service: opts.service.clone(),
+                                version: snapshot.version,
+                                accepted,
+                                reason,
+                                token: opts.token.clone(),
+                                proxy: opts.name.clone(),
+                            }).await;
+                        }
+                        _ = tick.tick() => {
+                            if renew_at.is_some_and(|t| SystemTime::now() >= t) {
+                                match opts.issue(&mut client).await {
+                                    Ok(n) => {
+                                        not_after = Some(n);
+                                        renew_at = Some(renewal_time(SystemTime::now(), n));
+                                        tracing::info!("certificate renewed");
+                                    }
+                                    // Keep serving with the old one; try again next tick.
+                                    Err(e) => tracing::warn!("renewal failed, keeping the old certificate: {e}"),
+                                }
+                            }
+                            if let Some(addr) = inbound {
+                                keep_lease(&opts, &mut client, addr, &mut lease, &mut healthy, &state).await?;
+                            }
+                        }
+                        _ = shutdown.changed() => return Ok(()),
+                    }
+                }
+            };
+            // The session returns on shutdown itself (connecting is bounded by 2 s).
+            match session.await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(
+                        "control plane: {e}; serving snapshot {} meanwhile",
+                        cached.version
+                    );
+                    lease = None;
+                    healthy = None;
+                }
+            }
+            if *shutdown.borrow() {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = shutdown.changed() => break,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+        // A graceful goodbye: the copy leaves the endpoint sets at once, not at lease expiry.
+        if let Some(id) = lease
+            && let Ok(mut client) = connect(&opts.server).await
+        {
+            let _ = client
+                .deregister(pb::LeaseRequest {
+                    lease_id: id,
+                    token: opts.token.clone(),
+                })
+                .await;
+        }
+    }
+}
+
+/// Around 70 % of the certificate's life, with ±5 % jitter so a fleet does not renew at once.
+fn renewal_time(now: SystemTime, not_after: SystemTime) -> SystemTime {
+    let life = not_after.duration_since(now).unwrap_or_default();
+    let share = 0.65 + fastrand::f64() * 0.10;
+    now + life.mul_f64(share)
+}
+
+/// Registers this copy (once), renews its lease, and reports the app's health when it changes.
+async fn keep_lease(
+    opts: &ControlOptions,
+    client: &mut ControlClient<tonic::transport::Channel>,
+    inbound: SocketAddr,
+    lease: &mut Option<u64>,
+    healthy: &mut Option<bool>,
+    state: &State,
+) -> Result<(), ControlError> {
+    let refused = |s: tonic::Status| ControlError::Refused(s.message().to_owned());
+    let id = match *lease {
+        Some(id) => {
+            if client
+                .renew(pb::LeaseRequest {
+                    lease_id: id,
+                    token: opts.token.clone(),
+                })
+                .await
+                .is_err()
+            {
+                // Expired meanwhile (a long pause, a control-plane restart): start over.
+                *lease = None;
+                *healthy = None;
+                return Ok(());
+            }
+            id
+        }
+        None => {
+            let id = client
+                .register(pb::RegisterRequest {
+                    token: opts.token.clone(),
+                    inbound_addr: inbound.to_string(),
+                    ttl_ms: opts.lease_ttl.as_millis() as u64,
+                })
+                .await
+                .map_err(refused)?
+                .into_inner()
+                .lease_id;
+            *lease = Some(id);
+            id
+        }
+    };
+    let now_healthy = state.ready() && probe(state.config.app, &opts.health_path).await;
+    if *healthy != Some(now_healthy) {
+        client
+            .set_health(pb::SetHealthRequest {
+                lease_id: id,
+                healthy: now_healthy,
+                token: opts.token.clone(),
+            })
+            .await
+            .map_err(refused)?;
+        *healthy = Some(now_healthy);
+    }
+    Ok(())
+}
+
+/// A GET on the app's health path; healthy if it answers below 500 within a second.
+async fn probe(app: Option<SocketAddr>, path: &str) -> bool {
+    let Some(app) = app else { return true };
+    let attempt = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(app).await.ok()?;
+        let req = format!("GET {path} HTTP/1.1\r\nhost: {app}\r\nconnection: close\r\n\r\n");
+        tcp.write_all(req.as_bytes()).await.ok()?;
+        let mut head = [0u8; 12];
+        tcp.read_exact(&mut head).await.ok()?;
+        let code: u16 = std::str::from_utf8(&head[9..12]).ok()?.parse().ok()?;
+        Some(code < 500)
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), attempt).await,
+        Ok(Some(true))
+    )
+}
+
+/// Applies a new snapshot: new copies of upstreams take effect at once. A changed mesh file
+/// whose policy differs is refused for now (it needs a restart), and the reason is acked.
+fn apply(state: &State, old: &Cached, fresh: &Cached) -> (bool, String) {
+    for (service, addrs) in &fresh.upstreams {
+        if let Some(shared) = state.clusters.get(service) {
+            shared.endpoints.update(addrs);
+        }
+    }
+    if fresh.mesh_yaml != old.mesh_yaml {
+        return (
+            false,
+            "copies applied; this proxy applies policy changes on restart".to_owned(),
+        );
+    }
+    (true, String::new())
+}
