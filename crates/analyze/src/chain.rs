@@ -122,6 +122,8 @@ pub fn mesh(p: &Params) -> Mesh {
                 calls,
                 copies: Vec::new(),
                 external: None,
+                allow: hopwise_model::Allow::Any,
+                allow_paths: Vec::new(),
             },
         );
     }

@@ -21,7 +21,7 @@ pub mod yaml;
 pub use backoff::{Backoff, Strategy};
 pub use diag::{Diagnostic, Diagnostics, Pos};
 pub use duration::Dur;
-pub use mesh::{Call, Entry, Mesh, Service};
+pub use mesh::{Allow, Call, Entry, Mesh, Service};
 pub use policy::{
     Balancer, Budget, Decision, GrpcCode, Limits, Outcome, Outlier, Policy, Protocol, Retry,
     RetryOn,

@@ -10,7 +10,7 @@ use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
 use crate::policy::{Budget, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
-use crate::raw::{OrNone, RawMesh, RawPolicy, RawRequest, read_mesh};
+use crate::raw::{AllowWord, OrNone, RawAllow, RawMesh, RawPolicy, RawRequest, read_mesh};
 use crate::read::{Locations, Reader};
 use crate::topology::{self, Copy, External};
 use crate::yaml;
@@ -35,6 +35,20 @@ pub struct Service {
     pub calls: Vec<Call>,
     pub copies: Vec<Copy>,
     pub external: Option<External>,
+    /// Who may call it.
+    pub allow: Allow,
+    /// Narrower rules by path prefix.
+    pub allow_paths: Vec<(String, Vec<String>)>,
+}
+
+/// Who may call a service (checked by its inbound proxy against the caller's identity).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Allow {
+    /// Any identity of the mesh (the default).
+    Any,
+    /// Only these services (an empty list refuses everyone).
+    Only(Vec<String>),
 }
 
 /// The client outside the mesh that calls an entry service.
@@ -183,6 +197,11 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
             .external
             .as_ref()
             .and_then(|e| topology::external(e, name, &locations, diags));
+        let allow = match &rs.allow {
+            None | Some(RawAllow::Word(AllowWord::Any)) => Allow::Any,
+            Some(RawAllow::Word(AllowWord::None)) => Allow::Only(Vec::new()),
+            Some(RawAllow::Services(list)) => Allow::Only(list.clone()),
+        };
         services.insert(
             name.clone(),
             Service {
@@ -192,6 +211,12 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 calls,
                 copies,
                 external,
+                allow,
+                allow_paths: rs
+                    .allow_paths
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             },
         );
     }
@@ -392,6 +417,25 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
     }
     report_cycles(mesh, diags);
     topology::validate(mesh, diags);
+    for s in mesh.services.values() {
+        let named = match &s.allow {
+            Allow::Any => Vec::new(),
+            Allow::Only(list) => list.iter().map(|n| ("allow".to_owned(), n)).collect(),
+        };
+        let in_paths = s
+            .allow_paths
+            .iter()
+            .flat_map(|(p, list)| list.iter().map(move |n| (format!("allow_paths.{p}"), n)));
+        for (field, name) in named.into_iter().chain(in_paths) {
+            if !mesh.services.contains_key(name) {
+                let path = format!("services.{}.{field}", s.name);
+                diags.push(mesh.diag(
+                    &path,
+                    format!("allows `{name}`, which is not a service in this file"),
+                ));
+            }
+        }
+    }
 }
 
 /// Finds cycles in the call graph; each is reported once, at the call that closes it.

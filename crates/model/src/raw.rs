@@ -32,6 +32,23 @@ impl TimeoutStatus {
     }
 }
 
+/// Who may call a service.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawAllow {
+    /// `any` or `none`.
+    Word(AllowWord),
+    /// These services only.
+    Services(Vec<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllowWord {
+    Any,
+    None,
+}
+
 /// A value, or `none` to switch it off (e.g. `timeout: none`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OrNone<T> {
@@ -112,6 +129,13 @@ pub struct RawService {
     /// A service outside the mesh (no proxy of its own), reached at this address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<RawExternal>,
+    /// Who may call this service: a list of service names, `any` (every identity of the
+    /// mesh; the default) or `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow: Option<RawAllow>,
+    /// Narrower rules for paths, by prefix: only these services may call them.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub allow_paths: IndexMap<String, Vec<String>>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.
@@ -402,6 +426,43 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(e)
         }),
+        allow: f.get(r, "allow", |r, n, p| match &n.value {
+            Value::Seq(_) => r.list(n, p, Reader::string).map(RawAllow::Services),
+            _ => r
+                .word(n, p, &[("any", AllowWord::Any), ("none", AllowWord::None)])
+                .map(RawAllow::Word),
+        }),
+        allow_paths: f
+            .get(r, "allow_paths", |r, n, p| {
+                let Value::Map(entries) = &n.value else {
+                    r.error(
+                        p,
+                        n.pos,
+                        format!(
+                            "expected a mapping of path prefixes, found {}",
+                            n.value.kind()
+                        ),
+                    );
+                    return None;
+                };
+                let mut out = IndexMap::new();
+                for (k, v) in entries {
+                    let child = format!("{p}.{}", k.name);
+                    if !k.name.starts_with('/') {
+                        r.error(
+                            &child,
+                            k.pos,
+                            format!("`{}` is not a path prefix: it must start with `/`", k.name),
+                        );
+                        continue;
+                    }
+                    if let Some(list) = r.list(v, &child, Reader::string) {
+                        out.insert(k.name.clone(), list);
+                    }
+                }
+                Some(out)
+            })
+            .unwrap_or_default(),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))

@@ -120,8 +120,12 @@ pub struct ProxyConfig {
     /// Local ports, one per upstream, by cluster name.
     pub upstream_ports: IndexMap<String, SocketAddr>,
     pub clusters: IndexMap<String, Cluster>,
-    /// Identities allowed to call this service: those of the services that call it.
+    /// Identities allowed to call this service; empty: any identity of the mesh.
     pub allowed_callers: Vec<String>,
+    /// Nobody may call it (`allow: none`).
+    pub deny_all: bool,
+    /// Narrower rules by path prefix: identities allowed on paths under it.
+    pub allowed_paths: Vec<(String, Vec<String>)>,
     /// Route names for inbound metrics, from every caller's routes to this service.
     pub inbound_routes: Vec<(String, String)>,
     #[serde(skip)]
@@ -197,13 +201,18 @@ impl ProxyConfig {
                 policy: call.policy.clone(),
             });
         }
-        let callers: Vec<&str> = mesh
-            .calls()
-            .filter(|call| call.to == service)
-            .map(|call| call.from.as_str())
+        let (allowed_callers, deny_all) = match &s.allow {
+            hopwise_model::Allow::Any => (Vec::new(), false),
+            hopwise_model::Allow::Only(list) => (
+                list.iter().map(|c| mesh.identity(c)).collect::<Vec<_>>(),
+                list.is_empty(),
+            ),
+        };
+        let allowed_paths = s
+            .allow_paths
+            .iter()
+            .map(|(p, list)| (p.clone(), list.iter().map(|c| mesh.identity(c)).collect()))
             .collect();
-        let mut allowed_callers: Vec<String> = callers.iter().map(|c| mesh.identity(c)).collect();
-        allowed_callers.dedup();
         let inbound_routes = mesh
             .calls()
             .filter(|call| call.to == service)
@@ -222,6 +231,8 @@ impl ProxyConfig {
             upstream_ports: c.upstreams.clone(),
             clusters,
             allowed_callers,
+            deny_all,
+            allowed_paths,
             inbound_routes,
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
@@ -255,6 +266,22 @@ impl ProxyConfig {
             Some(_) => return None,
         };
         self.clusters.get(service)
+    }
+
+    /// May `identity` call `path` on this service? The longest matching `allow_paths` prefix
+    /// decides; otherwise `allow`.
+    pub fn authorizes(&self, identity: &str, path: &str) -> bool {
+        if let Some((_, list)) = self
+            .allowed_paths
+            .iter()
+            .filter(|(p, _)| path.starts_with(p.as_str()))
+            .max_by_key(|(p, _)| p.len())
+        {
+            return list.iter().any(|a| a == identity);
+        }
+        !self.deny_all
+            && (self.allowed_callers.is_empty()
+                || self.allowed_callers.iter().any(|a| a == identity))
     }
 
     /// The inbound route name for metrics: the longest matching prefix among callers' routes.

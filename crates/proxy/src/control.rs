@@ -206,9 +206,7 @@ impl ControlOptions {
         }
         config.certs = Some(self.cert_files());
         apply_endpoints(&mut config, &cached.upstreams);
-        if !cached.allowed_callers.is_empty() {
-            config.allowed_callers = cached.allowed_callers.clone();
-        }
+        // Who may call is read from the mesh file itself, by the same code as `--config`.
         Ok(config)
     }
 

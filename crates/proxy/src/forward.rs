@@ -402,10 +402,7 @@ impl Inbound {
         let grpc = is_grpc(req.headers());
         let on_timeout = GrpcCode::DeadlineExceeded;
         let allowed = match peer {
-            Some(id) => {
-                self.config.allowed_callers.is_empty()
-                    || self.config.allowed_callers.iter().any(|a| a == id)
-            }
+            Some(id) => self.config.authorizes(id, req.uri().path()),
             // Plain-text mesh (no certificates): nothing to check.
             None => true,
         };

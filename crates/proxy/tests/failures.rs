@@ -156,6 +156,7 @@ async fn a_caller_that_may_not_call_is_refused_with_403() {
     let mut bc = inbound(f.config("b"), app.addr);
     bc.allowed_callers = vec![f.mesh.identity("a")];
     let b = start(bc).await;
+    // (The mesh file's `allow` sets exactly this; see authorization_rules_from_the_mesh_file.)
     let d = start(point(
         outbound(f.config("d"), &[]),
         "b",
@@ -229,4 +230,89 @@ async fn shutdown_drains_requests_in_flight() {
         tokio::net::TcpStream::connect(port).await.is_err(),
         "still accepting after drain"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_rules_from_the_mesh_file() {
+    let f = Fixture::new(
+        "
+mesh: { name: t, trust_domain: test.local }
+services:
+  loan: { calls: { fee: { timeout: 2s } } }
+  audit: { calls: { fee: { timeout: 2s }, vault: { timeout: 2s } } }
+  fee:
+    allow: [loan, audit]
+    allow_paths: { /penalty/pay: [loan] }
+  vault: { allow: none }
+",
+    );
+    let app = backend(echo()).await;
+    let fee = start(inbound(f.config("fee"), app.addr)).await;
+    let vault = start(inbound(f.config("vault"), app.addr)).await;
+    let loan = start(outbound(
+        f.config("loan"),
+        &[("fee", fee.bound.inbound.unwrap())],
+    ))
+    .await;
+    let audit = start(outbound(
+        f.config("audit"),
+        &[
+            ("fee", fee.bound.inbound.unwrap()),
+            ("vault", vault.bound.inbound.unwrap()),
+        ],
+    ))
+    .await;
+    let to = |p: &hopwise_proxy::Running, svc: &str| p.bound.upstreams[svc];
+    // Both may read balances; only loan may pay.
+    assert_eq!(
+        get(
+            to(&loan, "fee"),
+            request("GET", "/penalty/U-41", "fee", b"")
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        get(
+            to(&audit, "fee"),
+            request("GET", "/penalty/U-41", "fee", b"")
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        get(
+            to(&loan, "fee"),
+            request("POST", "/penalty/pay", "fee", b"1")
+        )
+        .await
+        .0,
+        200
+    );
+    let (status, headers, body) = get(
+        to(&audit, "fee"),
+        request("POST", "/penalty/pay", "fee", b"1"),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(headers["x-hopwise-error"], "forbidden");
+    assert!(body.contains("spiffe://test.local/service/audit"), "{body}");
+    // `allow: none` refuses everyone.
+    assert_eq!(
+        get(to(&audit, "vault"), request("GET", "/", "vault", b""))
+            .await
+            .0,
+        403
+    );
+    // Refusals are counted.
+    let m = metrics(&fee).await;
+    assert!(
+        m.contains(
+            r#"hopwise_local_replies_total{direction="inbound",service="fee",reason="forbidden"} 1"#
+        ),
+        "{m}"
+    );
+    assert_eq!(app.hits.load(std::sync::atomic::Ordering::SeqCst), 3);
 }

@@ -216,3 +216,30 @@ fn topology_is_read_and_checked() {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
 }
+
+#[test]
+fn authorization_is_read_and_checked() {
+    let mesh = Mesh::from_yaml(
+        "services:\n  a: { calls: { b: {} } }\n  b: { allow: [a], allow_paths: { /admin: [] } }\n  c: { allow: none }\n",
+    )
+    .unwrap();
+    assert_eq!(mesh.services["b"].allow, Allow::Only(vec!["a".into()]));
+    assert_eq!(mesh.services["c"].allow, Allow::Only(vec![]));
+    assert_eq!(mesh.services["a"].allow, Allow::Any);
+    let errs = errors("services:\n  b: { allow: [ghost], allow_paths: { admin: [b] } }\n");
+    let text: Vec<String> = errs
+        .iter()
+        .map(|d| format!("{}: {}", d.path, d.message))
+        .collect();
+    let text = text.join("\n");
+    assert!(
+        text.contains("services.b.allow: allows `ghost`, which is not a service"),
+        "{text}"
+    );
+    assert!(text.contains("`admin` is not a path prefix"), "{text}");
+    assert!(
+        errors("services:\n  b: { allow: everyone }\n")[0]
+            .message
+            .contains("unknown value `everyone`")
+    );
+}
