@@ -204,3 +204,142 @@ services:
     );
     drop(cp);
 }
+
+fn metric(admin: SocketAddr, name_and_labels: &str) -> u64 {
+    let mut s = TcpStream::connect(admin).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.lines()
+        .filter(|l| l.starts_with(name_and_labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Tries that met a refused connection at a's proxy while `requests` requests were sent after
+/// one of b's two copies was SIGKILLed.
+fn dead_address_tries(
+    dir: &Path,
+    a_args: &[&str],
+    kill: impl FnOnce(),
+    port: SocketAddr,
+    admin: SocketAddr,
+    requests: usize,
+) -> (u64, usize) {
+    let _a = spawn(a_args);
+    assert!(until_all(port, &["one", "two"], Duration::from_secs(20)));
+    let before = metric(admin, "hopwise_local_replies_total")
+        + metric(
+            admin,
+            "hopwise_retries_total{service=\"b\",route=\"b\",condition=\"connect-failure\"}",
+        );
+    kill();
+    let mut failed = 0;
+    for _ in 0..requests {
+        if body(&get(port)) != "two" {
+            failed += 1;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = metric(admin, "hopwise_local_replies_total")
+        + metric(
+            admin,
+            "hopwise_retries_total{service=\"b\",route=\"b\",condition=\"connect-failure\"}",
+        );
+    let _ = dir;
+    (after - before, failed)
+}
+
+/// The seed's next lesson, counted: a copy dies without a goodbye; how many requests are still
+/// sent to its address? With the registry (lease) and outlier ejection, a handful; with a fixed
+/// address and no failure detection, every other request, for as long as nobody edits a file.
+#[test]
+fn requests_sent_to_a_dead_copy_registry_against_fixed_addresses() {
+    let requests = 200;
+    // 1. Registry: control plane, leases of 2 s.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("mesh.yaml"),
+        "mesh: { name: dead, trust_domain: dead.local }
+services:
+  a: { calls: { b: { timeout: 2s } } }
+  b: {}
+",
+    )
+    .unwrap();
+    let server = free();
+    let _cp = control(dir.path(), server);
+    let b1 = copy_of_b(dir.path(), server, 0, backend("one"));
+    let _b2 = copy_of_b(dir.path(), server, 1, backend("two"));
+    let (port, admin) = (free(), free());
+    let token = dir.path().join("state/tokens/a");
+    let cache = dir.path().join("cache-a");
+    let (registry, registry_failed) = dead_address_tries(
+        dir.path(),
+        &[
+            "proxy",
+            "--control",
+            &format!("http://{server}"),
+            "--token-file",
+            token.to_str().unwrap(),
+            "--service",
+            "a",
+            "--upstream",
+            &format!("b={port}"),
+            "--admin",
+            &admin.to_string(),
+            "--cache",
+            cache.to_str().unwrap(),
+        ],
+        move || drop(b1),
+        port,
+        admin,
+        requests,
+    );
+
+    // 2. Fixed addresses in the file, no failure detection (`outlier: none`).
+    let dir2 = tempfile::tempdir().unwrap();
+    let (i1, i2, port2, admin2) = (free(), free(), free(), free());
+    let (one, two) = (backend("one"), backend("two"));
+    std::fs::write(
+        dir2.path().join("mesh.yaml"),
+        format!(
+            "mesh: {{ name: fixed, trust_domain: fixed.local, certs: certs }}
+services:
+  a:
+    copies: [{{ admin: {admin2}, upstreams: {{ b: {port2} }} }}]
+    calls: {{ b: {{ timeout: 2s, outlier: none, balancer: round-robin }} }}
+  b:
+    copies: [{{ inbound: {i1}, app: {one} }}, {{ inbound: {i2}, app: {two} }}]
+"
+        ),
+    )
+    .unwrap();
+    let file = dir2.path().join("mesh.yaml");
+    let f = file.to_str().unwrap();
+    let certs = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(["certs", "--config", f])
+        .output()
+        .unwrap();
+    assert!(certs.status.success());
+    let fb1 = spawn(&["proxy", "--config", f, "--service", "b", "--copy", "0"]);
+    let _fb2 = spawn(&["proxy", "--config", f, "--service", "b", "--copy", "1"]);
+    let (fixed, fixed_failed) = dead_address_tries(
+        dir2.path(),
+        &["proxy", "--config", f, "--service", "a"],
+        move || drop(fb1),
+        port2,
+        admin2,
+        requests,
+    );
+    println!("requests after the SIGKILL: {requests}");
+    println!("registry + ejection: {registry} sent to the dead copy, {registry_failed} failed");
+    println!("fixed addresses, no detection: {fixed} sent to the dead copy, {fixed_failed} failed");
+    // Retries to the other copy hide the dead one from callers in both.
+    assert_eq!((registry_failed, fixed_failed), (0, 0));
+    // Outlier ejection after 5 consecutive failures, then the lease: a handful at most.
+    assert!(registry <= 10, "{registry}");
+    // Round robin with no detection: every other request, for as long as it runs.
+    assert!(fixed >= (requests as u64) / 3, "{fixed}");
+}
