@@ -316,3 +316,35 @@ services:
     );
     assert_eq!(app.hits.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let f = Fixture::new(MESH);
+    let app = backend(echo()).await;
+    let b = start(inbound(f.config("b"), app.addr)).await;
+    let mut c = outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())]);
+    c.timeouts.header_read = Duration::from_millis(300);
+    let a = start(c).await;
+    let mut tcp = tokio::net::TcpStream::connect(a.bound.upstreams["b"])
+        .await
+        .unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: b\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tcp.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // Then nothing: the connection must not be held open forever.
+    let t = Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert_eq!(closed, Ok(true), "held for {:?}", t.elapsed());
+}
