@@ -131,8 +131,11 @@ pub(crate) fn validate(mesh: &crate::Mesh, diags: &mut Vec<Diagnostic>) {
         for (i, c) in s.copies.iter().enumerate() {
             let base = format!("services.{}.copies[{i}]", s.name);
             let mut listeners: Vec<(String, SocketAddr)> = Vec::new();
+            // A relay copy has no app of its own: its inbound side feeds its outbound side
+            // (`app` is one of its own upstream ports), as in the seeds' chains of proxies.
+            let relay = c.app.is_some_and(|a| c.upstreams.values().any(|u| *u == a));
             for (field, a) in [
-                ("app", c.app),
+                ("app", c.app.filter(|_| !relay)),
                 ("inbound", c.inbound),
                 ("outbound", c.outbound),
                 ("admin", c.admin),

@@ -119,6 +119,9 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
     let mut tried: Vec<std::net::SocketAddr> = Vec::new();
     let mut attempt: u32 = 0;
     let mut _retry_place = None;
+    // A retry the budget or a cap refused: the answer is marked as if retried, so the hops
+    // above do not make the retry this one was told not to make.
+    let mut shed = false;
     let result: Result<Response<Body>, ProxyError> = loop {
         attempt += 1;
         let now = Instant::now();
@@ -251,6 +254,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             && !b.withdraw()
         {
             r.rm.retry_skipped("budget");
+            shed = true;
             break result;
         }
         match r.state.shared.gauges.admit_retry() {
@@ -259,6 +263,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
                 r.rm.retry_skipped("limit");
                 r.rm.metrics()
                     .limit_tripped(&r.state.cluster.service, t.name());
+                shed = true;
                 break result;
             }
         }
@@ -275,7 +280,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
         drop(result);
         tokio::time::sleep(delay).await;
     };
-    let exhausted = policy.retry.single_hop && attempt > 1;
+    let exhausted = policy.retry.single_hop && (attempt > 1 || shed);
     match result {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();

@@ -157,18 +157,29 @@ impl Body for ReplayBody {
             }
             return Poll::Ready(None);
         }
-        let Some(source) = s.source.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match Pin::new(source).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => {
-                s.done = true;
-                s.source = None;
-                Poll::Ready(None)
+        loop {
+            let Some(source) = s.source.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let frame = match Pin::new(source).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    s.done = true;
+                    s.source = None;
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(Box::new(e)))),
+                Poll::Ready(Some(Ok(frame))) => frame,
+            };
+            // An empty data frame carries nothing; passing it on costs the next hop one of the
+            // few empty frames HTTP/2 peers tolerate per connection (h2 sends GOAWAY at 100).
+            if frame.data_ref().is_some_and(|d| d.is_empty()) {
+                continue;
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
-            Poll::Ready(Some(Ok(frame))) => {
+            if s.source.as_ref().is_some_and(|b| b.is_end_stream()) {
+                s.done = true;
+            }
+            return {
                 s.started = true;
                 if let Some(data) = frame.data_ref() {
                     if !s.overflowed && s.kept + data.len() <= s.limit {
@@ -186,7 +197,7 @@ impl Body for ReplayBody {
                     this.trailers_sent = true;
                 }
                 Poll::Ready(Some(Ok(frame)))
-            }
+            };
         }
     }
 

@@ -255,3 +255,49 @@ services:
         "{body}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_h2_requests_with_bodies_share_one_connection_without_empty_frames() {
+    // h2 peers tolerate only ~100 empty DATA frames per connection (h2 answers GOAWAY
+    // ENHANCE_YOUR_CALM); a proxy that adds one per request breaks long-lived connections.
+    let f = Fixture::new(
+        "mesh: { trust_domain: test.local }
+services:
+  a: { calls: { b: { timeout: 2s } } }
+  b: { protocol: grpc }
+",
+    );
+    let app = backend(echo()).await;
+    let b = start(inbound(f.config("b"), app.addr)).await;
+    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let tcp = tokio::net::TcpStream::connect(a.bound.upstreams["b"])
+        .await
+        .unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    for i in 0..250 {
+        let req = Request::builder()
+            .method("POST")
+            .uri("http://b/pkg.Svc/Call")
+            .header("content-type", "application/grpc")
+            .body(Full::new(Bytes::from_static(b"\0\0\0\0\x03abc")))
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(
+            status,
+            200,
+            "request {i}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(
+            String::from_utf8_lossy(&body).contains("bytes=8"),
+            "request {i}"
+        );
+    }
+}

@@ -435,3 +435,30 @@ services:
         "{m}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_the_budget_refused_is_not_made_by_the_hop_above() {
+    // c answers 503; b's proxy may retry but its budget is empty; a's proxy would retry, but
+    // b marks its answer: the budget's refusal sheds the load for the whole chain.
+    let f = Fixture::new(
+        "mesh: { trust_domain: test.local }
+services:
+  a: { calls: { b: { timeout: 5s, retries: { count: 2, on: [gateway-error] } } } }
+  b: { calls: { c: { timeout: 5s, retries: { count: 2, on: [gateway-error] }, budget: { ratio: 0.0, min_per_second: 0 } } } }
+  c: {}
+",
+    );
+    let c_app = backend(status(503)).await;
+    let c = start(inbound(f.config("c"), c_app.addr)).await;
+    let b_out = start(outbound(f.config("b"), &[("c", c.bound.inbound.unwrap())])).await;
+    let b_in = start(inbound(f.config("b"), b_out.bound.upstreams["c"])).await;
+    let a = start(outbound(
+        f.config("a"),
+        &[("b", b_in.bound.inbound.unwrap())],
+    ))
+    .await;
+    let (status, headers, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+    assert_eq!(status, 503);
+    assert_eq!(headers["x-hopwise-retries-exhausted"], "1");
+    assert_eq!(hits(&c_app), 1);
+}

@@ -243,3 +243,26 @@ fn authorization_is_read_and_checked() {
             .contains("unknown value `everyone`")
     );
 }
+
+#[test]
+fn a_relay_copy_feeds_its_inbound_side_to_its_outbound_side() {
+    let ok = Mesh::from_yaml(
+        "services:
+  checkout:
+    copies: [{ inbound: 127.0.0.1:9103, app: 127.0.0.1:9104, upstreams: { pricing: 127.0.0.1:9104 } }]
+    calls: { pricing: {} }
+  pricing: {}
+",
+    );
+    assert!(ok.is_ok(), "{:?}", ok.err());
+    // But an app on another copy's port is still a clash.
+    let errs = errors(
+        "services:
+  a:
+    copies: [{ app: 127.0.0.1:9104 }, { upstreams: { b: 127.0.0.1:9104 } }]
+    calls: { b: {} }
+  b: {}
+",
+    );
+    assert!(errs[0].message.contains("already used"), "{errs:?}");
+}
