@@ -99,7 +99,9 @@ impl Default for ListenerTimeouts {
     fn default() -> Self {
         ListenerTimeouts {
             header_read: Duration::from_secs(10),
-            pool_idle: Duration::from_secs(90),
+            // Below every server's keep-alive idle timeout we know of (ours 10 s, Node's 5 s), so
+            // the pool drops a connection before the server does, not while we reuse it.
+            pool_idle: Duration::from_secs(4),
             drain: Duration::from_secs(10),
         }
     }

@@ -30,7 +30,7 @@ use crate::deadline;
 use crate::error::ProxyError;
 use crate::limits::Gauges;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
-use crate::replay::{Replay, ReplayBody};
+use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError, external_client_config};
 use crate::upstream::{self, Connector, Pool};
 
@@ -442,13 +442,28 @@ impl Inbound {
             headers.insert(PEER_IDENTITY, id);
         }
         let h2c = self.config.protocol == Protocol::Grpc;
-        let req = req.map(ReplayBody::passthrough);
-        let upstream_req = match rewrite(req, Scheme::HTTP, &app.to_string(), h2c, false) {
-            Ok(r) => r,
-            Err(e) => return local(e, grpc, on_timeout),
-        };
+        let (head, body) = req.into_parts();
+        // Nothing is kept for replay: only a request that was never sent is sent again.
+        let replay = Replay::new(body, 0);
         let sent = Instant::now();
-        let result = attempts::send(&self.pool, upstream_req, None, ProxyError::RouteTimeout).await;
+        let mut result = Err(ProxyError::ResetBeforeRequest);
+        for attempt in 1..=2 {
+            let mut req = Request::new(replay.body(attempt));
+            *req.method_mut() = head.method.clone();
+            *req.uri_mut() = head.uri.clone();
+            *req.version_mut() = head.version;
+            *req.headers_mut() = head.headers.clone();
+            let upstream_req = match rewrite(req, Scheme::HTTP, &app.to_string(), h2c, false) {
+                Ok(r) => r,
+                Err(e) => return local(e, grpc, on_timeout),
+            };
+            result = attempts::send(&self.pool, upstream_req, None, ProxyError::RouteTimeout).await;
+            // The app closed a pooled connection just as we picked it (its idle timeout): the
+            // request never left, so sending it again on a fresh connection is always safe.
+            if !matches!(result, Err(ProxyError::ResetBeforeRequest)) || !replay.can_replay() {
+                break;
+            }
+        }
         let upstream_time = sent.elapsed();
         let resp = match result {
             Ok(resp) => {
