@@ -462,3 +462,68 @@ services:
     assert_eq!(headers["x-hopwise-retries-exhausted"], "1");
     assert_eq!(hits(&c_app), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_copy_among_fast_ones_gets_little_traffic_with_peak_ewma() {
+    let slow_app = backend(slow(Duration::from_millis(150))).await;
+    let fast1 = backend(echo()).await;
+    let fast2 = backend(echo()).await;
+    let call = "{ timeout: 5s, balancer: peak-ewma }";
+    let (_f, a, _bs) = with_copies(call, &[slow_app.addr, fast1.addr, fast2.addr]).await;
+    for _ in 0..60 {
+        let (status, _, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+        assert_eq!(status, 200);
+    }
+    // Once measured, the slow copy loses every two-way choice: it saw only the first few.
+    assert!(
+        hits(&slow_app) <= 6,
+        "the slow copy got {} of 60",
+        hits(&slow_app)
+    );
+    assert_eq!(hits(&slow_app) + hits(&fast1) + hits(&fast2), 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_mid_response_is_not_retried() {
+    // The app sends headers and part of the body, then resets: the response has started, so
+    // the proxy cannot retry (the caller may have seen bytes); it passes the reset on.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = tcp.read(&mut buf).await;
+            let _ = tcp
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\npartial")
+                .await;
+            drop(tcp);
+        }
+    });
+    let call = "{ timeout: 5s, retries: { count: 2, on: [reset, 5xx] } }";
+    let (_f, a, _bs) = with_copies(call, &[app]).await;
+    let tcp = tokio::net::TcpStream::connect(a.bound.upstreams["b"])
+        .await
+        .unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let resp = send
+        .send_request(request("GET", "/", "b", b""))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the response had started");
+    assert!(
+        resp.into_body().collect().await.is_err(),
+        "the truncation reaches the caller"
+    );
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "one try: bytes had gone downstream"
+    );
+}
