@@ -7,8 +7,8 @@
 //!
 //! Transport: plain HTTP/2 (h2c), no TLS, in this round. The command line refuses any listen
 //! address that is not loopback; the join token authenticates issuance, registration, lease
-//! calls, subscriptions and acknowledgements; `Apply` and `Status` are open to anyone who can
-//! connect (see docs/control.md).
+//! calls, subscriptions and acknowledgements; `Apply`, `RotateCa` and `Status` are open to
+//! anyone who can connect (see docs/control.md).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -188,6 +188,8 @@ fn api_status(e: &ApiError) -> Status {
         ApiError::BadAddress(_) => (tonic::Code::InvalidArgument, "bad-address"),
         ApiError::Ttl(_) => (tonic::Code::InvalidArgument, "bad-ttl"),
         ApiError::Store(_) => (tonic::Code::Internal, "store"),
+        ApiError::BadStage(_) => (tonic::Code::InvalidArgument, "bad-stage"),
+        ApiError::Ca(_) => (tonic::Code::Internal, "ca"),
     };
     Status::new(code, format!("{name}: {e}"))
 }
@@ -259,15 +261,19 @@ impl Control for ControlService {
                 tracing::warn!(service = %ticket.service, proxy = %r.proxy, "refused a CSR: {e}");
                 issue_status(&e)
             })?;
-        self.shared
-            .plane()
-            .record_issued(&ticket.service, &r.proxy, issued.not_after);
+        self.shared.plane().record_issued(
+            &ticket.service,
+            &r.proxy,
+            issued.not_after,
+            ticket.generation,
+        );
         tracing::info!(service = %ticket.service, proxy = %r.proxy, "issued a certificate");
         Ok(Response::new(pb::IssueResponse {
             cert_chain_pem: issued.cert_chain_pem,
             trust_bundle_pem: issued.trust_bundle_pem,
             not_after_unix: ca::unix_seconds(issued.not_after),
             identity: issued.identity,
+            ca_generation: ticket.generation,
         }))
     }
 
@@ -391,15 +397,7 @@ impl Control for ControlService {
         let r = request.into_inner();
         self.shared
             .plane()
-            .ack(
-                &r.token,
-                &r.service,
-                &r.proxy,
-                r.version,
-                r.accepted,
-                &r.reason,
-                SystemTime::now(),
-            )
+            .ack_request(&r, SystemTime::now())
             .map_err(|e| api_status(&e))?;
         if !r.accepted {
             tracing::warn!(service = %r.service, proxy = %r.proxy, version = r.version, "a proxy rejected a snapshot: {}", r.reason);
@@ -435,5 +433,33 @@ impl Control for ControlService {
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         Ok(Response::new(self.shared.plane().status(Instant::now())))
+    }
+
+    async fn rotate_ca(
+        &self,
+        request: Request<pb::RotateCaRequest>,
+    ) -> Result<Response<pb::RotateCaResponse>, Status> {
+        let r = request.into_inner();
+        let stage = plane::RotateStage::parse(&r.stage).map_err(|e| api_status(&e))?;
+        let shared = self.shared.clone();
+        // Generating a key and the store's fsync stay off the async threads.
+        let response = tokio::task::spawn_blocking(move || {
+            shared.plane().rotate_ca(stage, r.force, SystemTime::now())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("rotate-ca failed: {e}")))?
+        .map_err(|e| api_status(&e))?;
+        if response.done && !response.unchanged {
+            tracing::info!(
+                version = response.version,
+                "rotate-ca {}: {}",
+                stage.name(),
+                response.message
+            );
+            self.shared.publish(response.version);
+        } else if !response.done {
+            tracing::warn!("rotate-ca {} refused: {}", stage.name(), response.message);
+        }
+        Ok(Response::new(response))
     }
 }

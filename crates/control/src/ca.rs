@@ -4,10 +4,12 @@
 //! alternative name is the service's SPIFFE identity (`spiffe://<trust-domain>/service/<name>`),
 //! for both TLS server and client authentication. It refuses, with an [`IssueError`] that says
 //! why, a CSR that cannot be read, whose signature does not verify, or that asks for any other
-//! name. The trust bundle is the list of CA certificates (one today; rotation will add a second).
+//! name. The trust bundle is the list of CA certificates: the signing root, and during a
+//! rotation (`hopwise control rotate-ca`) the root being introduced or the one being retired.
 //!
 //! Pure apart from the randomness of keys and serial numbers: the caller passes `now`.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rcgen::{
@@ -80,23 +82,34 @@ pub enum IssueError {
     Sign(String),
 }
 
-/// One CA certificate with its signing key.
-struct Root {
+/// The CA certificate that signs, with its key.
+struct Signer {
     cert_pem: String,
     not_after: SystemTime,
     issuer: Issuer<'static, KeyPair>,
 }
 
-/// The CA: the roots in the trust bundle; the first one signs.
+/// The CA: the root that signs, and every CA certificate in the trust bundle (the signer among
+/// them), in the bundle's order.
 pub struct Ca {
-    roots: Vec<Root>,
+    signer: Arc<Signer>,
+    bundle: Vec<String>,
+}
+
+/// Where [`Ca::trusting`] puts another root in the bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Before the signer: an old root being retired.
+    Before,
+    /// After the signer: a new root being introduced.
+    After,
 }
 
 impl std::fmt::Debug for Ca {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the keys.
         f.debug_struct("Ca")
-            .field("roots", &self.roots.len())
+            .field("roots", &self.bundle.len())
             .field("not_after", &self.not_after())
             .finish()
     }
@@ -149,8 +162,19 @@ fn serial() -> Result<SerialNumber, String> {
 }
 
 impl Ca {
-    /// A new root: ECDSA P-256, valid from [`BACKDATE`] before `now` for [`ROOT_LIFETIME`].
+    /// A new root: ECDSA P-256, valid from [`BACKDATE`] before `now` for [`ROOT_LIFETIME`],
+    /// named `hopwise CA (<mesh>)`.
     pub fn generate(mesh_name: &str, now: SystemTime) -> Result<(Ca, GeneratedRoot), CaError> {
+        Ca::generate_named(&format!("hopwise CA ({mesh_name})"), now)
+    }
+
+    /// A new root whose subject's common name is `common_name`. Roots that are trusted together
+    /// during a rotation get different names (`hopwise CA (shop) #2`), so a certificate's issuer
+    /// says which one signed it.
+    pub fn generate_named(
+        common_name: &str,
+        now: SystemTime,
+    ) -> Result<(Ca, GeneratedRoot), CaError> {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(CaError::Generate)?;
         let mut params = CertificateParams::default();
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -161,7 +185,7 @@ impl Ca {
         ];
         let mut dn = DistinguishedName::new();
         dn.push(DnType::OrganizationName, "hopwise");
-        dn.push(DnType::CommonName, format!("hopwise CA ({mesh_name})"));
+        dn.push(DnType::CommonName, common_name);
         params.distinguished_name = dn;
         params.not_before = offset(now - BACKDATE);
         params.not_after = offset(now + ROOT_LIFETIME);
@@ -226,27 +250,82 @@ impl Ca {
         // Re-encode, so the bundle holds exactly one clean PEM block per root.
         let cert_pem = pem_encode("CERTIFICATE", &pem.contents);
         Ok(Ca {
-            roots: vec![Root {
+            bundle: vec![cert_pem.clone()],
+            signer: Arc::new(Signer {
                 cert_pem,
                 not_after,
                 issuer,
-            }],
+            }),
         })
+    }
+
+    /// This CA with another CA certificate trusted too (a root being introduced or retired
+    /// during a rotation); the same root signs. `what` names the certificate for errors.
+    pub fn trusting(&self, cert_pem: &str, place: Place, what: &str) -> Result<Ca, CaError> {
+        let cert_err = |reason: String| CaError::Certificate {
+            what: what.to_owned(),
+            reason,
+        };
+        let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+            .map_err(|e| cert_err(e.to_string()))?;
+        if pem.label != "CERTIFICATE" {
+            return Err(cert_err(format!(
+                "the PEM block is a `{}`, not a `CERTIFICATE`",
+                pem.label
+            )));
+        }
+        let (_, x509) = x509_parser::parse_x509_certificate(&pem.contents)
+            .map_err(|e| cert_err(e.to_string()))?;
+        if !x509.is_ca() {
+            return Err(CaError::NotCa {
+                what: what.to_owned(),
+            });
+        }
+        let clean = pem_encode("CERTIFICATE", &pem.contents);
+        let mut bundle = self.bundle.clone();
+        if !bundle.contains(&clean) {
+            match place {
+                Place::Before => bundle.insert(0, clean),
+                Place::After => bundle.push(clean),
+            }
+        }
+        Ok(Ca {
+            signer: self.signer.clone(),
+            bundle,
+        })
+    }
+
+    /// This CA trusting its signing root only (the end of a rotation).
+    pub fn alone(&self) -> Ca {
+        Ca {
+            signer: self.signer.clone(),
+            bundle: vec![self.signer.cert_pem.clone()],
+        }
     }
 
     /// Every CA certificate proxies must trust, as one PEM text.
     pub fn trust_bundle_pem(&self) -> String {
-        self.roots.iter().map(|r| r.cert_pem.as_str()).collect()
+        self.bundle.concat()
     }
 
-    /// The CA certificates, one PEM block each.
+    /// The CA certificates, one PEM block each, in the bundle's order.
     pub fn roots_pem(&self) -> Vec<String> {
-        self.roots.iter().map(|r| r.cert_pem.clone()).collect()
+        self.bundle.clone()
+    }
+
+    /// The signing root (PEM).
+    pub fn signer_pem(&self) -> &str {
+        &self.signer.cert_pem
+    }
+
+    /// The common name of each root in the bundle, in order (`hopwise CA (shop) #2`).
+    pub fn root_names(&self) -> Vec<String> {
+        self.bundle.iter().map(|pem| common_name(pem)).collect()
     }
 
     /// When the signing root expires.
     pub fn not_after(&self) -> Option<SystemTime> {
-        self.roots.first().map(|r| r.not_after)
+        Some(self.signer.not_after)
     }
 
     /// Signs a certificate for `identity` from `csr_pem`, valid from [`BACKDATE`] before `now`
@@ -261,10 +340,7 @@ impl Ca {
         if lifetime < Duration::from_secs(1) {
             return Err(IssueError::Lifetime(lifetime));
         }
-        let root = self
-            .roots
-            .first()
-            .ok_or_else(|| IssueError::Sign("the CA has no root".into()))?;
+        let root = &self.signer;
         let spki = check_csr(csr_pem, identity)?;
         let service = identity.rsplit('/').next().unwrap_or(identity);
 
@@ -377,6 +453,22 @@ fn ip_text(bytes: &[u8]) -> String {
         }
         _ => format!("{bytes:02x?}"),
     }
+}
+
+/// The subject common name of the first certificate in `pem` (`?` when there is none).
+pub fn common_name(pem: &str) -> String {
+    let Ok((_, block)) = x509_parser::pem::parse_x509_pem(pem.as_bytes()) else {
+        return "?".to_owned();
+    };
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(&block.contents) else {
+        return "?".to_owned();
+    };
+    cert.subject()
+        .iter_common_name()
+        .next()
+        .and_then(|cn| cn.as_str().ok())
+        .unwrap_or("?")
+        .to_owned()
 }
 
 /// Whether two PEM texts hold the same first certificate (whatever their line breaks).

@@ -1,6 +1,7 @@
 //! The command line of the control plane, which the `hopwise` binary flattens into its own:
 //! `hopwise control --config MESH.yaml --state DIR --listen 127.0.0.1:PORT` runs it,
-//! `hopwise control apply FILE --server ADDR` changes its mesh file, and
+//! `hopwise control apply FILE --server ADDR` changes its mesh file,
+//! `hopwise control rotate-ca --stage add|reissue|retire --server ADDR` rotates its CA, and
 //! `hopwise status --server ADDR` shows its proxies and copies. [`run`] writes what the user
 //! sees to the writer it is given and returns the exit status by the binary's convention (0 done,
 //! 1 refused because of error findings, 2 bad input); errors go back to the binary to print.
@@ -76,6 +77,48 @@ pub enum ControlAction {
         #[arg(long)]
         server: String,
     },
+    /// Rotate the CA without an outage, one stage at a time: `add` (a new root joins the trust
+    /// bundle), `reissue` (once every proxy trusts it, the new root signs and every proxy
+    /// renews at once), `retire` (once every proxy's certificate is from the new root, the old
+    /// root leaves the bundle). A stage that is not safe yet is refused with the proxies it
+    /// waits for (exit 1).
+    RotateCa {
+        /// The stage to run.
+        #[arg(long, value_enum)]
+        stage: RotateStageArg,
+        /// The control plane's address (`127.0.0.1:7900`).
+        #[arg(long)]
+        server: String,
+        /// Ask again while the stage waits for proxies, for up to this long (`30s`).
+        #[arg(long)]
+        wait: Option<Dur>,
+        /// Run the stage although some proxies are not ready (they are listed): those proxies
+        /// may fail their handshakes.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Measure a control plane at scale: simulated proxies (in this process) issue CSRs,
+    /// subscribe, register copies and report health; then the time for a configuration
+    /// change and a registry change to reach every subscriber, and the control plane's memory.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// The stages of `hopwise control rotate-ca`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RotateStageArg {
+    Add,
+    Reissue,
+    Retire,
+}
+
+impl RotateStageArg {
+    fn name(self) -> &'static str {
+        match self {
+            RotateStageArg::Add => "add",
+            RotateStageArg::Reissue => "reissue",
+            RotateStageArg::Retire => "retire",
+        }
+    }
 }
 
 /// Why a command failed.
@@ -105,6 +148,8 @@ pub enum CliError {
     Output(std::io::Error),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(transparent)]
+    Bench(#[from] crate::bench::BenchError),
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
@@ -152,6 +197,42 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
             } else {
                 EXIT_BAD_INPUT
             })
+        }
+        Command::Control(ControlArgs {
+            action:
+                Some(ControlAction::RotateCa {
+                    stage,
+                    server,
+                    wait,
+                    force,
+                }),
+            ..
+        }) => {
+            let deadline = std::time::Instant::now() + wait.map_or(Duration::ZERO, |w| w.get());
+            let response = runtime()?.block_on(async {
+                loop {
+                    let r = client::rotate_ca(&server, stage.name(), force).await?;
+                    // Only a stage waiting for proxies is worth asking again.
+                    if !r.retry || std::time::Instant::now() >= deadline {
+                        return Ok::<_, ClientError>(r);
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            })?;
+            out.write_all(client::render_rotate(&response).as_bytes())
+                .map_err(CliError::Output)?;
+            Ok(if response.done {
+                EXIT_OK
+            } else {
+                EXIT_FINDINGS
+            })
+        }
+        Command::Control(ControlArgs {
+            action: Some(ControlAction::Bench(args)),
+            ..
+        }) => {
+            crate::bench::run(&args, out)?;
+            Ok(EXIT_OK)
         }
         Command::Control(args) => serve(args, out),
     }

@@ -1,5 +1,5 @@
-//! The client side that the command line needs — `hopwise control apply` and `hopwise status` —
-//! and the text they show. (The proxies' own client, which renews certificates and follows
+//! The client side that the command line needs — `hopwise control apply`, `hopwise control
+//! rotate-ca` and `hopwise status` — and the text they show. (The proxies' own client, which renews certificates and follows
 //! snapshots, is not here yet.)
 
 use std::time::Duration;
@@ -83,6 +83,23 @@ pub async fn apply(
         .map_err(|s| call_error(server, s))
 }
 
+/// Runs one stage of a CA rotation (`add`, `reissue`, `retire`).
+pub async fn rotate_ca(
+    server: &str,
+    stage: &str,
+    force: bool,
+) -> Result<pb::RotateCaResponse, ClientError> {
+    let mut client = connect(server).await?;
+    client
+        .rotate_ca(pb::RotateCaRequest {
+            stage: stage.to_owned(),
+            force,
+        })
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|s| call_error(server, s))
+}
+
 /// Asks for the status.
 pub async fn status(server: &str) -> Result<pb::StatusResponse, ClientError> {
     let mut client = connect(server).await?;
@@ -153,6 +170,45 @@ pub fn render_apply(r: &pb::ApplyResponse) -> String {
     out
 }
 
+/// What `hopwise control rotate-ca` prints: the outcome, the trust bundle, and the proxies the
+/// stage waits for (or went ahead without).
+pub fn render_rotate(r: &pb::RotateCaResponse) -> String {
+    let mut out = String::new();
+    for p in &r.pending {
+        out.push_str(&format!(
+            "  {} {} ({}): {}\n",
+            p.service,
+            if p.proxy.is_empty() { "-" } else { &p.proxy },
+            if p.connected {
+                "stream open"
+            } else {
+                "stream closed"
+            },
+            p.reason
+        ));
+    }
+    out.push_str(&format!(
+        "trust bundle: {} · CA generation {} · rotation {}\n",
+        r.trust_bundle.join(", "),
+        r.ca_generation,
+        if r.rotation.is_empty() {
+            "none in progress"
+        } else {
+            &r.rotation
+        }
+    ));
+    if r.done {
+        out.push_str(&format!(
+            "{} — version {}\n",
+            r.message,
+            version_text(r.version)
+        ));
+    } else {
+        out.push_str(&format!("refused: {}\n", r.message));
+    }
+    out
+}
+
 /// What `hopwise status` prints.
 pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
     let mut out = format!(
@@ -162,6 +218,14 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
         s.config_version,
         relative(s.ca_not_after_unix.saturating_mul(1000), now_unix_ms)
     );
+    if !s.ca_rotation.is_empty() {
+        out.push_str(&format!(
+            "CA rotation in progress: {} (generation {}); trust bundle: {}\n",
+            s.ca_rotation,
+            s.ca_generation,
+            s.trust_bundle.join(", ")
+        ));
+    }
     out.push_str("\nproxies\n");
     if s.proxies.is_empty() {
         out.push_str("  (none has subscribed, acknowledged or asked for a certificate yet)\n");
@@ -199,9 +263,19 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
                 acked,
                 p.last_ack_unix_ms
                     .map_or("-".to_owned(), |t| relative(t, now_unix_ms)),
-                p.cert_not_after_unix.map_or("unknown".to_owned(), |t| {
-                    format!("expires {}", relative(t.saturating_mul(1000), now_unix_ms))
-                }),
+                match (p.cert_not_after_unix, p.cert_ca_generation) {
+                    (None, None) => "unknown".to_owned(),
+                    (None, Some(g)) => format!("CA generation {g}"),
+                    (Some(t), g) => {
+                        let expiry =
+                            format!("expires {}", relative(t.saturating_mul(1000), now_unix_ms));
+                        // The generation matters only once the CA has been rotated.
+                        match g {
+                            Some(g) if s.ca_generation > 1 => format!("{expiry} (CA gen. {g})"),
+                            _ => expiry,
+                        }
+                    }
+                },
             ]);
         }
         out.push_str(&table(&rows));

@@ -5,9 +5,11 @@
 //! it is tested on any clock). [`ca`] signs proxies' CSRs with their SPIFFE identity, [`store`]
 //! keeps the CA, the join tokens ([`token`]) and the mesh file across restarts, [`plane`] holds
 //! all of it and offers every operation of the API without a clock or a socket, [`api`] serves
-//! it over gRPC, and [`client`] and [`cli`] are the command line's side. See docs/control.md.
+//! it over gRPC, and [`client`] and [`cli`] are the command line's side; [`bench`] measures it
+//! at scale (`hopwise control bench`). See docs/control.md.
 
 pub mod api;
+pub mod bench;
 pub mod ca;
 pub mod cli;
 pub mod client;

@@ -9,6 +9,12 @@
 //! file changes) increments the version. Its high 32 bits are the number of control-plane starts
 //! on this state directory and its low 32 bits count changes since this start, so versions (and
 //! lease ids, numbered the same way) never repeat across restarts.
+//!
+//! CA rotation ([`Plane::rotate_ca`]) runs in three stages, each refused until it is safe:
+//! `add` (a new root joins the trust bundle after the old one), `reissue` (once every proxy has
+//! confirmed that bundle, the new root signs and the CA generation in snapshots grows, so every
+//! proxy asks for a new certificate at once), `retire` (once every proxy's certificate is from
+//! the new root, the old root leaves the bundle).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -19,16 +25,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hopwise_analyze::{Finding, Options as CheckOptions, Report, Severity};
 use hopwise_model::{Diagnostics, Mesh};
 
-use crate::ca::{self, Ca, CaError, IssueError, Issued};
+use crate::ca::{self, Ca, CaError, IssueError, Issued, Place};
 use crate::pb;
 use crate::registry::{LeaseId, Registry, RegistryError};
-use crate::store::{CaState, MeshState, Secret, State, Store, StoreError};
+use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store, StoreError};
 use crate::token::{self, RandomError};
 
 /// A lease's TTL when the request gives none.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// The longest lease granted: a copy that vanishes without a goodbye leaves within this.
 pub const MAX_TTL: Duration = Duration::from_secs(3600);
+/// After a start the plane knows no proxy yet; `rotate-ca --stage reissue|retire` waits this
+/// long for them to reconnect (they retry with back-off up to 5 s) before it trusts that the
+/// proxies it knows are all there are.
+pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
 
 /// A mesh file given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +125,10 @@ pub enum ApiError {
     Ttl(Duration),
     #[error("the state could not be saved: {0}")]
     Store(String),
+    #[error("`{0}` is not a stage of a CA rotation: use add, reissue or retire")]
+    BadStage(String),
+    #[error("the CA: {0}")]
+    Ca(String),
 }
 
 /// What `start` has to say besides the plane itself.
@@ -135,6 +149,59 @@ struct ProxyRecord {
     last_sent: u64,
     ack: Option<AckRecord>,
     cert_not_after: Option<SystemTime>,
+    /// The CA generation of the last certificate issued to it.
+    cert_issued: Option<u64>,
+    /// The CA generation of the certificate it says it presents (from its acknowledgements,
+    /// sent once a new certificate is in use).
+    cert_in_force: Option<u64>,
+    /// The highest version it acknowledged with the snapshot's trust bundle in force.
+    bundle_confirmed: u64,
+}
+
+impl ProxyRecord {
+    /// It may be serving: its stream is open, or its last known certificate is still valid.
+    fn live(&self, now: SystemTime) -> bool {
+        self.streams > 0 || self.cert_not_after.is_some_and(|t| t > now)
+    }
+}
+
+/// A stage of a CA rotation (`hopwise control rotate-ca --stage …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RotateStage {
+    /// A new root is generated and trusted after the old one; the old one still signs.
+    Add,
+    /// The new root signs; every proxy renews at once.
+    Reissue,
+    /// The old root leaves the trust bundle.
+    Retire,
+}
+
+impl RotateStage {
+    pub fn name(self) -> &'static str {
+        match self {
+            RotateStage::Add => "add",
+            RotateStage::Reissue => "reissue",
+            RotateStage::Retire => "retire",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<RotateStage, ApiError> {
+        match text {
+            "add" => Ok(RotateStage::Add),
+            "reissue" => Ok(RotateStage::Reissue),
+            "retire" => Ok(RotateStage::Retire),
+            other => Err(ApiError::BadStage(other.to_owned())),
+        }
+    }
+}
+
+/// The name of a rotation's stage in the API (`""`: none in progress).
+fn rotation_name(r: Option<&Rotation>) -> &'static str {
+    match r {
+        None => "",
+        Some(Rotation::Added { .. }) => "added",
+        Some(Rotation::Reissued { .. }) => "reissued",
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -157,6 +224,8 @@ pub struct IssueTicket {
     pub service: String,
     pub identity: String,
     pub ca: Arc<Ca>,
+    /// The generation of `ca`'s signing root.
+    pub generation: u64,
     pub lifetime: Duration,
 }
 
@@ -211,6 +280,12 @@ fn unix_ms(t: SystemTime) -> i64 {
 pub struct Plane {
     store: Store,
     ca: Arc<Ca>,
+    /// The signing root's generation (as stored).
+    ca_generation: u64,
+    /// The version from which snapshots carry the current trust bundle.
+    bundle_version: u64,
+    /// When this start happened (for [`RECONNECT_GRACE`]).
+    started_at: SystemTime,
     mesh: Arc<Mesh>,
     lifetime: Duration,
     registry: Registry,
@@ -266,7 +341,8 @@ fn load_ca(
         }
         (Some(CaState::Generated { .. }), Some(f)) => Err(StartError::CaConflict(format!(
             "{} already holds a CA that the control plane generated; it cannot switch to {} \
-             (CA rotation is not done yet): drop --ca-cert/--ca-key, or start on a new state directory",
+             (a CA rotation is done on the running control plane: `hopwise control rotate-ca`): \
+             drop --ca-cert/--ca-key, or start on a new state directory",
             dir.display(),
             f.cert.display()
         ))),
@@ -286,7 +362,8 @@ fn load_ca(
             if !ca::same_certificate(&cert, cert_pem) {
                 return Err(StartError::CaConflict(format!(
                     "{} holds a different CA certificate than the one {} was started with \
-                     (CA rotation is not done yet)",
+                     (a CA rotation is done on the running control plane: `hopwise control \
+                     rotate-ca`)",
                     f.cert.display(),
                     dir.display()
                 )));
@@ -314,6 +391,8 @@ impl Plane {
         let mut next: State = store.state().clone();
         let mut notes = Vec::new();
         next.starts += 1;
+        // An older layout is written back in the current one.
+        next.format = store::FORMAT;
 
         // The mesh file.
         let mesh = match (&next.mesh, &opts.config) {
@@ -372,6 +451,33 @@ impl Plane {
         )?;
         next.ca = Some(ca_state);
         notes.extend(note);
+        // A rotation in progress: the other root is trusted too.
+        let ca = match &next.rotation {
+            None => ca,
+            Some(Rotation::Added { next_cert_pem, .. }) => ca.trusting(
+                next_cert_pem,
+                Place::After,
+                &format!("the new root stored in {}", dir.display()),
+            )?,
+            Some(Rotation::Reissued {
+                previous_cert_pem, ..
+            }) => ca.trusting(
+                previous_cert_pem,
+                Place::Before,
+                &format!("the old root stored in {}", dir.display()),
+            )?,
+        };
+        if let Some(r) = &next.rotation {
+            notes.push(format!(
+                "a CA rotation is in progress (stage {} done); continue it with `hopwise control \
+                 rotate-ca --stage {} --server ADDR`",
+                rotation_name(Some(r)),
+                match r {
+                    Rotation::Added { .. } => "reissue",
+                    Rotation::Reissued { .. } => "retire",
+                }
+            ));
+        }
 
         // A token for every service that runs a proxy.
         add_tokens(&mut next, &mesh)?;
@@ -380,10 +486,15 @@ impl Plane {
         let token_files = store.write_tokens()?;
         let bundle_file = store.write_bundle(&ca.trust_bundle_pem())?;
         let epoch = store.state().starts;
+        let ca_generation = store.state().ca_generation;
         Ok(Started {
             plane: Plane {
                 store,
                 ca: Arc::new(ca),
+                ca_generation,
+                // Every proxy confirms the bundle again after a restart.
+                bundle_version: epoch << 32,
+                started_at: now,
                 mesh: Arc::new(mesh),
                 lifetime: opts.cert_lifetime,
                 registry: Registry::starting_after(epoch << 32),
@@ -429,6 +540,11 @@ impl Plane {
         &self.ca
     }
 
+    /// The signing root's generation: 1 for the first, +1 per rotation's `reissue`.
+    pub fn ca_generation(&self) -> u64 {
+        self.ca_generation
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }
@@ -471,20 +587,30 @@ impl Plane {
             identity: self.mesh.identity(&service),
             service,
             ca: self.ca.clone(),
+            generation: self.ca_generation,
             lifetime: self.lifetime,
         })
     }
 
-    /// Remembers a certificate issued, for `Status`.
-    pub fn record_issued(&mut self, service: &str, proxy: &str, not_after: SystemTime) {
+    /// Remembers a certificate issued (signed under CA `generation`), for `Status` and for
+    /// `rotate-ca --stage retire`.
+    pub fn record_issued(
+        &mut self,
+        service: &str,
+        proxy: &str,
+        not_after: SystemTime,
+        generation: u64,
+    ) {
         let rec = self.issued.entry(service.to_owned()).or_default();
         rec.count += 1;
         rec.not_after = Some(not_after);
         if !proxy.is_empty() {
-            self.proxies
+            let p = self
+                .proxies
                 .entry((service.to_owned(), proxy.to_owned()))
-                .or_default()
-                .cert_not_after = Some(not_after);
+                .or_default();
+            p.cert_not_after = Some(not_after);
+            p.cert_issued = Some(generation);
         }
     }
 
@@ -501,7 +627,7 @@ impl Plane {
         let issued = ticket
             .ca
             .issue(csr_pem, &ticket.identity, ticket.lifetime, now)?;
-        self.record_issued(&ticket.service, proxy, issued.not_after);
+        self.record_issued(&ticket.service, proxy, issued.not_after, ticket.generation);
         Ok(issued)
     }
 
@@ -672,6 +798,7 @@ impl Plane {
             upstreams,
             trust_bundle_pem: self.ca.trust_bundle_pem(),
             allowed_callers,
+            ca_generation: self.ca_generation,
         })
     }
 
@@ -709,14 +836,298 @@ impl Plane {
         reason: &str,
         now: SystemTime,
     ) -> Result<(), ApiError> {
-        let service = self.authorize(token, service)?;
-        self.proxy(&service, proxy).ack = Some(AckRecord {
-            version,
-            accepted,
-            reason: reason.to_owned(),
+        self.ack_request(
+            &pb::AckRequest {
+                service: service.to_owned(),
+                version,
+                accepted,
+                reason: reason.to_owned(),
+                token: token.to_owned(),
+                proxy: proxy.to_owned(),
+                cert_ca_generation: 0,
+                trust_bundle_applied: false,
+            },
+            now,
+        )
+    }
+
+    /// A proxy accepted or rejected a version, and said which CA generation its certificate is
+    /// from and whether the snapshot's trust bundle is in force.
+    pub fn ack_request(&mut self, r: &pb::AckRequest, now: SystemTime) -> Result<(), ApiError> {
+        let service = self.authorize(&r.token, &r.service)?;
+        let p = self.proxy(&service, &r.proxy);
+        p.ack = Some(AckRecord {
+            version: r.version,
+            accepted: r.accepted,
+            reason: r.reason.clone(),
             at: now,
         });
+        if r.cert_ca_generation > 0 {
+            p.cert_in_force = Some(r.cert_ca_generation);
+        }
+        if r.trust_bundle_applied {
+            p.bundle_confirmed = p.bundle_confirmed.max(r.version);
+        }
         Ok(())
+    }
+
+    /// The rotation in progress, if any.
+    pub fn rotation(&self) -> Option<&Rotation> {
+        self.store.state().rotation.as_ref()
+    }
+
+    /// The proxies that may still be serving and are not ready for `stage`, with the reason.
+    fn not_ready(&self, stage: RotateStage, now: SystemTime) -> Vec<pb::PendingProxy> {
+        let mut pending = Vec::new();
+        for ((service, proxy), p) in &self.proxies {
+            // A service that left the mesh file has no snapshots, certificates or copies.
+            let in_mesh = self
+                .mesh
+                .services
+                .get(service)
+                .is_some_and(|s| s.external.is_none());
+            if !in_mesh || !p.live(now) {
+                continue;
+            }
+            let reason = match stage {
+                RotateStage::Add => None,
+                RotateStage::Reissue if p.bundle_confirmed < self.bundle_version => {
+                    Some(if p.streams == 0 {
+                        "has not confirmed the trust bundle with the new root (its stream is \
+                         closed, but its certificate is still valid)"
+                            .to_owned()
+                    } else {
+                        "has not confirmed the trust bundle with the new root yet".to_owned()
+                    })
+                }
+                RotateStage::Reissue => None,
+                // What the proxy says it presents; a proxy that never says (an older build) is
+                // judged by what it was issued.
+                RotateStage::Retire => match (p.cert_in_force.or(p.cert_issued), p.cert_issued) {
+                    (Some(g), _) if g >= self.ca_generation => None,
+                    (Some(_), Some(issued)) if issued >= self.ca_generation => Some(
+                        "it was issued a certificate from the new root but has not confirmed \
+                         using it yet"
+                            .to_owned(),
+                    ),
+                    (Some(g), _) => Some(format!(
+                        "its certificate is from the old root (CA generation {g}, current {})",
+                        self.ca_generation
+                    )),
+                    (None, _) => Some(
+                        "its certificate is unknown (not issued or acknowledged since the \
+                         control plane started)"
+                            .to_owned(),
+                    ),
+                },
+            };
+            if let Some(reason) = reason {
+                pending.push(pb::PendingProxy {
+                    service: service.clone(),
+                    proxy: proxy.clone(),
+                    connected: p.streams > 0,
+                    reason,
+                });
+            }
+        }
+        pending
+    }
+
+    fn rotate_response(
+        &self,
+        done: bool,
+        unchanged: bool,
+        message: String,
+    ) -> pb::RotateCaResponse {
+        pb::RotateCaResponse {
+            done,
+            unchanged,
+            rotation: rotation_name(self.rotation()).to_owned(),
+            ca_generation: self.ca_generation,
+            version: self.version(),
+            trust_bundle: self.ca.root_names(),
+            pending: Vec::new(),
+            message,
+            retry: false,
+        }
+    }
+
+    /// One stage of a CA rotation. Refused (`done: false`, nothing changes) when the stage does
+    /// not follow the one done last, or — unless `force` — when a proxy that may be serving is
+    /// not ready: `reissue` waits until every proxy has confirmed the bundle with the new root,
+    /// `retire` until every proxy's certificate is from the new root. `Err` only when the state
+    /// could not be saved or the CA could not be made (then nothing changed either).
+    pub fn rotate_ca(
+        &mut self,
+        stage: RotateStage,
+        force: bool,
+        now: SystemTime,
+    ) -> Result<pb::RotateCaResponse, ApiError> {
+        let refused = |plane: &Plane, message: &str| {
+            Ok(plane.rotate_response(false, false, message.to_owned()))
+        };
+        let unchanged = |plane: &Plane, message: &str| {
+            Ok(plane.rotate_response(true, true, message.to_owned()))
+        };
+        match (stage, self.rotation()) {
+            (RotateStage::Add, Some(Rotation::Added { .. })) => {
+                return unchanged(
+                    self,
+                    "the new root is already in the trust bundle; next: reissue",
+                );
+            }
+            (RotateStage::Add, Some(Rotation::Reissued { .. })) => {
+                return refused(
+                    self,
+                    "a rotation is in progress (reissue done): retire the old root before adding another",
+                );
+            }
+            (RotateStage::Reissue, None) => {
+                return refused(self, "no rotation in progress: add a new root first");
+            }
+            (RotateStage::Reissue, Some(Rotation::Reissued { .. })) => {
+                return unchanged(self, "the new root already signs; next: retire");
+            }
+            (RotateStage::Retire, None) => {
+                return refused(
+                    self,
+                    "no rotation in progress: the trust bundle holds one root, nothing to retire",
+                );
+            }
+            (RotateStage::Retire, Some(Rotation::Added { .. })) => {
+                return refused(
+                    self,
+                    "the new root does not sign yet: reissue before retiring the old root",
+                );
+            }
+            _ => {}
+        }
+        let since_start = now.duration_since(self.started_at).unwrap_or_default();
+        if stage != RotateStage::Add && since_start < RECONNECT_GRACE && !force {
+            let mut r = self.rotate_response(
+                false,
+                false,
+                format!(
+                    "the control plane started {}s ago and proxies may still be reconnecting: \
+                     ask again in {}s",
+                    since_start.as_secs(),
+                    (RECONNECT_GRACE - since_start).as_secs().max(1)
+                ),
+            );
+            r.retry = true;
+            return Ok(r);
+        }
+        let pending = self.not_ready(stage, now);
+        if !pending.is_empty() && !force {
+            let mut r = self.rotate_response(
+                false,
+                false,
+                format!(
+                    "{} proxy(ies) not ready for {}; nothing changed (wait, or --force)",
+                    pending.len(),
+                    stage.name()
+                ),
+            );
+            r.pending = pending;
+            r.retry = true;
+            return Ok(r);
+        }
+        let dir = self.store.dir().to_owned();
+        let at_unix_ms = unix_ms(now);
+        let ca_error = |e: CaError| ApiError::Ca(e.to_string());
+        let mut next = self.store.state().clone();
+        let current = next.rotation.clone();
+        let (ca, generation, bundle_changed, what) = match (stage, current.as_ref()) {
+            (RotateStage::Add, _) => {
+                let generation = self.ca_generation + 1;
+                let name = format!("hopwise CA ({}) #{generation}", self.mesh.name);
+                let (_, root) = Ca::generate_named(&name, now).map_err(ca_error)?;
+                let ca = self
+                    .ca
+                    .trusting(&root.cert_pem, Place::After, "the new root")
+                    .map_err(ca_error)?;
+                next.rotation = Some(Rotation::Added {
+                    next_cert_pem: root.cert_pem,
+                    next_key_pem: Secret(root.key_pem),
+                    at_unix_ms,
+                });
+                let what = format!(
+                    "added `{name}` to the trust bundle; `{}` still signs",
+                    ca::common_name(self.ca.signer_pem())
+                );
+                (ca, self.ca_generation, true, what)
+            }
+            (
+                RotateStage::Reissue,
+                Some(Rotation::Added {
+                    next_cert_pem,
+                    next_key_pem,
+                    ..
+                }),
+            ) => {
+                let what = format!("the new root stored in {}", dir.display());
+                let signer =
+                    Ca::from_pem(next_cert_pem, &next_key_pem.0, &what, now).map_err(ca_error)?;
+                let ca = signer
+                    .trusting(self.ca.signer_pem(), Place::Before, "the old root")
+                    .map_err(ca_error)?;
+                let generation = self.ca_generation + 1;
+                next.ca = Some(CaState::Generated {
+                    cert_pem: next_cert_pem.clone(),
+                    key_pem: next_key_pem.clone(),
+                });
+                next.ca_generation = generation;
+                next.rotation = Some(Rotation::Reissued {
+                    previous_cert_pem: self.ca.signer_pem().to_owned(),
+                    at_unix_ms,
+                });
+                let what = format!(
+                    "`{}` signs now (CA generation {generation}); every proxy renews its certificate",
+                    ca::common_name(signer.signer_pem())
+                );
+                (ca, generation, false, what)
+            }
+            (
+                RotateStage::Retire,
+                Some(Rotation::Reissued {
+                    previous_cert_pem, ..
+                }),
+            ) => {
+                let what = format!(
+                    "retired `{}`; the trust bundle holds `{}` only",
+                    ca::common_name(previous_cert_pem),
+                    ca::common_name(self.ca.signer_pem())
+                );
+                next.rotation = None;
+                (self.ca.alone(), self.ca_generation, true, what)
+            }
+            // Every other pair was answered above.
+            _ => return refused(self, "the rotation is not at a stage where this applies"),
+        };
+        self.store
+            .commit(next)
+            .map_err(|e| ApiError::Store(e.to_string()))?;
+        self.ca = Arc::new(ca);
+        self.ca_generation = generation;
+        self.bump();
+        let mut message = what;
+        if bundle_changed {
+            self.bundle_version = self.version();
+            // The state is saved, so the change is in force even if this file is not written
+            // (it is rewritten on every start).
+            if let Err(e) = self.store.write_bundle(&self.ca.trust_bundle_pem()) {
+                message.push_str(&format!("; the trust bundle file was not written: {e}"));
+            }
+        }
+        if !pending.is_empty() {
+            message.push_str(&format!(
+                " (forced: {} proxy(ies) were not ready)",
+                pending.len()
+            ));
+        }
+        let mut r = self.rotate_response(true, false, message);
+        r.pending = pending;
+        Ok(r)
     }
 
     /// Applies a prepared mesh file: refused (nothing changes) when it could not be read,
@@ -851,6 +1262,7 @@ impl Plane {
                 last_ack_reason: p.ack.as_ref().map(|a| a.reason.clone()).unwrap_or_default(),
                 last_ack_unix_ms: p.ack.as_ref().map(|a| unix_ms(a.at)),
                 cert_not_after_unix: p.cert_not_after.map(unix),
+                cert_ca_generation: p.cert_in_force.or(p.cert_issued),
             })
             .collect();
         let services = self
@@ -888,6 +1300,9 @@ impl Plane {
             proxies,
             services,
             ca_not_after_unix: self.ca.not_after().map_or(0, unix),
+            ca_generation: self.ca_generation,
+            ca_rotation: rotation_name(self.rotation()).to_owned(),
+            trust_bundle: self.ca.root_names(),
         }
     }
 }
@@ -908,3 +1323,6 @@ fn add_tokens(state: &mut State, mesh: &Mesh) -> Result<usize, RandomError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rotation_tests;

@@ -30,8 +30,12 @@ pub const BUNDLE_FILE: &str = "ca.pem";
 /// The directory of per-service token files.
 pub const TOKENS_DIR: &str = "tokens";
 const LOCK_FILE: &str = "lock";
-/// The version of the state file's layout this build reads and writes.
-pub const FORMAT: u32 = 1;
+/// The version of the state file's layout this build writes. Format 2 added the CA's
+/// generation and a rotation in progress; both have defaults, so a format-1 file still loads
+/// (as generation 1, no rotation) and is written back as format 2.
+pub const FORMAT: u32 = 2;
+/// The oldest layout this build reads.
+pub const OLDEST_FORMAT: u32 = 1;
 
 /// Why the store could not be opened or written. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +49,7 @@ pub enum StoreError {
     #[error("{path} is not a hopwise state file ({reason}); move it away to start afresh")]
     Corrupt { path: PathBuf, reason: String },
     #[error(
-        "{path} has state format {found}, this hopwise reads format {supported}: use the hopwise that wrote it"
+        "{path} has state format {found}, this hopwise reads formats {OLDEST_FORMAT} to {supported}: use the hopwise that wrote it"
     )]
     Format {
         path: PathBuf,
@@ -109,6 +113,30 @@ pub struct MeshState {
     pub applied_unix_ms: i64,
 }
 
+/// A CA rotation in progress (`hopwise control rotate-ca`), between its stages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "stage", rename_all = "kebab-case")]
+pub enum Rotation {
+    /// After `add`: a new root, generated here, is trusted after the signing one (`ca`), which
+    /// still signs. The bundle is [ca, next].
+    Added {
+        next_cert_pem: String,
+        next_key_pem: Secret,
+        /// Milliseconds since the Unix epoch.
+        at_unix_ms: i64,
+    },
+    /// After `reissue`: the new root is `ca` and signs; the old one is still trusted until
+    /// `retire`. The bundle is [previous, ca].
+    Reissued {
+        previous_cert_pem: String,
+        at_unix_ms: i64,
+    },
+}
+
+fn first_generation() -> u64 {
+    1
+}
+
 /// Everything persisted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
@@ -116,7 +144,15 @@ pub struct State {
     /// Control-plane starts on this state so far; versions and lease ids carry it, so they
     /// are unique across restarts.
     pub starts: u64,
+    /// The CA that signs.
     pub ca: Option<CaState>,
+    /// The signing CA's generation: 1 for the first root, +1 at each rotation's `reissue`
+    /// (format 2; absent in format 1, which means 1).
+    #[serde(default = "first_generation")]
+    pub ca_generation: u64,
+    /// A CA rotation in progress (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Rotation>,
     /// Service → its join token.
     pub tokens: BTreeMap<String, Secret>,
     pub mesh: Option<MeshState>,
@@ -128,6 +164,8 @@ impl Default for State {
             format: FORMAT,
             starts: 0,
             ca: None,
+            ca_generation: first_generation(),
+            rotation: None,
             tokens: BTreeMap::new(),
             mesh: None,
         }
@@ -234,7 +272,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<State, StoreError> {
         reason: e.to_string(),
     };
     let head: Head = serde_json::from_slice(bytes).map_err(corrupt)?;
-    if head.format != FORMAT {
+    if !(OLDEST_FORMAT..=FORMAT).contains(&head.format) {
         return Err(StoreError::Format {
             path: path.to_owned(),
             found: head.format,
@@ -307,6 +345,11 @@ mod tests {
             ca: Some(CaState::Generated {
                 cert_pem: "-----BEGIN CERTIFICATE-----\n...".into(),
                 key_pem: Secret("key".into()),
+            }),
+            ca_generation: 2,
+            rotation: Some(Rotation::Reissued {
+                previous_cert_pem: "-----BEGIN CERTIFICATE-----\nold".into(),
+                at_unix_ms: 1_700_000_000_000,
             }),
             tokens: BTreeMap::from([
                 ("a".to_owned(), Secret("hopwise-join-aa".into())),
@@ -395,6 +438,60 @@ mod tests {
             Store::open(dir.path()),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    /// A state file exactly as the first layout (format 1) wrote it: no CA generation, no
+    /// rotation. It loads as generation 1 with no rotation in progress.
+    #[test]
+    fn a_format_1_file_still_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let v1 = r#"{
+  "format": 1,
+  "starts": 4,
+  "ca": { "kind": "generated", "cert_pem": "CERT", "key_pem": "KEY" },
+  "tokens": { "a": "hopwise-join-aa" },
+  "mesh": { "text": "services: { a: {} }\n", "version": 2, "source": "m.yaml", "applied_unix_ms": 5 }
+}"#;
+        std::fs::write(dir.path().join(STATE_FILE), v1).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let state = store.state();
+        assert_eq!(state.format, 1);
+        assert_eq!(state.starts, 4);
+        assert_eq!(state.ca_generation, 1);
+        assert_eq!(state.rotation, None);
+        assert_eq!(state.tokens["a"].0, "hopwise-join-aa");
+        // Written back in the current layout, it reads the same.
+        let mut store = store;
+        let next = State {
+            format: FORMAT,
+            ..store.state().clone()
+        };
+        store.commit(next.clone()).unwrap();
+        drop(store);
+        assert_eq!(Store::open(dir.path()).unwrap().state(), &next);
+        let text = std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap();
+        assert!(text.contains("\"format\": 2"), "{text}");
+        assert!(text.contains("\"ca_generation\": 1"), "{text}");
+        assert!(!text.contains("rotation"), "no rotation, no field: {text}");
+    }
+
+    #[test]
+    fn a_rotation_in_progress_survives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = sample();
+        state.rotation = Some(Rotation::Added {
+            next_cert_pem: "NEXT".into(),
+            next_key_pem: Secret("NEXT-KEY".into()),
+            at_unix_ms: 7,
+        });
+        Store::open(dir.path())
+            .unwrap()
+            .commit(state.clone())
+            .unwrap();
+        assert_eq!(Store::open(dir.path()).unwrap().state(), &state);
+        let text = std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap();
+        assert!(text.contains("\"stage\": \"added\""), "{text}");
+        assert!(!format!("{state:?}").contains("NEXT-KEY"));
     }
 
     #[test]

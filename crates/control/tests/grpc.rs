@@ -188,6 +188,7 @@ async fn the_control_plane_over_grpc() {
         reason: String::new(),
         token: checkout.clone(),
         proxy: "checkout-1".into(),
+        ..Default::default()
     })
     .await
     .unwrap();
@@ -303,6 +304,7 @@ async fn the_control_plane_over_grpc() {
         reason: String::new(),
         token: checkout.clone(),
         proxy: "checkout-1".into(),
+        ..Default::default()
     })
     .await
     .unwrap();

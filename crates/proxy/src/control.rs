@@ -5,6 +5,12 @@
 //!
 //! Contract: with the control plane down, a running proxy keeps its last snapshot and its
 //! certificate until that certificate expires; it keeps trying to reconnect meanwhile.
+//!
+//! CA rotation: every snapshot carries the trust bundle, which is written to `ca.pem` (and put
+//! in force at once) whenever it differs from the file, and the CA's generation: when it grows,
+//! the proxy asks for a new certificate at once. Acknowledgements say whether the bundle is in
+//! force and which generation the certificate in use is from, so the control plane knows when
+//! the next stage of a rotation is safe.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,7 +24,7 @@ use tokio::sync::watch;
 
 use crate::config::{ProxyConfig, Target};
 use crate::server::State;
-use crate::tls::CertFiles;
+use crate::tls::{CertFiles, CertStore};
 
 pub mod pb {
     //! The wire types of `crates/control/proto/control.proto`.
@@ -96,6 +102,26 @@ fn write_file(path: &Path, text: &str, secret: bool) -> Result<(), ControlError>
     std::fs::rename(&tmp, path).map_err(err)
 }
 
+/// A certificate just issued.
+#[derive(Debug, Clone, Copy)]
+struct Cert {
+    not_after: SystemTime,
+    /// The generation of the CA that signed it (0: a control plane that does not say).
+    generation: u64,
+}
+
+/// Puts files just written in force now rather than at the next periodic reload. Returns
+/// whether what is on disk is in use.
+fn reload(certs: Option<&CertStore>) -> bool {
+    match certs.map(CertStore::reload_if_changed) {
+        None | Some(Ok(_)) => true,
+        Some(Err(e)) => {
+            tracing::warn!("keeping the old certificates: {e}");
+            false
+        }
+    }
+}
+
 fn unreachable(server: &str, e: impl std::fmt::Display) -> ControlError {
     ControlError::Unreachable {
         server: server.to_owned(),
@@ -124,11 +150,11 @@ impl ControlOptions {
     }
 
     /// Makes a key here, sends only the request, and writes what comes back for the
-    /// [`crate::tls::CertStore`] (which picks up renewals from disk). Returns the expiry.
+    /// [`crate::tls::CertStore`] (which picks up renewals from disk).
     async fn issue(
         &self,
         client: &mut ControlClient<tonic::transport::Channel>,
-    ) -> Result<SystemTime, ControlError> {
+    ) -> Result<Cert, ControlError> {
         let key = rcgen::KeyPair::generate().map_err(|e| ControlError::Csr(e.to_string()))?;
         let mut params = rcgen::CertificateParams::default();
         params
@@ -154,9 +180,37 @@ impl ControlOptions {
         let files = self.cert_files();
         // Key first: a certificate on disk without its key would be picked up half-made.
         write_file(&files.key, &key.serialize_pem(), true)?;
-        write_file(&files.ca, &resp.trust_bundle_pem, false)?;
+        // Snapshots keep the trust bundle current (an answer here may be older than the last
+        // snapshot); this copy only fills a cache that has none, for the TLS store to start.
+        if !files.ca.exists() {
+            write_file(&files.ca, &resp.trust_bundle_pem, false)?;
+        }
         write_file(&files.cert, &resp.cert_chain_pem, false)?;
-        Ok(UNIX_EPOCH + Duration::from_secs(resp.not_after_unix.max(0) as u64))
+        Ok(Cert {
+            not_after: UNIX_EPOCH + Duration::from_secs(resp.not_after_unix.max(0) as u64),
+            generation: resp.ca_generation,
+        })
+    }
+
+    /// Writes a snapshot's trust bundle to `ca.pem` (atomically: a temporary file renamed over
+    /// it) when it differs from the file, and puts it in force at once. Returns whether the
+    /// bundle is in force.
+    fn sync_bundle(&self, pem: &str, certs: Option<&CertStore>) -> bool {
+        if pem.is_empty() {
+            return false;
+        }
+        let path = self.cert_files().ca;
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(pem) {
+            if let Err(e) = write_file(&path, pem, false) {
+                tracing::warn!("keeping the old trust bundle: {e}");
+                return false;
+            }
+            tracing::info!(
+                "trust bundle updated: {} CA certificate(s)",
+                pem.matches("-----BEGIN CERTIFICATE-----").count()
+            );
+        }
+        reload(certs)
     }
 
     fn to_cached(&self, s: &pb::Snapshot) -> Cached {
@@ -239,7 +293,7 @@ fn apply_endpoints(config: &mut ProxyConfig, upstreams: &IndexMap<String, Vec<So
 pub struct Session {
     opts: ControlOptions,
     cached: Cached,
-    not_after: Option<SystemTime>,
+    cert: Option<Cert>,
     online: bool,
 }
 
@@ -248,7 +302,7 @@ pub struct Session {
 pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), ControlError> {
     let online = async {
         let mut client = connect(&opts.server).await?;
-        let not_after = opts.issue(&mut client).await?;
+        let cert = opts.issue(&mut client).await?;
         let mut stream = client
             .subscribe(pb::SubscribeRequest {
                 service: opts.service.clone(),
@@ -263,13 +317,15 @@ pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), C
             .await
             .map_err(|s| ControlError::Refused(s.message().to_owned()))?
             .ok_or_else(|| ControlError::Refused("the snapshot stream ended at once".into()))?;
-        Ok::<_, ControlError>((opts.to_cached(&first), not_after))
+        // The TLS store is not open yet: it starts from this bundle.
+        opts.sync_bundle(&first.trust_bundle_pem, None);
+        Ok::<_, ControlError>((opts.to_cached(&first), cert))
     }
     .await;
-    let (cached, not_after, online) = match online {
-        Ok((cached, not_after)) => {
+    let (cached, cert, online) = match online {
+        Ok((cached, cert)) => {
             opts.save_cache(&cached)?;
-            (cached, Some(not_after), true)
+            (cached, Some(cert), true)
         }
         Err(e @ (ControlError::Unreachable { .. } | ControlError::Refused(_))) => {
             tracing::warn!("{e}; starting from the cached snapshot");
@@ -283,7 +339,7 @@ pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), C
         Session {
             opts,
             cached,
-            not_after,
+            cert,
             online,
         },
     ))
@@ -302,23 +358,29 @@ impl Session {
         let Session {
             opts,
             mut cached,
-            mut not_after,
+            cert,
             online,
         } = self;
         if !online {
             tracing::info!("serving snapshot {} from the cache", cached.version);
         }
+        let certs = state.certs.clone();
         let mut lease: Option<u64> = None;
         let mut healthy: Option<bool> = None;
         let mut backoff = Duration::from_millis(250);
-        let mut renew_at = not_after.map(|n| renewal_time(SystemTime::now(), n));
+        let mut renew_at = cert.map(|c| renewal_time(SystemTime::now(), c.not_after));
+        // The CA generation of the certificate in use (0: unknown).
+        let mut generation = cert.map_or(0, |c| c.generation);
+        // The last acknowledgement, sent again when a renewal changes what it says.
+        let mut last_ack: Option<pb::AckRequest> = None;
         loop {
             let session = async {
                 let mut client = connect(&opts.server).await?;
                 if renew_at.is_none_or(|t| SystemTime::now() >= t) {
-                    let n = opts.issue(&mut client).await?;
-                    not_after = Some(n);
-                    renew_at = Some(renewal_time(SystemTime::now(), n));
+                    let c = opts.issue(&mut client).await?;
+                    renew_at = Some(renewal_time(SystemTime::now(), c.not_after));
+                    generation = c.generation;
+                    reload(certs.as_deref());
                     tracing::info!("certificate issued, renewing at 70 % of its life");
                 }
                 let mut stream = client
@@ -337,28 +399,58 @@ impl Session {
                             let Some(snapshot) = msg.map_err(|s| ControlError::Refused(s.message().to_owned()))? else {
                                 return Err(ControlError::Refused("the snapshot stream ended".into()));
                             };
+                            // The trust bundle first: a rotation adds the new root before any
+                            // certificate from it is presented.
+                            let bundle_applied = opts.sync_bundle(&snapshot.trust_bundle_pem, certs.as_deref());
+                            if snapshot.ca_generation > generation {
+                                // The CA was rotated: renew now, not at 70 % of the life.
+                                match opts.issue(&mut client).await {
+                                    Ok(c) => {
+                                        renew_at = Some(renewal_time(SystemTime::now(), c.not_after));
+                                        generation = c.generation;
+                                        reload(certs.as_deref());
+                                        tracing::info!("certificate reissued under CA generation {generation}");
+                                    }
+                                    Err(e) => {
+                                        tracing::warn!("reissue failed, keeping the old certificate: {e}");
+                                        renew_at = Some(SystemTime::now());
+                                    }
+                                }
+                            }
                             let fresh = opts.to_cached(&snapshot);
                             let (accepted, reason) = apply(&state, &cached, &fresh);
                             if accepted {
                                 cached = fresh;
                                 let _ = opts.save_cache(&cached);
                             }
-                            let _ = client.ack(pb::AckRequest {
+                            let ack = pb::AckRequest {
                                 service: opts.service.clone(),
                                 version: snapshot.version,
                                 accepted,
                                 reason,
                                 token: opts.token.clone(),
                                 proxy: opts.name.clone(),
-                            }).await;
+                                cert_ca_generation: generation,
+                                trust_bundle_applied: bundle_applied,
+                            };
+                            let _ = client.ack(ack.clone()).await;
+                            last_ack = Some(ack);
                         }
                         _ = tick.tick() => {
                             if renew_at.is_some_and(|t| SystemTime::now() >= t) {
                                 match opts.issue(&mut client).await {
-                                    Ok(n) => {
-                                        not_after = Some(n);
-                                        renew_at = Some(renewal_time(SystemTime::now(), n));
+                                    Ok(c) => {
+                                        renew_at = Some(renewal_time(SystemTime::now(), c.not_after));
+                                        reload(certs.as_deref());
                                         tracing::info!("certificate renewed");
+                                        if c.generation != generation {
+                                            generation = c.generation;
+                                            // Say which CA the certificate in use is from.
+                                            if let Some(ack) = last_ack.as_mut() {
+                                                ack.cert_ca_generation = generation;
+                                                let _ = client.ack(ack.clone()).await;
+                                            }
+                                        }
                                     }
                                     // Keep serving with the old one; try again next tick.
                                     Err(e) => tracing::warn!("renewal failed, keeping the old certificate: {e}"),
@@ -505,4 +597,47 @@ fn apply(state: &State, old: &Cached, fresh: &Cached) -> (bool, String) {
         );
     }
     (true, String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn options(cache: &Path) -> ControlOptions {
+        ControlOptions {
+            server: "http://127.0.0.1:1".into(),
+            token: String::new(),
+            service: "b".into(),
+            copy: 0,
+            name: "b-0".into(),
+            cache: cache.to_owned(),
+            health_path: "/".into(),
+            lease_ttl: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn a_snapshots_trust_bundle_replaces_the_file_only_when_it_differs() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(dir.path());
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "OLD").unwrap();
+        // A control plane that sends no bundle leaves the file alone, and it is not in force.
+        assert!(!opts.sync_bundle("", None));
+        assert_eq!(std::fs::read_to_string(&ca).unwrap(), "OLD");
+        assert!(opts.sync_bundle("OLD\nNEW\n", None));
+        assert_eq!(std::fs::read_to_string(&ca).unwrap(), "OLD\nNEW\n");
+        let written = std::fs::metadata(&ca).unwrap().modified().unwrap();
+        // The same bundle again: the file is not touched (the TLS store does not reload).
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(opts.sync_bundle("OLD\nNEW\n", None));
+        assert_eq!(std::fs::metadata(&ca).unwrap().modified().unwrap(), written);
+        // No temporary file is left behind.
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["ca.pem"]);
+    }
 }

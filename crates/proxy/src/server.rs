@@ -66,6 +66,9 @@ pub struct State {
     pub workers: usize,
     pub ready_workers: AtomicUsize,
     pub draining: AtomicBool,
+    /// The certificate, key and trust bundle in use (none in plaintext mode): the control
+    /// plane's session reloads it as soon as it has written new files.
+    pub certs: Option<Arc<CertStore>>,
 }
 
 impl State {
@@ -223,6 +226,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         workers,
         ready_workers: AtomicUsize::new(0),
         draining: AtomicBool::new(false),
+        certs: certs.clone(),
     });
     let (shutdown, watch_rx) = watch::channel(false);
     let mut threads = Vec::new();
