@@ -53,6 +53,10 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Benchmarks: `hopwise bench hops` measures what one mesh hop costs.
+    Bench(hopwise_lab::bench::Args),
+    /// The seeds' scenarios with real proxies: `hopwise demo retry-chain`, `hopwise demo loan-fee`.
+    Demo(hopwise_lab::demo::Args),
     /// `hopwise control` (the control plane) and `hopwise status`.
     #[command(flatten)]
     Control(hopwise_control::cli::Command),
@@ -251,6 +255,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Proxy(a) => run_proxy(a),
+        Command::Bench(a) => {
+            hopwise_lab::bench::run(a, &mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(a) => {
+            hopwise_lab::demo::run(a, &mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Control(c) => Ok(ExitCode::from(hopwise_control::cli::run(
             c,
             &mut std::io::stdout(),

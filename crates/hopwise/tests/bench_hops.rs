@@ -1,0 +1,67 @@
+//! `hopwise bench hops` for real, as a smoke run: the quick preset over 0..1 hops starts the
+//! backend, the client and two `hopwise proxy` processes per hop, plain and mTLS, and reports a
+//! per-hop figure for each. Speed is reported, never asserted: the only checks are that the
+//! figures exist and a hop costs something. Also: bad options fail cleanly.
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn hopwise() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hopwise"));
+    // A hang fails the test instead of stalling CI; the run itself takes a few seconds.
+    cmd.timeout(Duration::from_secs(120));
+    cmd
+}
+
+#[test]
+fn quick_json_run_reports_a_positive_cost_per_hop_plain_and_mtls() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("hops.svg");
+    let out = hopwise()
+        .args([
+            "bench",
+            "hops",
+            "--quick",
+            "--json",
+            "--max-hops",
+            "1",
+            "--svg",
+        ])
+        .arg(&svg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["options"]["max_hops"], 1);
+    assert_eq!(json["options"]["runs"], 1);
+    let per_hop = json["per_hop"].as_array().unwrap();
+    for mode in ["plain", "mtls"] {
+        let line = per_hop
+            .iter()
+            .find(|p| p["system"] == "hopwise" && p["mode"] == mode)
+            .unwrap_or_else(|| panic!("no hopwise {mode} line in {json}"));
+        let cost = line["p50_us"]["median"].as_f64().unwrap();
+        assert!(cost > 0.0, "{mode}: {cost} µs per hop");
+        let cores = line["cores_per_proxy"]["median"].as_f64().unwrap();
+        assert!(cores > 0.0, "{mode}: {cores} cores per proxy");
+        assert!(line["rss_mib"]["median"].as_f64().unwrap() > 0.0);
+    }
+    // 0 hops, then plain and mTLS at 1 hop.
+    assert_eq!(json["configs"].as_array().unwrap().len(), 3);
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("hopwise mtls"));
+}
+
+#[test]
+fn bad_options_fail_with_a_message() {
+    let out = hopwise()
+        .args(["bench", "hops", "--max-hops", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--max-hops"), "{stderr}");
+}

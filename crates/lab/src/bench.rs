@@ -1,0 +1,191 @@
+//! `hopwise bench`: the command line of the benchmarks and their error type. `hops` measures
+//! what one mesh hop costs; `backend` and `client` are the hidden helpers it re-executes as
+//! separate processes (so they can be pinned like the proxies). The parts: [`layout`] (the
+//! configurations, as text), [`procs`] (child processes and `/proc`), [`load`] (client and
+//! backend), [`hops`] (the interleaved runs), [`stats`] (the arithmetic), [`report`] (table,
+//! JSON, SVG). Writes only to the writer it is given; the progress bar goes to stderr.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use hopwise_model::Dur;
+
+pub mod hops;
+pub mod layout;
+pub mod load;
+pub mod procs;
+pub mod report;
+pub mod stats;
+
+/// `hopwise bench …`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Per-hop cost: chains of 0..N proxy hops (out ─(mTLS)─▶ in) in front of a minimal backend,
+    /// plain and mTLS, in interleaved runs: latency, CPU and memory per proxy.
+    Hops(HopsArgs),
+    /// The minimal HTTP/1.1 backend (a helper process of `hops`).
+    #[command(hide = true)]
+    Backend(BackendArgs),
+    /// The HTTP/1.1 keep-alive load client (a helper process of `hops`).
+    #[command(hide = true)]
+    Client(ClientArgs),
+}
+
+/// Between proxies: plain HTTP, or mutual TLS 1.3.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Plain,
+    Mtls,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Plain => "plain",
+            Mode::Mtls => "mtls",
+        }
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct HopsArgs {
+    /// Interleaved runs; the order of configurations rotates each run [default: 5].
+    #[arg(long)]
+    pub runs: Option<usize>,
+    /// Requests per latency measurement, one at a time on one connection [default: 4000].
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// Requests per second in the CPU measurement.
+    #[arg(long, default_value_t = 1000)]
+    pub rate: u64,
+    /// Length of the CPU measurement [default: 10s].
+    #[arg(long)]
+    pub duration: Option<Dur>,
+    /// Longest chain, in hops [default: 4].
+    #[arg(long)]
+    pub max_hops: Option<usize>,
+    /// Worker threads (or processes) of every proxy.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Between proxies: plain HTTP, mutual TLS, or both.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "plain,mtls")]
+    pub modes: Vec<Mode>,
+    /// Pin every process (proxies, client, backend) to CPU 0 with `taskset -c 0`.
+    #[arg(long)]
+    pub pin: bool,
+    /// Also run the chains through nginx, HAProxy and Envoy, where they are installed.
+    #[arg(long)]
+    pub peers: bool,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where to write the SVG plot of p50 latency against hops.
+    #[arg(long, default_value = "bench-hops.svg")]
+    pub svg: PathBuf,
+    /// A smoke run: 1 run, 300 requests, a 1 s CPU phase, hops 0..2 (explicit options win).
+    #[arg(long)]
+    pub quick: bool,
+    /// Warm-up requests before each latency measurement [default: a tenth of --requests, at
+    /// least 50].
+    #[arg(long)]
+    pub warmup: Option<u64>,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct BackendArgs {
+    /// Where to listen.
+    #[arg(long)]
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// Where to send requests (the first proxy of a chain, or the backend).
+    #[arg(long)]
+    pub target: SocketAddr,
+    /// Latency mode: this many requests, one at a time on one connection.
+    #[arg(long, conflicts_with = "rate")]
+    pub requests: Option<u64>,
+    /// Requests before the measured ones (latency mode).
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
+    /// Rate mode: requests per second, started on schedule whatever the latency.
+    #[arg(long, requires = "duration")]
+    pub rate: Option<u64>,
+    /// Rate mode: how long the measured phase lasts.
+    #[arg(long)]
+    pub duration: Option<Dur>,
+    /// Rate mode: how long to run at the rate before the measured phase.
+    #[arg(long)]
+    pub warmup_time: Option<Dur>,
+}
+
+/// Why a benchmark could not run. The binary prints it with its sources.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{name} did not start: {why}{}", stderr_block(.stderr))]
+    Start {
+        name: String,
+        why: String,
+        stderr: String,
+    },
+    #[error("{0}")]
+    Failed(String),
+    #[error("interrupted; every process the bench started has been stopped")]
+    Interrupted,
+}
+
+fn stderr_block(stderr: &str) -> String {
+    let s = stderr.trim_end();
+    if s.is_empty() {
+        " (it wrote nothing to stderr)".to_owned()
+    } else {
+        format!("\n--- its stderr ---\n{s}\n---")
+    }
+}
+
+/// `map_err` helper: an I/O error with what we were doing.
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
+    let what = what.into();
+    move |source| BenchError::Io { what, source }
+}
+
+/// Runs `hopwise bench …`. Results (the table or JSON; the helpers' protocol lines) go to `out`.
+pub fn run(args: Args, out: &mut dyn Write) -> Result<(), BenchError> {
+    match args.command {
+        Command::Hops(a) => {
+            let report = hops::run(&a)?;
+            report::write_svg(&report, &a.svg)?;
+            let text = if a.json {
+                serde_json::to_string_pretty(&report)
+                    .map_err(|e| BenchError::Failed(format!("cannot render the JSON: {e}")))?
+                    + "\n"
+            } else {
+                let mut t = report::text(&report);
+                t.push_str(&format!("plot: {}\n", a.svg.display()));
+                t
+            };
+            out.write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .map_err(io("cannot write the results"))
+        }
+        Command::Backend(a) => load::backend(&a, out),
+        Command::Client(a) => load::client(&a, out),
+    }
+}

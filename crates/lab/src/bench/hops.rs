@@ -1,0 +1,736 @@
+//! The interleaved runs of `hopwise bench hops`. Per run, every configuration (0 hops, then
+//! each system × mode × 1..N hops) in a rotated order; per configuration: start the backend
+//! and the chain (each proxy side its own process), measure latency with one request at a
+//! time, then CPU per proxy at a fixed rate, then read each proxy's peak RSS, then stop
+//! everything. Numbers go to [`super::report`]; this file only runs things.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hopwise_model::Mesh;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::layout::{self, CALLEE, CALLER, HopCerts, HopPorts, Peer, Side};
+use super::load::ClientResult;
+use super::procs::{self, Proc, Supervisor};
+use super::report::{self, Config, CpuSample, Machine, PeerInfo, Plan, Report, Sample, System};
+use super::stats::rotation;
+use super::{BenchError, HopsArgs, Mode, io};
+
+/// The options in force: the defaults, `--quick`'s, then what was given.
+pub fn plan(a: &HopsArgs) -> Result<Plan, BenchError> {
+    let q = a.quick;
+    let requests = a.requests.unwrap_or(if q { 300 } else { 4000 });
+    let duration = a
+        .duration
+        .map(|d| d.get())
+        .unwrap_or(Duration::from_secs(if q { 1 } else { 10 }));
+    let p = Plan {
+        runs: a.runs.unwrap_or(if q { 1 } else { 5 }),
+        requests,
+        warmup: a.warmup.unwrap_or((requests / 10).max(50)),
+        rate: a.rate,
+        duration_s: duration.as_secs_f64(),
+        max_hops: a.max_hops.unwrap_or(if q { 2 } else { 4 }),
+        workers: a.workers,
+        modes: {
+            let mut m = a.modes.clone();
+            m.sort();
+            m.dedup();
+            m
+        },
+        pinned: a.pin,
+        peers: a.peers,
+        quick: q,
+    };
+    let bad = |what: &str| Err(BenchError::Failed(what.to_owned()));
+    if p.runs == 0 {
+        return bad("--runs must be at least 1");
+    }
+    if p.requests == 0 {
+        return bad("--requests must be at least 1");
+    }
+    if p.rate == 0 || p.rate > 100_000 {
+        return bad("--rate: choose 1 to 100000 requests per second");
+    }
+    if duration < Duration::from_millis(100) {
+        return bad("--duration must be at least 100ms");
+    }
+    if p.max_hops == 0 || p.max_hops > 16 {
+        return bad("--max-hops: choose 1 to 16 (a slope needs at least 0 and 1 hops)");
+    }
+    if p.workers == 0 || p.workers > 64 {
+        return bad("--workers: choose 1 to 64");
+    }
+    if p.modes.is_empty() {
+        return bad("--modes: name plain, mtls or both");
+    }
+    Ok(p)
+}
+
+/// Every configuration, in the order of the report: 0 hops, then system × mode × hops.
+pub fn configurations(systems: &[System], modes: &[Mode], max_hops: usize) -> Vec<Config> {
+    let mut c = vec![Config::DIRECT];
+    for s in systems {
+        for m in modes {
+            for hops in 1..=max_hops {
+                c.push(Config {
+                    system: *s,
+                    mode: Some(*m),
+                    hops,
+                });
+            }
+        }
+    }
+    c
+}
+
+fn peer_system(p: Peer) -> System {
+    match p {
+        Peer::Nginx => System::Nginx,
+        Peer::Haproxy => System::Haproxy,
+        Peer::Envoy => System::Envoy,
+    }
+}
+
+/// The installed peers and their versions.
+fn detect_peers() -> Vec<(Peer, PathBuf, String)> {
+    Peer::ALL
+        .iter()
+        .filter_map(|p| {
+            let path = procs::find_program(p.program())?;
+            let flag = match p {
+                Peer::Nginx | Peer::Haproxy => "-v",
+                Peer::Envoy => "--version",
+            };
+            let out = Command::new(&path).arg(flag).output().ok()?;
+            let text = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let version = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or(p.program())
+                .trim_start_matches("nginx version: ")
+                .replace("HAProxy version ", "HAProxy/");
+            // `HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://…`: name and version.
+            let version = match p {
+                Peer::Haproxy => version.split(' ').next().unwrap_or_default().to_owned(),
+                _ => version,
+            };
+            Some((*p, path, version))
+        })
+        .collect()
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn machine(peers: &[(Peer, PathBuf, String)], load_start: String) -> Machine {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    Machine {
+        cpu,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default(),
+        hopwise: env!("CARGO_PKG_VERSION").to_owned(),
+        peers: peers
+            .iter()
+            .map(|(p, path, v)| PeerInfo {
+                name: p.program().to_owned(),
+                path: path.display().to_string(),
+                version: v.clone(),
+            })
+            .collect(),
+        load_start,
+        load_end: load_average(),
+    }
+}
+
+/// An error and its causes on one line.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        s.push_str(": ");
+        s.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    s
+}
+
+/// Runs the whole benchmark.
+pub fn run(a: &HopsArgs) -> Result<Report, BenchError> {
+    let plan = plan(a)?;
+    let load_start = load_average();
+    let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
+    let taskset = if plan.pinned {
+        Some(procs::find_program("taskset").ok_or_else(|| {
+            BenchError::Failed(
+                "--pin needs `taskset` (util-linux), which is not installed here: \
+                 `apt-get install util-linux`, or run without --pin"
+                    .into(),
+            )
+        })?)
+    } else {
+        None
+    };
+    let peers = if plan.peers {
+        detect_peers()
+    } else {
+        Vec::new()
+    };
+    let sup = Supervisor::new()?;
+    let dir = tempfile::Builder::new()
+        .prefix("hopwise-bench-")
+        .tempdir()
+        .map_err(io("cannot create a temporary directory"))?;
+    let bench = Bench {
+        sup: &sup,
+        exe,
+        taskset,
+        dir: dir.path().to_owned(),
+        plan: plan.clone(),
+        clk_tck: procs::clock_ticks(),
+        peers: peers
+            .iter()
+            .map(|(p, path, _)| (*p, path.clone()))
+            .collect(),
+    };
+    for hop in 1..=plan.max_hops {
+        bench.write_certs(hop)?;
+    }
+    let mut systems = vec![System::Hopwise];
+    systems.extend(peers.iter().map(|(p, _, _)| peer_system(*p)));
+    let configs = configurations(&systems, &plan.modes, plan.max_hops);
+
+    let bar = ProgressBar::new((configs.len() * plan.runs) as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:32}] {pos}/{len} configurations, eta {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let mut samples = Vec::new();
+    for run in 0..plan.runs {
+        for i in rotation(configs.len(), run, plan.runs) {
+            let c = configs[i];
+            bar.set_message(format!("run {}/{}: {}", run + 1, plan.runs, c.label()));
+            let sample = bench.measure(&c, run);
+            let sample = match sample {
+                Ok(s) => s,
+                Err(e) => {
+                    bar.abandon();
+                    return Err(match e {
+                        _ if sup.interrupted() => BenchError::Interrupted,
+                        BenchError::Interrupted => e,
+                        BenchError::Start { name, why, stderr } => BenchError::Start {
+                            name: format!("{} (run {}): {name}", c.label(), run + 1),
+                            why,
+                            stderr,
+                        },
+                        other => {
+                            let why = with_sources(&other);
+                            BenchError::Failed(format!("{} (run {}): {why}", c.label(), run + 1))
+                        }
+                    });
+                }
+            };
+            samples.push(sample);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(report::summarise(
+        machine(&peers, load_start),
+        plan,
+        &configs,
+        samples,
+    ))
+}
+
+struct Bench<'a> {
+    sup: &'a Supervisor,
+    exe: PathBuf,
+    taskset: Option<PathBuf>,
+    dir: PathBuf,
+    plan: Plan,
+    clk_tck: f64,
+    peers: Vec<(Peer, PathBuf)>,
+}
+
+/// The processes of one measurement; all killed when it is dropped.
+struct Running<'a> {
+    sup: &'a Supervisor,
+    procs: Vec<Proc>,
+    /// Indices into `procs` of the proxies, in chain order (out1, in1, out2, …).
+    proxies: Vec<usize>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        for p in &self.procs {
+            self.sup.kill(p.pid);
+        }
+    }
+}
+
+impl Running<'_> {
+    fn proxy_stderr(&self) -> String {
+        let mut s = String::new();
+        for &i in &self.proxies {
+            let p = &self.procs[i];
+            let tail = p.stderr_tail(8);
+            if !tail.trim().is_empty() {
+                s.push_str(&format!("\n--- {} (stderr) ---\n{tail}", p.name));
+            }
+        }
+        s
+    }
+}
+
+impl Bench<'_> {
+    fn certs_dir(&self, hop: usize) -> PathBuf {
+        self.dir.join("certs").join(format!("hop-{hop}"))
+    }
+
+    /// The hop's CA and certificates (as `hopwise certs` writes them) and HAProxy's bundles.
+    fn write_certs(&self, hop: usize) -> Result<(), BenchError> {
+        let any = SocketAddr::from(([127, 0, 0, 1], 1));
+        let ports = HopPorts {
+            out: any,
+            inbound: SocketAddr::from(([127, 0, 0, 1], 2)),
+            app: SocketAddr::from(([127, 0, 0, 1], 3)),
+        };
+        let dir = self.certs_dir(hop);
+        let mesh = Mesh::from_yaml(&layout::hop_mesh(hop, &ports, &dir)).map_err(|d| {
+            BenchError::Failed(format!(
+                "the bench wrote an invalid mesh file (a bug): {}",
+                d.render("hop.yaml")
+            ))
+        })?;
+        hopwise_proxy::certs::write_dev_certs(&mesh, &dir)
+            .map_err(|e| BenchError::Failed(format!("cannot write the hop certificates: {e}")))?;
+        let c = HopCerts::in_dir(&dir);
+        for (bundle, cert, key) in [
+            (&c.caller_bundle, &c.caller_cert, &c.caller_key),
+            (&c.callee_bundle, &c.callee_cert, &c.callee_key),
+        ] {
+            let read = |p: &Path| {
+                std::fs::read_to_string(p).map_err(io(format!("cannot read {}", p.display())))
+            };
+            let text = read(cert)? + &read(key)?;
+            std::fs::write(bundle, text)
+                .map_err(io(format!("cannot write {}", bundle.display())))?;
+        }
+        Ok(())
+    }
+
+    /// A command for `program`, under `taskset -c 0` when pinned.
+    fn command(&self, program: &Path) -> Command {
+        match &self.taskset {
+            Some(t) => {
+                let mut c = Command::new(t);
+                c.arg("-c").arg("0").arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    }
+
+    fn spawn(
+        &self,
+        running: &mut Running<'_>,
+        name: String,
+        cmd: Command,
+        log: &Path,
+        proxy: bool,
+    ) -> Result<usize, BenchError> {
+        let (p, _) = self.sup.spawn(&name, cmd, log, false)?;
+        running.procs.push(p);
+        let i = running.procs.len() - 1;
+        if proxy {
+            running.proxies.push(i);
+        }
+        Ok(i)
+    }
+
+    fn measure(&self, c: &Config, run: usize) -> Result<Sample, BenchError> {
+        let slug = match c.mode {
+            None => "direct".to_owned(),
+            Some(m) => format!("{}-{}-{}", c.system.name(), m.name(), c.hops),
+        };
+        let cdir = self.dir.join("runs").join(&slug);
+        std::fs::create_dir_all(&cdir).map_err(io(format!("cannot create {}", cdir.display())))?;
+        let mut running = Running {
+            sup: self.sup,
+            procs: Vec::new(),
+            proxies: Vec::new(),
+        };
+        let backend = procs::free_ports(1)?[0];
+        let mut cmd = self.command(&self.exe);
+        cmd.args(["bench", "backend", "--listen"])
+            .arg(backend.to_string());
+        let b = self.spawn(
+            &mut running,
+            "the bench backend".into(),
+            cmd,
+            &cdir.join("backend.stderr"),
+            false,
+        )?;
+        let mut waits = vec![(b, backend)];
+        let entry = if c.hops == 0 {
+            backend
+        } else {
+            let ports = procs::free_ports(2 * c.hops)?;
+            let hops = layout::chain(&ports, backend);
+            let mode = c.mode.unwrap_or(Mode::Mtls);
+            for (k0, hop) in hops.iter().enumerate() {
+                for (side, i) in self.start_hop(&mut running, c.system, mode, k0 + 1, hop, &cdir)? {
+                    waits.push((
+                        i,
+                        match side {
+                            Side::Out => hop.out,
+                            Side::In => hop.inbound,
+                        },
+                    ));
+                }
+            }
+            hops[0].out
+        };
+        for (i, addr) in waits {
+            self.sup.wait_listening(&running.procs[i], addr)?;
+        }
+        let latency = self.client_latency(&running, entry, &cdir)?;
+        let (cpu, rate_errors) = if c.hops > 0 {
+            let (cpu, r) = self.client_rate(&running, entry, &cdir)?;
+            (Some(cpu), Some(r))
+        } else {
+            (None, None)
+        };
+        let rss_kib = running
+            .proxies
+            .iter()
+            .map(|&i| {
+                procs::tree(running.procs[i].pid)
+                    .iter()
+                    .filter_map(|p| procs::vm_hwm_kib(*p))
+                    .sum()
+            })
+            .collect();
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Ok(Sample {
+            run,
+            config: *c,
+            requests: latency.requests,
+            p50_us: us(latency.p50_ns),
+            p90_us: us(latency.p90_ns),
+            p99_us: us(latency.p99_ns),
+            mean_us: latency.mean_ns / 1000.0,
+            max_us: us(latency.max_ns),
+            cpu,
+            rss_kib,
+            reconnects: latency.reconnects,
+            errors: latency.errors + rate_errors.as_ref().map_or(0, |r| r.errors),
+            first_error: latency
+                .first_error
+                .clone()
+                .or_else(|| rate_errors.and_then(|r| r.first_error)),
+        })
+    }
+
+    /// Starts both sides of hop `k`; returns which process listens for which side.
+    fn start_hop(
+        &self,
+        running: &mut Running<'_>,
+        system: System,
+        mode: Mode,
+        k: usize,
+        hop: &HopPorts,
+        cdir: &Path,
+    ) -> Result<Vec<(Side, usize)>, BenchError> {
+        let certs = HopCerts::in_dir(&self.certs_dir(k));
+        let workers = self.plan.workers.to_string();
+        let mut started = Vec::new();
+        match system {
+            System::Direct => {}
+            System::Hopwise => {
+                let mesh = cdir.join(format!("hop-{k}.yaml"));
+                std::fs::write(&mesh, layout::hop_mesh(k, hop, &certs.dir))
+                    .map_err(io(format!("cannot write {}", mesh.display())))?;
+                for (side, service) in [(Side::Out, CALLER), (Side::In, CALLEE)] {
+                    let mut cmd = self.command(&self.exe);
+                    cmd.arg("proxy").arg("--config").arg(&mesh).args([
+                        "--service",
+                        service,
+                        "--workers",
+                        &workers,
+                    ]);
+                    if mode == Mode::Plain {
+                        cmd.arg("--plaintext");
+                    }
+                    let name = format!("hopwise proxy (hop {k}, {} side)", side.name());
+                    let log = cdir.join(format!("hop-{k}-{}.stderr", side.name()));
+                    started.push((side, self.spawn(running, name, cmd, &log, true)?));
+                }
+            }
+            System::Nginx | System::Haproxy | System::Envoy => {
+                let Some((peer, program)) =
+                    self.peers.iter().find(|(p, _)| peer_system(*p) == system)
+                else {
+                    return Err(BenchError::Failed(format!(
+                        "{} is not installed",
+                        system.name()
+                    )));
+                };
+                for side in [Side::Out, Side::In] {
+                    let sdir = cdir.join(format!("hop-{k}-{}", side.name()));
+                    std::fs::create_dir_all(&sdir)
+                        .map_err(io(format!("cannot create {}", sdir.display())))?;
+                    let conf = sdir.join(peer.config_file(side));
+                    let text = peer.config(side, hop, mode, &certs, self.plan.workers, &sdir);
+                    std::fs::write(&conf, text)
+                        .map_err(io(format!("cannot write {}", conf.display())))?;
+                    let mut cmd = self.command(program);
+                    cmd.args(peer.args(&conf, &sdir, self.plan.workers));
+                    let name = format!(
+                        "{} (hop {k}, {} side; {})",
+                        peer.program(),
+                        side.name(),
+                        conf.display()
+                    );
+                    let log = sdir.join("stderr");
+                    started.push((side, self.spawn(running, name, cmd, &log, true)?));
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    fn client_command(&self, entry: SocketAddr) -> Command {
+        let mut cmd = self.command(&self.exe);
+        cmd.args(["bench", "client", "--target"])
+            .arg(entry.to_string());
+        cmd
+    }
+
+    /// Runs the client to its end; its JSON result, or why it failed with the proxies' stderr.
+    fn finish_client(
+        &self,
+        running: &Running<'_>,
+        client: &Proc,
+        last_line: &str,
+    ) -> Result<ClientResult, BenchError> {
+        let status = self.sup.wait(client.pid)?;
+        self.sup.check()?;
+        let failed = |why: String| {
+            BenchError::Failed(format!(
+                "the bench client failed: {why}{}",
+                running.proxy_stderr()
+            ))
+        };
+        if !status.success() {
+            return Err(failed(format!(
+                "{status}: {}",
+                client.stderr_tail(10).trim()
+            )));
+        }
+        let r: ClientResult = serde_json::from_str(last_line.trim())
+            .map_err(|e| failed(format!("unreadable result `{}`: {e}", last_line.trim())))?;
+        // A rare failure is the chain's business (and reported); more than 1 % is broken.
+        if r.errors * 100 > r.requests + r.errors || r.requests == 0 {
+            return Err(failed(format!(
+                "{} of {} request(s) failed; the first: {}",
+                r.errors,
+                r.requests + r.errors,
+                r.first_error.as_deref().unwrap_or("?")
+            )));
+        }
+        Ok(r)
+    }
+
+    fn client_latency(
+        &self,
+        running: &Running<'_>,
+        entry: SocketAddr,
+        cdir: &Path,
+    ) -> Result<ClientResult, BenchError> {
+        let mut cmd = self.client_command(entry);
+        cmd.arg("--requests")
+            .arg(self.plan.requests.to_string())
+            .arg("--warmup")
+            .arg(self.plan.warmup.to_string());
+        let (client, stdout) =
+            self.sup
+                .spawn("the bench client", cmd, &cdir.join("client.stderr"), true)?;
+        let mut text = String::new();
+        if let Some(mut s) = stdout {
+            let _ = s.read_to_string(&mut text);
+        }
+        let last = text.lines().last().unwrap_or_default().to_owned();
+        self.finish_client(running, &client, &last)
+    }
+
+    fn client_rate(
+        &self,
+        running: &Running<'_>,
+        entry: SocketAddr,
+        cdir: &Path,
+    ) -> Result<(CpuSample, ClientResult), BenchError> {
+        let duration = Duration::from_secs_f64(self.plan.duration_s);
+        let warm = (duration / 5).min(Duration::from_secs(1));
+        let mut cmd = self.client_command(entry);
+        cmd.arg("--rate")
+            .arg(self.plan.rate.to_string())
+            .arg("--duration")
+            .arg(format!("{}us", duration.as_micros()))
+            .arg("--warmup-time")
+            .arg(format!("{}us", warm.as_micros()));
+        let (client, stdout) = self.sup.spawn(
+            "the bench client",
+            cmd,
+            &cdir.join("client-rate.stderr"),
+            true,
+        )?;
+        let trees: Vec<Vec<u32>> = running
+            .proxies
+            .iter()
+            .map(|&i| procs::tree(running.procs[i].pid))
+            .collect();
+        let mut before = None;
+        let mut after = None;
+        let mut last = String::new();
+        if let Some(s) = stdout {
+            for line in BufReader::new(s).lines() {
+                let Ok(line) = line else { break };
+                if line.trim() == "start" {
+                    before = Some((
+                        Instant::now(),
+                        trees
+                            .iter()
+                            .map(|t| procs::tree_cpu_ticks(t))
+                            .collect::<Vec<_>>(),
+                    ));
+                } else if line.trim_start().starts_with('{') {
+                    after = Some((
+                        Instant::now(),
+                        trees
+                            .iter()
+                            .map(|t| procs::tree_cpu_ticks(t))
+                            .collect::<Vec<_>>(),
+                    ));
+                    last = line;
+                }
+            }
+        }
+        let r = self.finish_client(running, &client, &last)?;
+        let (Some((t0, b)), Some((t1, a))) = (before, after) else {
+            return Err(BenchError::Failed(
+                "the bench client did not report its measured phase".into(),
+            ));
+        };
+        let wall = t1.duration_since(t0).as_secs_f64().max(1e-9);
+        let cpu = CpuSample {
+            rate: r.requests as f64 / wall,
+            seconds: wall,
+            cores: a
+                .iter()
+                .zip(&b)
+                .map(|(a, b)| a.saturating_sub(*b) as f64 / self.clk_tck / wall)
+                .collect(),
+            connections: r.connections,
+            missed: r.missed,
+            reconnects: r.reconnects,
+        };
+        Ok((cpu, r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> HopsArgs {
+        HopsArgs {
+            runs: None,
+            requests: None,
+            rate: 1000,
+            duration: None,
+            max_hops: None,
+            workers: 2,
+            modes: vec![Mode::Mtls, Mode::Plain],
+            pin: false,
+            peers: false,
+            json: false,
+            svg: PathBuf::from("x.svg"),
+            quick: false,
+            warmup: None,
+        }
+    }
+
+    #[test]
+    fn defaults_and_the_quick_preset() {
+        let p = plan(&args()).unwrap();
+        assert_eq!(
+            (p.runs, p.requests, p.warmup, p.max_hops),
+            (5, 4000, 400, 4)
+        );
+        assert_eq!(p.duration_s, 10.0);
+        assert_eq!(p.modes, vec![Mode::Plain, Mode::Mtls]);
+        let q = plan(&HopsArgs {
+            quick: true,
+            ..args()
+        })
+        .unwrap();
+        assert_eq!((q.runs, q.requests, q.warmup, q.max_hops), (1, 300, 50, 2));
+        assert_eq!(q.duration_s, 1.0);
+        let q1 = plan(&HopsArgs {
+            quick: true,
+            max_hops: Some(1),
+            ..args()
+        })
+        .unwrap();
+        assert_eq!(q1.max_hops, 1);
+        assert!(
+            plan(&HopsArgs {
+                max_hops: Some(0),
+                ..args()
+            })
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn configurations_share_one_zero_hop_point() {
+        let c = configurations(
+            &[System::Hopwise, System::Nginx],
+            &[Mode::Plain, Mode::Mtls],
+            2,
+        );
+        assert_eq!(c.len(), 1 + 2 * 2 * 2);
+        assert_eq!(c[0], Config::DIRECT);
+        assert_eq!(c.iter().filter(|c| c.hops == 0).count(), 1);
+        assert_eq!(c[1].label(), "hopwise plain 1 hop");
+        assert_eq!(c[8].label(), "nginx mtls 2 hops");
+    }
+}

@@ -1,0 +1,406 @@
+//! The two ends of every chain, compiled and light so that they are not what is measured:
+//! a minimal hyper HTTP/1.1 backend answering 200 with a small body, and a hyper HTTP/1.1
+//! keep-alive client. Each runs on one current-thread runtime, as its own process.
+//!
+//! The client speaks to its parent in lines on stdout: in latency mode one JSON
+//! [`ClientResult`]; in rate mode `start` when the measured phase begins, then the JSON.
+
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::{BackendArgs, BenchError, ClientArgs, io};
+
+/// What the backend answers: small, like a health check or a cache hit.
+pub const BODY: &[u8] = b"hello from the hopwise bench backend\n";
+
+/// Most connections the rate client opens (it needs more than one only when a request is
+/// still in flight at the next tick).
+const MAX_CONNECTIONS: usize = 256;
+
+fn runtime() -> Result<tokio::runtime::Runtime, BenchError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("cannot start a runtime"))
+}
+
+/// `hopwise bench backend --listen ADDR`: serves until killed.
+pub fn backend(args: &BackendArgs, out: &mut dyn Write) -> Result<(), BenchError> {
+    runtime()?.block_on(async {
+        let what = || format!("cannot listen on {}", args.listen);
+        let socket = match args.listen {
+            SocketAddr::V4(_) => TcpSocket::new_v4(),
+            SocketAddr::V6(_) => TcpSocket::new_v6(),
+        }
+        .map_err(io(what()))?;
+        socket.set_reuseaddr(true).map_err(io(what()))?;
+        socket.bind(args.listen).map_err(io(what()))?;
+        let listener = socket.listen(1024).map_err(io(what()))?;
+        let _ = writeln!(out, "backend listening on {}", args.listen);
+        let _ = out.flush();
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            tokio::spawn(async move {
+                let svc = service_fn(|_req: Request<Incoming>| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(BODY))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+    })
+}
+
+/// What a client run measured. Latencies in nanoseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientResult {
+    /// Measured requests that got a 200.
+    pub requests: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// Rate mode: ticks skipped because every connection was busy (the chain stalled).
+    pub missed: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    /// Length of the measured phase.
+    pub elapsed_s: f64,
+    /// Connections opened.
+    pub connections: usize,
+    /// Requests sent again on a new connection because the server had closed the old one
+    /// before they went out (not errors; not in the latency histogram).
+    pub reconnects: u64,
+}
+
+type Sender = SendRequest<Empty<Bytes>>;
+
+fn histogram() -> Result<Histogram<u64>, BenchError> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3)
+        .map_err(|e| BenchError::Failed(format!("cannot make a histogram: {e}")))
+}
+
+async fn connect(target: SocketAddr) -> Result<Sender, String> {
+    let tcp = TcpStream::connect(target)
+        .await
+        .map_err(|e| format!("cannot connect to {target}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("HTTP/1.1 handshake with {target} failed: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(send)
+}
+
+/// Why a request failed: never sent (the server had closed the kept-alive connection), or
+/// sent and failed.
+#[derive(Debug)]
+enum Failure {
+    NotSent(String),
+    Failed(String),
+}
+
+/// One request; `Err` with a readable reason unless the answer is 200.
+async fn request(send: &mut Sender) -> Result<(), Failure> {
+    send.ready()
+        .await
+        .map_err(|e| Failure::NotSent(format!("the connection closed: {e}")))?;
+    let req = Request::get("/")
+        .header(header::HOST, "backend")
+        .body(Empty::new())
+        .map_err(|e| Failure::Failed(e.to_string()))?;
+    let resp = send.send_request(req).await.map_err(|e| {
+        if e.is_canceled() {
+            Failure::NotSent(format!(
+                "the connection closed before the request was sent: {e}"
+            ))
+        } else {
+            Failure::Failed(format!("request failed: {e}"))
+        }
+    })?;
+    let status = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| Failure::Failed(format!("reading the body failed: {e}")))?
+        .to_bytes();
+    if status != StatusCode::OK {
+        return Err(Failure::Failed(format!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// A request, sent once more on a new connection when the server had closed the kept-alive one
+/// before it went out — what pooled HTTP clients do (hyper's legacy client by default). `Ok`
+/// says whether it reconnected.
+async fn request_or_reconnect(send: &mut Sender, target: SocketAddr) -> Result<bool, String> {
+    match request(send).await {
+        Ok(()) => Ok(false),
+        Err(Failure::Failed(e)) => Err(e),
+        Err(Failure::NotSent(first)) => {
+            *send = connect(target)
+                .await
+                .map_err(|e| format!("{first}; then {e}"))?;
+            match request(send).await {
+                Ok(()) => Ok(true),
+                Err(Failure::NotSent(e) | Failure::Failed(e)) => Err(e),
+            }
+        }
+    }
+}
+
+fn result(
+    h: &Histogram<u64>,
+    errors: u64,
+    first_error: Option<String>,
+    elapsed: Duration,
+    connections: usize,
+) -> ClientResult {
+    ClientResult {
+        requests: h.len(),
+        errors,
+        first_error,
+        missed: 0,
+        p50_ns: h.value_at_quantile(0.50),
+        p90_ns: h.value_at_quantile(0.90),
+        p99_ns: h.value_at_quantile(0.99),
+        max_ns: h.max(),
+        mean_ns: h.mean(),
+        elapsed_s: elapsed.as_secs_f64(),
+        connections,
+        reconnects: 0,
+    }
+}
+
+fn emit(out: &mut dyn Write, line: &str) -> Result<(), BenchError> {
+    writeln!(out, "{line}")
+        .and_then(|()| out.flush())
+        .map_err(io("cannot write to the bench"))
+}
+
+/// `hopwise bench client …`: latency mode (`--requests`) or rate mode (`--rate --duration`).
+pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), BenchError> {
+    let rt = runtime()?;
+    let r = match (args.requests, args.rate, args.duration) {
+        (Some(n), _, _) => rt.block_on(latency(args.target, args.warmup, n))?,
+        (None, Some(rate), Some(d)) => {
+            let warm = args.warmup_time.map(|d| d.get()).unwrap_or_default();
+            rt.block_on(at_rate(args.target, rate, warm, d.get(), out))?
+        }
+        _ => {
+            return Err(BenchError::Failed(
+                "say --requests N (latency), or --rate R --duration D".into(),
+            ));
+        }
+    };
+    let json = serde_json::to_string(&r)
+        .map_err(|e| BenchError::Failed(format!("cannot render the result: {e}")))?;
+    emit(out, &json)
+}
+
+/// One request at a time on one connection: nothing queues, each time is the path's own.
+/// A failed request is counted (the parent decides how many are too many) and the
+/// connection is replaced if it closed.
+async fn latency(target: SocketAddr, warmup: u64, n: u64) -> Result<ClientResult, BenchError> {
+    let mut h = histogram()?;
+    let mut send = connect(target).await.map_err(BenchError::Failed)?;
+    let mut errors = 0;
+    let mut reconnects = 0;
+    let mut first_error = None;
+    let mut start = Instant::now();
+    for i in 0..warmup + n {
+        if i == warmup {
+            start = Instant::now();
+        }
+        if send.is_closed() {
+            send = connect(target).await.map_err(BenchError::Failed)?;
+        }
+        let t = Instant::now();
+        match request_or_reconnect(&mut send, target).await {
+            Ok(false) if i >= warmup => {
+                let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+                let _ = h.record(ns.max(1));
+            }
+            Ok(false) => {}
+            Ok(true) => reconnects += 1,
+            Err(e) => {
+                errors += 1;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Ok(ClientResult {
+        reconnects,
+        ..result(&h, errors, first_error, start.elapsed(), 1)
+    })
+}
+
+#[derive(Default)]
+struct RateState {
+    idle: Mutex<Vec<Sender>>,
+    hist: Mutex<Option<Histogram<u64>>>,
+    errors: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    opened: AtomicU64,
+    missed: AtomicU64,
+    reconnects: AtomicU64,
+}
+
+impl RateState {
+    fn take_idle(&self) -> Option<Sender> {
+        let mut idle = self.idle.lock().ok()?;
+        while let Some(s) = idle.pop() {
+            if !s.is_closed() {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    fn fail(&self, e: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut f) = self.first_error.lock()
+            && f.is_none()
+        {
+            *f = Some(e);
+        }
+    }
+}
+
+/// Requests started on a fixed schedule (open loop), on as many kept-alive connections as are
+/// needed to keep it.
+async fn at_rate(
+    target: SocketAddr,
+    rate: u64,
+    warmup: Duration,
+    duration: Duration,
+    out: &mut dyn Write,
+) -> Result<ClientResult, BenchError> {
+    let state = Arc::new(RateState::default());
+    let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    if !warmup.is_zero() {
+        phase(&state, target, period, warmup, false).await;
+    }
+    if let Ok(mut h) = state.hist.lock() {
+        *h = Some(histogram()?);
+    }
+    state.errors.store(0, Ordering::Relaxed);
+    state.missed.store(0, Ordering::Relaxed);
+    state.reconnects.store(0, Ordering::Relaxed);
+    emit(out, "start")?;
+    let start = Instant::now();
+    phase(&state, target, period, duration, true).await;
+    let elapsed = start.elapsed();
+    let h = state
+        .hist
+        .lock()
+        .ok()
+        .and_then(|mut h| h.take())
+        .map_or_else(histogram, Ok)?;
+    let first = state.first_error.lock().ok().and_then(|f| f.clone());
+    Ok(ClientResult {
+        missed: state.missed.load(Ordering::Relaxed),
+        reconnects: state.reconnects.load(Ordering::Relaxed),
+        ..result(
+            &h,
+            state.errors.load(Ordering::Relaxed),
+            first,
+            elapsed,
+            state.opened.load(Ordering::Relaxed) as usize,
+        )
+    })
+}
+
+async fn phase(
+    state: &Arc<RateState>,
+    target: SocketAddr,
+    period: Duration,
+    length: Duration,
+    record: bool,
+) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let end = Instant::now() + length;
+    let mut inflight = tokio::task::JoinSet::new();
+    loop {
+        tick.tick().await;
+        if Instant::now() >= end {
+            break;
+        }
+        while inflight.try_join_next().is_some() {}
+        let send = match state.take_idle() {
+            Some(s) => s,
+            None if state.opened.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS => {
+                // Every connection is waiting on the chain: not a failed request, a stall.
+                if record {
+                    state.missed.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
+            }
+            None => match connect(target).await {
+                Ok(s) => {
+                    state.opened.fetch_add(1, Ordering::Relaxed);
+                    s
+                }
+                Err(e) => {
+                    state.fail(e);
+                    continue;
+                }
+            },
+        };
+        let state = state.clone();
+        inflight.spawn(async move {
+            let mut send = send;
+            let t = Instant::now();
+            match request_or_reconnect(&mut send, target).await {
+                Ok(reconnected) => {
+                    if reconnected {
+                        state.reconnects.fetch_add(1, Ordering::Relaxed);
+                        state.opened.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if record {
+                        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+                        if let Ok(mut h) = state.hist.lock()
+                            && let Some(h) = h.as_mut()
+                        {
+                            let _ = h.record(ns.max(1));
+                        }
+                    }
+                    if let Ok(mut idle) = state.idle.lock() {
+                        idle.push(send);
+                    }
+                }
+                Err(e) => state.fail(e),
+            }
+        });
+    }
+    while inflight.join_next().await.is_some() {}
+}

@@ -1,0 +1,420 @@
+//! The bench's child processes and what `/proc` says about them. A [`Supervisor`] owns every
+//! child: it kills them all when dropped (the end of a measurement, or an error) and on
+//! Ctrl-C/SIGTERM, so no process outlives the bench. Children run in their own process group,
+//! so a terminal's Ctrl-C reaches only the bench, which then stops them itself.
+//!
+//! CPU is `utime + stime` from `/proc/<pid>/stat`, peak memory `VmHWM` from
+//! `/proc/<pid>/status`, both summed over a process and its descendants (nginx's workers).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{BenchError, io};
+
+/// How long a process may take to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct Shared {
+    children: Mutex<HashMap<u32, Child>>,
+    interrupted: AtomicBool,
+}
+
+impl Shared {
+    fn children(&self) -> MutexGuard<'_, HashMap<u32, Child>> {
+        match self.children.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    fn kill_all(&self) {
+        let mut children = self.children();
+        for (pid, child) in children.iter_mut() {
+            kill_group(*pid, child);
+        }
+        for (_, mut child) in children.drain() {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Owns the children; see the module docs.
+#[derive(Debug)]
+pub struct Supervisor {
+    shared: Arc<Shared>,
+}
+
+/// A started child, by pid (the [`Supervisor`] holds the handle).
+#[derive(Debug, Clone)]
+pub struct Proc {
+    pub name: String,
+    pub pid: u32,
+    pub stderr: PathBuf,
+}
+
+impl Proc {
+    /// What the process wrote to stderr, at most the last `lines` lines.
+    pub fn stderr_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Supervisor {
+    /// Starts the signal watcher: on Ctrl-C or SIGTERM every child is killed and
+    /// [`Supervisor::interrupted`] turns true.
+    pub fn new() -> Result<Self, BenchError> {
+        let shared = Arc::new(Shared::default());
+        let watcher = shared.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(io("cannot start the signal watcher"))?;
+        std::thread::Builder::new()
+            .name("bench-signals".into())
+            .spawn(move || {
+                rt.block_on(async {
+                    use tokio::signal::unix::{SignalKind, signal};
+                    match signal(SignalKind::terminate()) {
+                        Ok(mut term) => {
+                            tokio::select! {
+                                _ = term.recv() => {}
+                                _ = tokio::signal::ctrl_c() => {}
+                            }
+                        }
+                        Err(_) => {
+                            let _ = tokio::signal::ctrl_c().await;
+                        }
+                    }
+                });
+                watcher.interrupted.store(true, Ordering::SeqCst);
+                watcher.kill_all();
+            })
+            .map_err(io("cannot start the signal watcher"))?;
+        Ok(Supervisor { shared })
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.shared.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// `Err(Interrupted)` once Ctrl-C was pressed.
+    pub fn check(&self) -> Result<(), BenchError> {
+        if self.interrupted() {
+            Err(BenchError::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Starts `cmd` with stderr to `stderr` and stdout to a pipe (returned) or nowhere.
+    pub fn spawn(
+        &self,
+        name: &str,
+        mut cmd: Command,
+        stderr: &Path,
+        pipe_stdout: bool,
+    ) -> Result<(Proc, Option<ChildStdout>), BenchError> {
+        self.check()?;
+        let err_file =
+            File::create(stderr).map_err(io(format!("cannot create {}", stderr.display())))?;
+        cmd.stdin(Stdio::null())
+            .stderr(err_file)
+            .stdout(if pipe_stdout {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .process_group(0);
+        let program = cmd.get_program().to_string_lossy().into_owned();
+        let mut children = self.shared.children();
+        // Checked again under the lock: the watcher kills what is registered, nothing later.
+        self.check()?;
+        let mut child = cmd
+            .spawn()
+            .map_err(io(format!("cannot start {name} ({program})")))?;
+        let stdout = child.stdout.take();
+        let pid = child.id();
+        children.insert(pid, child);
+        Ok((
+            Proc {
+                name: name.to_owned(),
+                pid,
+                stderr: stderr.to_owned(),
+            },
+            stdout,
+        ))
+    }
+
+    /// `Some(status)` if the process has exited.
+    pub fn exited(&self, pid: u32) -> Option<ExitStatus> {
+        let mut children = self.shared.children();
+        match children.get_mut(&pid) {
+            Some(c) => c.try_wait().ok().flatten(),
+            None => None,
+        }
+    }
+
+    /// Waits for a process that is expected to exit by itself (the client).
+    pub fn wait(&self, pid: u32) -> Result<ExitStatus, BenchError> {
+        loop {
+            if let Some(status) = self.exited(pid) {
+                self.shared.children().remove(&pid);
+                return Ok(status);
+            }
+            if !self.shared.children().contains_key(&pid) {
+                self.check()?;
+                return Err(BenchError::Failed(format!("process {pid} is gone")));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Kills and reaps one process.
+    pub fn kill(&self, pid: u32) {
+        let child = self.shared.children().remove(&pid);
+        if let Some(mut c) = child {
+            kill_group(pid, &mut c);
+            let _ = c.wait();
+        }
+    }
+
+    /// Waits until `proc` accepts TCP connections on `addr`; its stderr if it dies first.
+    pub fn wait_listening(&self, proc: &Proc, addr: SocketAddr) -> Result<(), BenchError> {
+        let start = Instant::now();
+        loop {
+            self.check()?;
+            if let Some(status) = self.exited(proc.pid) {
+                return Err(BenchError::Start {
+                    name: proc.name.clone(),
+                    why: format!("it exited ({status}) before listening on {addr}"),
+                    stderr: proc.stderr_tail(40),
+                });
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if start.elapsed() > START_TIMEOUT {
+                return Err(BenchError::Start {
+                    name: proc.name.clone(),
+                    why: format!("it did not listen on {addr} within {START_TIMEOUT:?}"),
+                    stderr: proc.stderr_tail(40),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// SIGKILL to the child's process group (it leads one: `process_group(0)`), then to the child.
+fn kill_group(pid: u32, child: &mut Child) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(p),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.kill();
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        self.shared.kill_all();
+    }
+}
+
+/// `count` distinct free ports on 127.0.0.1 (bound together, then released).
+pub fn free_ports(count: usize) -> Result<Vec<SocketAddr>, BenchError> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("cannot find a free port on 127.0.0.1"))?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("cannot find a free port on 127.0.0.1"))
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 where that fails, as on every Linux we know).
+pub fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name: index 0 is field 3 (state).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = text.rsplit_once(')')?.1;
+    Some(after.split_whitespace().map(str::to_owned).collect())
+}
+
+/// utime + stime of one process (all its threads, living and dead), in clock ticks.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let f = stat_fields(pid)?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// `pid` and all its descendants.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(ppid) = stat_fields(p).and_then(|f| f.get(1)?.parse::<u32>().ok()) {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() {
+        let parent = all[i];
+        all.extend(
+            parent_of
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    all
+}
+
+/// CPU ticks of a process tree.
+pub fn tree_cpu_ticks(pids: &[u32]) -> u64 {
+    pids.iter().filter_map(|p| cpu_ticks(*p)).sum()
+}
+
+/// `VmHWM` (peak resident set) of one process, in KiB.
+pub fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_status_kib(&text, "VmHWM:")
+}
+
+fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Looks for `program` on PATH, then in the sbin directories daemons live in.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_our_own_process() {
+        let me = std::process::id();
+        assert!(cpu_ticks(me).is_some());
+        assert!(vm_hwm_kib(me).unwrap() > 0);
+        assert_eq!(tree(me)[0], me);
+        assert!(clock_ticks() > 0.0);
+    }
+
+    #[test]
+    fn parses_status_lines() {
+        let s = "Name:\thopwise\nVmPeak:\t  10 kB\nVmHWM:\t    4321 kB\nVmRSS:\t 4000 kB\n";
+        assert_eq!(parse_status_kib(s, "VmHWM:"), Some(4321));
+        assert_eq!(parse_status_kib(s, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let p = free_ports(6).unwrap();
+        let mut ports: Vec<u16> = p.iter().map(|a| a.port()).collect();
+        ports.sort();
+        ports.dedup();
+        assert_eq!(ports.len(), 6);
+    }
+
+    #[test]
+    fn a_child_that_dies_is_reported_with_its_stderr() {
+        let sup = Supervisor::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo 'no such port' >&2; exit 3"]);
+        let (p, _) = sup
+            .spawn("broken", cmd, &dir.path().join("e"), false)
+            .unwrap();
+        let addr = free_ports(1).unwrap()[0];
+        let err = sup.wait_listening(&p, addr).unwrap_err().to_string();
+        assert!(err.contains("broken did not start"), "{err}");
+        assert!(err.contains("no such port"), "{err}");
+    }
+
+    #[test]
+    fn killing_a_child_kills_its_own_children_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let sup = Supervisor::new().unwrap();
+        let mut cmd = Command::new("sh");
+        // A parent that forks a worker, as nginx's master does.
+        cmd.args(["-c", "sleep 60 & wait"]);
+        let (p, _) = sup
+            .spawn("master", cmd, &dir.path().join("e"), false)
+            .unwrap();
+        let start = Instant::now();
+        let worker = loop {
+            if let Some(w) = tree(p.pid).get(1).copied() {
+                break w;
+            }
+            assert!(start.elapsed() < Duration::from_secs(5), "no worker");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        sup.kill(p.pid);
+        let start = Instant::now();
+        // The orphaned worker is reaped by init; until then it may be a zombie.
+        while stat_fields(worker).is_some_and(|f| f[0] != "Z") {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the worker survived"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn dropping_the_supervisor_kills_its_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid = {
+            let sup = Supervisor::new().unwrap();
+            let mut cmd = Command::new("sleep");
+            cmd.arg("60");
+            let (p, _) = sup
+                .spawn("sleep", cmd, &dir.path().join("e"), false)
+                .unwrap();
+            assert!(cpu_ticks(p.pid).is_some());
+            p.pid
+        };
+        // Reaped: no /proc entry left (not even a zombie).
+        assert!(cpu_ticks(pid).is_none());
+    }
+}

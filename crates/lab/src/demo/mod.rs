@@ -1,0 +1,160 @@
+//! `hopwise demo`: the seeds' scenarios run for real. [`retry_chain`] puts frontend's,
+//! checkout's and pricing's proxies in a row (real `hopwise proxy` processes) in front of an
+//! inventory that fails each way, under Istio's defaults and under hopwise's; [`loan_fee`] runs
+//! the seed "Service Mesh" measurement (a fee service over TLS, a thick loan service that does
+//! its own networking, a thin one behind a `hopwise proxy` sidecar).
+//!
+//! The parts: [`procs`] (the proxy processes, killed when dropped; `/metrics`), [`wire`] (small
+//! HTTP/1.1, h2c and TLS servers and clients), [`samples`] (inventory and fee, with counters),
+//! [`loan_thick`] and [`loan_thin`] (the two loan services, whose marked lines are counted).
+//! Everything but the proxies runs in this process, on one runtime. Results go to the writer
+//! it is given; progress lines go to stderr. Every process a demo starts is stopped when it
+//! ends, fails or is interrupted (Ctrl-C, SIGTERM).
+
+use std::io::Write;
+use std::path::Path;
+
+pub mod loan_fee;
+pub mod loan_thick;
+pub mod loan_thin;
+pub mod procs;
+pub mod retry_chain;
+pub mod samples;
+pub mod wire;
+
+/// `hopwise demo …`
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// The seed's retry chain: three proxies in a row in front of a failing inventory, under
+    /// Istio's defaults and hopwise's, counted by the proxies and by inventory; and the
+    /// timeout trap.
+    RetryChain(RetryChainArgs),
+    /// The seed's "Service Mesh" measurement: a thick loan service against a thin one behind a
+    /// hopwise sidecar, calling a fee service over TLS; three sidecar policies.
+    LoanFee(LoanFeeArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RetryChainArgs {
+    /// Checkouts per row.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub checkouts: u32,
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct LoanFeeArgs {
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why a demo could not run. The binary prints it with its sources.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{name} did not start: {why}{}", stderr_block(.stderr))]
+    Start {
+        name: String,
+        why: String,
+        stderr: String,
+    },
+    #[error("the mesh file the demo wrote was refused (a bug in the demo):\n{0}")]
+    Mesh(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("interrupted; every process the demo started has been stopped")]
+    Interrupted,
+}
+
+fn stderr_block(stderr: &str) -> String {
+    let s = stderr.trim_end();
+    if s.is_empty() {
+        " (it wrote nothing to stderr)".to_owned()
+    } else {
+        format!("\n--- its stderr ---\n{s}\n---")
+    }
+}
+
+/// `map_err` helper: an I/O error with what we were doing.
+pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
+    let what = what.into();
+    move |source| DemoError::Io { what, source }
+}
+
+/// Runs `hopwise demo …`, starting proxies from this executable (`hopwise` itself).
+pub fn run(args: Args, out: &mut dyn Write) -> Result<(), DemoError> {
+    let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
+    run_with(args, &exe, out)
+}
+
+/// Runs `hopwise demo …` with `hopwise` as the program that runs `hopwise proxy`.
+pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), DemoError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("cannot start the demo's runtime"))?;
+    let text = rt.block_on(async {
+        let work = async {
+            match args.command {
+                Command::RetryChain(a) => retry_chain::run(&a, hopwise).await,
+                Command::LoanFee(a) => loan_fee::run(&a, hopwise).await,
+            }
+        };
+        // Dropping `work` drops the processes it owns, which kills them.
+        tokio::select! {
+            r = work => r,
+            () = interrupted() => Err(DemoError::Interrupted),
+        }
+    })?;
+    // The servers' tasks end with the runtime.
+    drop(rt);
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(io("cannot write the results"))
+}
+
+/// Resolves on Ctrl-C or SIGTERM; never, if neither can be watched.
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                () = ctrl_c => {}
+            }
+        }
+        Err(_) => ctrl_c.await,
+    }
+}
+
+/// A progress line on stderr (the results go to stdout).
+pub(crate) fn progress(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+}
+
+/// Renders `value` as pretty JSON with a final newline.
+pub(crate) fn json_text<T: serde::Serialize>(value: &T) -> Result<String, DemoError> {
+    serde_json::to_string_pretty(value)
+        .map(|s| s + "\n")
+        .map_err(|e| DemoError::Failed(format!("cannot render the JSON: {e}")))
+}
