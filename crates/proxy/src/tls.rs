@@ -96,21 +96,23 @@ pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// Every certificate in a PEM file; an empty file is an error naming it.
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| TlsError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_owned(),
+        });
+    }
+    Ok(certs)
+}
+
 fn load(files: &CertFiles, provider: &Arc<CryptoProvider>) -> Result<Material, TlsError> {
-    let read_certs = |path: &Path| -> Result<Vec<CertificateDer<'static>>, TlsError> {
-        let certs = CertificateDer::pem_file_iter(path)
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|source| TlsError::Read {
-                path: path.to_owned(),
-                source,
-            })?;
-        if certs.is_empty() {
-            return Err(TlsError::NoCertificate {
-                path: path.to_owned(),
-            });
-        }
-        Ok(certs)
-    };
     let chain = read_certs(&files.cert)?;
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|source| TlsError::Read {
         path: files.key.clone(),
@@ -359,18 +361,7 @@ pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
 pub fn external_client_config(ca: &Path, alpn: &[u8]) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = provider();
     let mut roots = RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(ca)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|source| TlsError::Read {
-            path: ca.to_owned(),
-            source,
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate {
-            path: ca.to_owned(),
-        });
-    }
-    for c in certs {
+    for c in read_certs(ca)? {
         roots.add(c).map_err(|e| TlsError::Bundle {
             path: ca.to_owned(),
             reason: e.to_string(),
