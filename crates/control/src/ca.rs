@@ -211,21 +211,9 @@ impl Ca {
             what: what.to_owned(),
             reason,
         };
-        let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
-            .map_err(|e| cert_err(e.to_string()))?;
-        if pem.label != "CERTIFICATE" {
-            return Err(cert_err(format!(
-                "the PEM block is a `{}`, not a `CERTIFICATE`",
-                pem.label
-            )));
-        }
+        let pem = ca_pem(cert_pem, what)?;
         let (_, x509) = x509_parser::parse_x509_certificate(&pem.contents)
             .map_err(|e| cert_err(e.to_string()))?;
-        if !x509.is_ca() {
-            return Err(CaError::NotCa {
-                what: what.to_owned(),
-            });
-        }
         let validity = x509.validity();
         let not_before = system_time(validity.not_before.timestamp());
         let not_after = system_time(validity.not_after.timestamp());
@@ -262,25 +250,7 @@ impl Ca {
     /// This CA with another CA certificate trusted too (a root being introduced or retired
     /// during a rotation); the same root signs. `what` names the certificate for errors.
     pub fn trusting(&self, cert_pem: &str, place: Place, what: &str) -> Result<Ca, CaError> {
-        let cert_err = |reason: String| CaError::Certificate {
-            what: what.to_owned(),
-            reason,
-        };
-        let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
-            .map_err(|e| cert_err(e.to_string()))?;
-        if pem.label != "CERTIFICATE" {
-            return Err(cert_err(format!(
-                "the PEM block is a `{}`, not a `CERTIFICATE`",
-                pem.label
-            )));
-        }
-        let (_, x509) = x509_parser::parse_x509_certificate(&pem.contents)
-            .map_err(|e| cert_err(e.to_string()))?;
-        if !x509.is_ca() {
-            return Err(CaError::NotCa {
-                what: what.to_owned(),
-            });
-        }
+        let pem = ca_pem(cert_pem, what)?;
         let clean = pem_encode("CERTIFICATE", &pem.contents);
         let mut bundle = self.bundle.clone();
         if !bundle.contains(&clean) {
@@ -375,6 +345,30 @@ impl Ca {
             identity: identity.to_owned(),
         })
     }
+}
+
+/// One PEM CA certificate: a `CERTIFICATE` block that parses and says it is a CA.
+fn ca_pem(cert_pem: &str, what: &str) -> Result<x509_parser::pem::Pem, CaError> {
+    let cert_err = |reason: String| CaError::Certificate {
+        what: what.to_owned(),
+        reason,
+    };
+    let (_, pem) = x509_parser::pem::parse_x509_pem(cert_pem.as_bytes())
+        .map_err(|e| cert_err(e.to_string()))?;
+    if pem.label != "CERTIFICATE" {
+        return Err(cert_err(format!(
+            "the PEM block is a `{}`, not a `CERTIFICATE`",
+            pem.label
+        )));
+    }
+    let (_, x509) =
+        x509_parser::parse_x509_certificate(&pem.contents).map_err(|e| cert_err(e.to_string()))?;
+    if !x509.is_ca() {
+        return Err(CaError::NotCa {
+            what: what.to_owned(),
+        });
+    }
+    Ok(pem)
 }
 
 /// Reads a CSR and checks that it may be signed for `identity`: it parses, its signature

@@ -73,14 +73,19 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// The route for `path`: the longest matching prefix, else the first route without one.
-    pub fn route(&self, path: &str) -> Option<&Route> {
-        self.routes
+    /// The index of the route for `path`: the longest matching prefix, else the first route
+    /// without one, else the first route.
+    pub fn route_index(&self, path: &str) -> Option<usize> {
+        let by_prefix = self
+            .routes
             .iter()
-            .filter(|r| r.prefix.as_deref().is_some_and(|p| path.starts_with(p)))
-            .max_by_key(|r| r.prefix.as_ref().map_or(0, String::len))
-            .or_else(|| self.routes.iter().find(|r| r.prefix.is_none()))
-            .or_else(|| self.routes.first())
+            .enumerate()
+            .filter(|(_, r)| r.prefix.as_deref().is_some_and(|p| path.starts_with(p)))
+            .max_by_key(|(_, r)| r.prefix.as_ref().map_or(0, String::len))
+            .map(|(i, _)| i);
+        by_prefix
+            .or_else(|| self.routes.iter().position(|r| r.prefix.is_none()))
+            .or((!self.routes.is_empty()).then_some(0))
     }
 }
 

@@ -233,13 +233,7 @@ impl Outbound {
                 .local_reply(Direction::Outbound, &self.service, "no-route");
             return local(ProxyError::NoRoute(host), grpc, GrpcCode::Unavailable);
         };
-        let path = req.uri().path().to_owned();
-        let Some(route_index) = state
-            .cluster
-            .routes
-            .iter()
-            .position(|r| Some(r) == state.cluster.route(&path))
-        else {
+        let Some(route_index) = state.cluster.route_index(req.uri().path()) else {
             return local(
                 ProxyError::NoRoute(state.cluster.service.clone()),
                 grpc,
