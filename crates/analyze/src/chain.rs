@@ -121,6 +121,8 @@ pub fn mesh(p: &Params) -> Mesh {
                 }),
                 calls,
                 copies: Vec::new(),
+                copies_counted: false,
+                sample: None,
                 external: None,
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),

@@ -27,6 +27,7 @@ pub use policy::{
     RetryOn,
 };
 pub use preset::Preset;
+pub use raw::SampleKind;
 pub use topology::{Copy, External, ExternalTls};
 
 /// The JSON Schema of the mesh file, generated from the raw types.

@@ -10,7 +10,9 @@ use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
 use crate::policy::{Budget, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
-use crate::raw::{AllowWord, OrNone, RawAllow, RawMesh, RawPolicy, RawRequest, read_mesh};
+use crate::raw::{
+    AllowWord, OrNone, RawAllow, RawCopies, RawMesh, RawPolicy, RawRequest, SampleKind, read_mesh,
+};
 use crate::read::{Locations, Reader};
 use crate::topology::{self, Copy, External};
 use crate::yaml;
@@ -34,6 +36,11 @@ pub struct Service {
     pub entry: Option<Entry>,
     pub calls: Vec<Call>,
     pub copies: Vec<Copy>,
+    /// The copies were given as a number (`copies: N`): their addresses are assigned by
+    /// whoever runs them.
+    pub copies_counted: bool,
+    /// The built-in sample app `hopwise up` runs for each copy, if any.
+    pub sample: Option<SampleKind>,
     pub external: Option<External>,
     /// Who may call it.
     pub allow: Allow,
@@ -192,7 +199,11 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
             timeout: e.timeout.and_then(OrNone::option),
             retries: e.retries.unwrap_or(0),
         });
-        let copies = topology::copies(&rs.copies, name, &locations, diags);
+        let copies = match &rs.copies {
+            None => Vec::new(),
+            Some(RawCopies::Count(n)) => vec![Copy::default(); *n as usize],
+            Some(RawCopies::List(list)) => topology::copies(list, name, &locations, diags),
+        };
         let external = rs
             .external
             .as_ref()
@@ -210,6 +221,8 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 entry,
                 calls,
                 copies,
+                copies_counted: matches!(rs.copies, Some(RawCopies::Count(_))),
+                sample: rs.sample,
                 external,
                 allow,
                 allow_paths: rs

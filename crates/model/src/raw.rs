@@ -123,9 +123,15 @@ pub struct RawService {
     /// retries. Marks the service as an entry point of the call graph.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry: Option<RawEntry>,
-    /// The running copies of the service, each with its proxy's addresses.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub copies: Vec<RawCopy>,
+    /// The running copies of the service: a list, each with its proxy's addresses, or a
+    /// number of copies whose addresses whoever runs them assigns (`hopwise up`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<RawCopies>,
+    /// A built-in sample app that `hopwise up` runs for each copy: `chain` (calls every
+    /// service in `calls`, answers JSON), `leaf` (answers JSON), `fee` (the seed's fee
+    /// service: TLS, outside the mesh).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<SampleKind>,
     /// A service outside the mesh (no proxy of its own), reached at this address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<RawExternal>,
@@ -141,6 +147,48 @@ pub struct RawService {
     /// The calls this service makes, by the name of the service called.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub calls: IndexMap<String, RawCall>,
+}
+
+/// The copies of a service: how many, or each one with its addresses.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawCopies {
+    /// This many copies (1–100); their addresses are assigned by whoever runs them.
+    Count(#[schemars(range(min = 1, max = 100))] u32),
+    /// Each copy with its addresses.
+    List(Vec<RawCopy>),
+}
+
+/// The most copies `copies: N` may ask for.
+pub const MAX_COPIES: u32 = 100;
+
+/// The built-in sample apps `hopwise up` can run for a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SampleKind {
+    /// Per request, calls each service in `calls` (HTTP/1.1 or gRPC, as the callee speaks)
+    /// through its proxy, and answers a small JSON (HTTP) or message (gRPC).
+    Chain,
+    /// Answers a small JSON (HTTP) or message (gRPC); calls nobody.
+    Leaf,
+    /// The seed's fee service: serves TLS itself (an `external` service), processes a payment
+    /// before it answers, honours `Idempotency-Key`.
+    Fee,
+}
+
+impl SampleKind {
+    pub const ALL: [(&'static str, SampleKind); 3] = [
+        ("chain", SampleKind::Chain),
+        ("leaf", SampleKind::Leaf),
+        ("fee", SampleKind::Fee),
+    ];
+
+    pub fn name(self) -> &'static str {
+        SampleKind::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| n)
+    }
 }
 
 /// One copy of a service: where its application listens and where its proxy listens.
@@ -406,9 +454,33 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(e)
         }),
-        copies: f
-            .get(r, "copies", |r, n, p| r.list(n, p, read_copy))
-            .unwrap_or_default(),
+        copies: f.get(r, "copies", |r, n, p| match &n.value {
+            Value::Int(_) => {
+                let c = r.count(n, p, u64::from(u32::MAX))?;
+                if c == 0 || c > u64::from(MAX_COPIES) {
+                    r.error(
+                        p,
+                        n.pos,
+                        format!("{c} copies: write a number from 1 to {MAX_COPIES}, or a list"),
+                    );
+                    return None;
+                }
+                Some(RawCopies::Count(c as u32))
+            }
+            Value::Seq(_) => r.list(n, p, read_copy).map(RawCopies::List),
+            other => {
+                r.error(
+                    p,
+                    n.pos,
+                    format!(
+                        "expected a number of copies or a list of copies, found {}",
+                        other.kind()
+                    ),
+                );
+                None
+            }
+        }),
+        sample: f.get(r, "sample", |r, n, p| r.word(n, p, &SampleKind::ALL)),
         external: f.get(r, "external", |r, n, p| {
             let mut f = r.fields(n, p)?;
             let e = RawExternal {

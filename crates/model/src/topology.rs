@@ -117,6 +117,7 @@ pub(crate) fn external(
 pub(crate) fn validate(mesh: &crate::Mesh, diags: &mut Vec<Diagnostic>) {
     let mut seen: IndexMap<SocketAddr, String> = IndexMap::new();
     for s in mesh.services.values() {
+        sample(mesh, s, diags);
         if s.external.is_some() {
             if !s.copies.is_empty() || !s.calls.is_empty() {
                 let path = format!("services.{}.external", s.name);
@@ -170,5 +171,33 @@ pub(crate) fn validate(mesh: &crate::Mesh, diags: &mut Vec<Diagnostic>) {
                 }
             }
         }
+    }
+}
+
+/// A sample runs where its kind can: `chain` and `leaf` behind a proxy, `fee` outside the mesh
+/// serving TLS itself (as the seed's fee service does).
+fn sample(mesh: &crate::Mesh, s: &crate::Service, diags: &mut Vec<Diagnostic>) {
+    use crate::raw::SampleKind;
+    let Some(kind) = s.sample else { return };
+    let path = format!("services.{}.sample", s.name);
+    let problem = match (kind, &s.external) {
+        (SampleKind::Fee, None) => Some(
+            "the `fee` sample serves TLS itself outside the mesh: give the service `external: { address: 127.0.0.1:PORT, tls: {} }`"
+                .to_owned(),
+        ),
+        (SampleKind::Fee, Some(e)) if e.tls.is_none() => Some(
+            "the `fee` sample serves TLS: add `tls: {}` under `external`".to_owned(),
+        ),
+        (SampleKind::Chain | SampleKind::Leaf, Some(_)) => Some(format!(
+            "the `{}` sample runs behind a proxy; an `external` service has none (use `fee`, or remove `external`)",
+            kind.name()
+        )),
+        (SampleKind::Leaf, None) if !s.calls.is_empty() => Some(
+            "the `leaf` sample calls nobody; use `chain` for a service with `calls`".to_owned(),
+        ),
+        _ => None,
+    };
+    if let Some(message) = problem {
+        diags.push(Diagnostic::new(path.clone(), mesh.locations.of(&path), message));
     }
 }

@@ -266,3 +266,48 @@ fn a_relay_copy_feeds_its_inbound_side_to_its_outbound_side() {
     );
     assert!(errs[0].message.contains("already used"), "{errs:?}");
 }
+
+#[test]
+fn samples_and_counted_copies_are_read_and_checked() {
+    let mesh = Mesh::from_yaml(
+        "services:
+  a: { sample: chain, copies: 3, calls: { b: {} } }
+  b: { sample: leaf, copies: [{ app: 127.0.0.1:9001 }] }
+  fee: { sample: fee, external: { address: localhost:8751, tls: {} } }
+",
+    )
+    .unwrap();
+    let a = &mesh.services["a"];
+    assert_eq!(a.sample, Some(SampleKind::Chain));
+    assert_eq!((a.copies.len(), a.copies_counted), (3, true));
+    assert_eq!(a.copies[2], Copy::default());
+    let b = &mesh.services["b"];
+    assert_eq!((b.copies.len(), b.copies_counted), (1, false));
+    assert_eq!(mesh.services["fee"].sample, Some(SampleKind::Fee));
+
+    let errs = errors(
+        "services:
+  a: { sample: chian, copies: 0, calls: { b: {} } }
+  b: { sample: leaf, copies: yes, calls: { c: {} } }
+  c: { sample: fee }
+  d: { sample: chain, external: { address: d.example:1 } }
+  e: { sample: fee, external: { address: e.example:1 } }
+",
+    );
+    let text: Vec<String> = errs
+        .iter()
+        .map(|d| format!("{}: {}", d.path, d.message))
+        .collect();
+    let text = text.join("\n");
+    for want in [
+        "services.a.sample: unknown value `chian`; expected one of `chain`, `leaf`, `fee` — did you mean `chain`?",
+        "services.a.copies: 0 copies: write a number from 1 to 100, or a list",
+        "services.b.copies: expected a number of copies or a list of copies, found",
+        "services.b.sample: the `leaf` sample calls nobody",
+        "services.c.sample: the `fee` sample serves TLS itself outside the mesh",
+        "services.d.sample: the `chain` sample runs behind a proxy",
+        "services.e.sample: the `fee` sample serves TLS: add `tls: {}`",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+}
