@@ -57,6 +57,14 @@ enum Command {
     Bench(hopwise_lab::bench::Args),
     /// The seeds' scenarios with real proxies: `hopwise demo retry-chain`, `hopwise demo loan-fee`.
     Demo(hopwise_lab::demo::Args),
+    /// Run a mesh file on this machine: the control plane, a sample app with fault knobs per
+    /// copy (`sample:` in the file), a proxy per copy, optional load, until Ctrl-C.
+    Up(hopwise_lab::up::UpArgs),
+    /// Change the fault knobs of a running `hopwise up`'s sample copies.
+    Fault(hopwise_lab::up::FaultArgs),
+    /// One copy of a sample app (started by `hopwise up`).
+    #[command(hide = true)]
+    Sample(hopwise_lab::up::apps::SampleArgs),
     /// `hopwise control` (the control plane) and `hopwise status`.
     #[command(flatten)]
     Control(hopwise_control::cli::Command),
@@ -96,7 +104,7 @@ struct ProxyArgs {
     #[arg(long)]
     outbound: Option<std::net::SocketAddr>,
     /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
-    #[arg(long, value_parser = parse_upstream)]
+    #[arg(long, value_parser = hopwise_lab::up::apps::parse_upstream)]
     upstream: Vec<(String, std::net::SocketAddr)>,
     /// The service whose proxy this is.
     #[arg(long)]
@@ -168,6 +176,10 @@ enum ProtocolArg {
 }
 
 fn main() -> ExitCode {
+    // Started by `hopwise up`: go when it goes, even if it is killed.
+    if !hopwise_lab::up::run::die_with_parent() {
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
@@ -192,16 +204,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let name = file.display().to_string();
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read the mesh file {name}"))?;
-            let mesh = match Mesh::from_yaml(&text) {
-                Ok(m) => m,
-                Err(diags) => {
-                    eprintln!("{}", diags.render(&name));
-                    eprintln!(
-                        "hopwise: {name}: {} problem(s); nothing was checked",
-                        diags.0.len()
-                    );
-                    return Ok(ExitCode::from(EXIT_BAD_INPUT));
-                }
+            let Some(mesh) = read_or_report(&name, &text, "checked") else {
+                return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
             let opts = Options {
                 max_fanout,
@@ -263,6 +267,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hopwise_lab::demo::run(a, &mut std::io::stdout())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Up(a) => run_up(&a),
+        Command::Fault(a) => {
+            hopwise_lab::up::fault::run(&a, &mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sample(a) => {
+            hopwise_lab::up::apps::run(&a)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Control(c) => Ok(ExitCode::from(hopwise_control::cli::run(
             c,
             &mut std::io::stdout(),
@@ -297,6 +310,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The mesh in `text`, or `None` after printing every problem (and that nothing was `done`).
+#[allow(clippy::print_stderr)]
+fn read_or_report(name: &str, text: &str, done: &str) -> Option<Mesh> {
+    match Mesh::from_yaml(text) {
+        Ok(m) => Some(m),
+        Err(diags) => {
+            eprintln!("{}", diags.render(name));
+            eprintln!(
+                "hopwise: {name}: {} problem(s); nothing was {done}",
+                diags.0.len()
+            );
+            None
+        }
+    }
+}
+
+/// `hopwise up`: the file is read and checked as `check` does (refused with its problems or
+/// error findings), then the lab runs it.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+fn run_up(a: &hopwise_lab::up::UpArgs) -> anyhow::Result<ExitCode> {
+    let name = a.file.display().to_string();
+    let file = std::fs::canonicalize(&a.file)
+        .with_context(|| format!("cannot read the mesh file {name}"))?;
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read the mesh file {name}"))?;
+    let Some(mesh) = read_or_report(&name, &text, "started") else {
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    };
+    let report = hopwise_analyze::check(&mesh, &Options::default());
+    if report.has_errors() {
+        eprint!("{}", render::text(&report));
+        eprintln!("hopwise: {name}: `hopwise check` finds errors; nothing was started");
+        return Ok(ExitCode::from(EXIT_FINDINGS));
+    }
+    hopwise_lab::up::run::up(a, &mesh, &file, &mut std::io::stdout())
+        .with_context(|| format!("hopwise up {name}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Reads and validates a mesh file; the error lists every problem with file:line:column.
 fn load_mesh(path: &std::path::Path) -> anyhow::Result<(Mesh, PathBuf)> {
     let name = path.display().to_string();
@@ -314,17 +366,6 @@ fn load_mesh(path: &std::path::Path) -> anyhow::Result<(Mesh, PathBuf)> {
         })
         .unwrap_or_else(|| PathBuf::from("."));
     Ok((mesh, base))
-}
-
-#[allow(clippy::print_stdout)]
-fn parse_upstream(s: &str) -> Result<(String, std::net::SocketAddr), String> {
-    let (name, addr) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: write SERVICE=IP:PORT"))?;
-    let addr = addr
-        .parse()
-        .map_err(|_| format!("`{addr}` is not an address (IP:PORT)"))?;
-    Ok((name.to_owned(), addr))
 }
 
 #[allow(clippy::print_stdout)]

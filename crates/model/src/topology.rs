@@ -198,6 +198,10 @@ fn sample(mesh: &crate::Mesh, s: &crate::Service, diags: &mut Vec<Diagnostic>) {
         _ => None,
     };
     if let Some(message) = problem {
-        diags.push(Diagnostic::new(path.clone(), mesh.locations.of(&path), message));
+        diags.push(Diagnostic::new(
+            path.clone(),
+            mesh.locations.of(&path),
+            message,
+        ));
     }
 }

@@ -103,6 +103,43 @@ impl Supervisor {
         Ok(Supervisor { shared })
     }
 
+    /// A supervisor without the signal watcher, for a caller that handles Ctrl-C itself (to
+    /// stop its children gently, as `hopwise up` does). Dropping it still kills them all.
+    pub fn quiet() -> Self {
+        Supervisor {
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// Asks a process to stop (SIGTERM to its group), waits up to `grace` for it to exit,
+    /// then kills it; reaps it either way.
+    pub fn terminate(&self, pid: u32, grace: Duration) {
+        let Some(mut child) = self.shared.children().remove(&pid) else {
+            return;
+        };
+        if let Ok(p) = i32::try_from(pid) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let start = Instant::now();
+        while start.elapsed() < grace {
+            if let Ok(Some(_)) = child.try_wait() {
+                // Reaped: its pid may be reused now, so nothing more is sent to it.
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill_group(pid, &mut child);
+        let _ = child.wait();
+    }
+
+    /// The process ids of every child still owned.
+    pub fn pids(&self) -> Vec<u32> {
+        self.shared.children().keys().copied().collect()
+    }
+
     pub fn interrupted(&self) -> bool {
         self.shared.interrupted.load(Ordering::SeqCst)
     }

@@ -80,7 +80,7 @@ pub enum DemoError {
     Interrupted,
 }
 
-fn stderr_block(stderr: &str) -> String {
+pub(crate) fn stderr_block(stderr: &str) -> String {
     let s = stderr.trim_end();
     if s.is_empty() {
         " (it wrote nothing to stderr)".to_owned()
@@ -128,7 +128,7 @@ pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), D
 }
 
 /// Resolves on Ctrl-C or SIGTERM; never, if neither can be watched.
-async fn interrupted() {
+pub(crate) async fn interrupted() {
     use tokio::signal::unix::{SignalKind, signal};
     let ctrl_c = async {
         if tokio::signal::ctrl_c().await.is_err() {

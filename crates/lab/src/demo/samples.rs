@@ -8,7 +8,8 @@
 //!   processed (collected += 1) and the first one answers 503 all the same, as if the answer
 //!   were lost in transit. A payment carrying an `Idempotency-Key` it has seen is answered
 //!   with the stored result and not collected again. Its plain management endpoint reports the
-//!   counters (`/count`) and resets them (`/reset`).
+//!   counters (`/count`) and resets them (`/reset`). `hopwise up`'s fee sample runs the same
+//!   [`FeeState`] without the seed's scripted failures (its faults come from its knobs).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -122,7 +123,9 @@ impl Inventory {
 
 /// The fee service's counters.
 #[derive(Debug, Default)]
-struct FeeState {
+pub struct FeeState {
+    /// The seed's script: the first two reads answer 503, the first payment's answer is lost.
+    seed: bool,
     read: AtomicU64,
     payment: AtomicU64,
     collected: AtomicU64,
@@ -141,6 +144,14 @@ pub struct FeeCounters {
 }
 
 impl FeeState {
+    /// With `seed`, the seed's scripted failures; without, every request succeeds.
+    pub fn new(seed: bool) -> FeeState {
+        FeeState {
+            seed,
+            ..FeeState::default()
+        }
+    }
+
     fn counters(&self) -> FeeCounters {
         FeeCounters {
             read: self.read.load(Ordering::SeqCst),
@@ -170,7 +181,7 @@ impl FeeState {
     }
 
     /// The seed's fee.mjs, request for request, plus deduplication by `Idempotency-Key`.
-    fn work(&self, path: &str, key: Option<String>) -> Response<Full<Bytes>> {
+    pub fn work(&self, path: &str, key: Option<String>) -> Response<Full<Bytes>> {
         if path == "/penalty/pay" {
             let payment = self.payment.fetch_add(1, Ordering::SeqCst) + 1;
             if let Some(k) = &key
@@ -186,12 +197,12 @@ impl FeeState {
             if let Some(k) = key {
                 self.results_mut().insert(k, result.clone());
             }
-            let code = if payment == 1 { 503 } else { 200 };
+            let code = if self.seed && payment == 1 { 503 } else { 200 };
             return wire::json(code, &result);
         }
         let read = self.read.fetch_add(1, Ordering::SeqCst) + 1;
         // The first two read requests are temporarily rejected.
-        if read <= 2 {
+        if self.seed && read <= 2 {
             wire::json(503, &json!({ "error": "temporary" }))
         } else {
             wire::json(200, &json!({ "balance": 12.5 }))
@@ -210,8 +221,8 @@ pub struct Fee {
 impl Fee {
     /// Serves the work endpoint on `work` with `<certs>/fee.pem` and `<certs>/fee-key.pem`.
     pub async fn start(work: TcpListener, certs: &Path) -> Result<Fee, DemoError> {
-        let acceptor = tls_acceptor(certs)?;
-        let state = Arc::new(FeeState::default());
+        let acceptor = tls_acceptor(certs, "fee")?;
+        let state = Arc::new(FeeState::new(true));
         let work_addr = work
             .local_addr()
             .map_err(io("cannot start the fee service"))?;
@@ -271,13 +282,15 @@ impl Fee {
     }
 }
 
-fn tls_acceptor(certs: &Path) -> Result<TlsAcceptor, DemoError> {
-    let bad = |what: &str, e: String| DemoError::Failed(format!("the fee's {what}: {e}"));
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(certs.join("fee.pem"))
-        .map_err(|e| bad("certificate", e.to_string()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad("certificate", e.to_string()))?;
-    let key = PrivateKeyDer::from_pem_file(certs.join("fee-key.pem"))
+/// TLS with `<certs>/<name>.pem` and `<certs>/<name>-key.pem` (as `hopwise certs` writes them).
+pub fn tls_acceptor(certs: &Path, name: &str) -> Result<TlsAcceptor, DemoError> {
+    let bad = |what: &str, e: String| DemoError::Failed(format!("the {name}'s {what}: {e}"));
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(certs.join(format!("{name}.pem")))
+            .map_err(|e| bad("certificate", e.to_string()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad("certificate", e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_file(certs.join(format!("{name}-key.pem")))
         .map_err(|e| bad("key", e.to_string()))?;
     let mut config =
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))

@@ -70,6 +70,19 @@ async fn connection(tcp: TcpStream, handler: Handler, tls: Option<TlsAcceptor>) 
         let fut = handler(req);
         async move { Ok::<_, Infallible>(fut.await) }
     });
+    serve_connection(tcp, tls, svc).await;
+}
+
+/// Serves one connection with `svc`: HTTP/1.1 or h2c, inside TLS when `tls` is given.
+pub async fn serve_connection<S, B>(tcp: TcpStream, tls: Option<TlsAcceptor>, svc: S)
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let builder = auto::Builder::new(TokioExecutor::new());
     match tls {
         Some(acceptor) => {

@@ -1,0 +1,324 @@
+//! `hopwise up` end to end: the shop runs from its mesh file alone (control plane, a sample app
+//! and a proxy per copy, load into frontend), `hopwise fault` makes inventory fail its next five
+//! requests, and the proxies' own counters show exactly those five failures travelling up the
+//! chain — no retry anywhere, since none of them is a failure hopwise's defaults repeat — and the
+//! load client saw exactly five errors. Ctrl-C stops every process. A second `up` after a
+//! SIGKILLed one starts clean.
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn free() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn shop() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")
+}
+
+/// A running `hopwise up`, its stdout collected line by line.
+struct Up {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Up {
+    fn start(cwd: &Path, file: &Path, extra: &[&str]) -> Up {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+            .current_dir(cwd)
+            .arg("up")
+            .arg(file)
+            .args(["--control", &free().to_string()])
+            .args(["--dashboard", &free().to_string()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let up = Up { child, lines };
+        up.wait_line(|l| l == "Ctrl-C stops everything.");
+        up
+    }
+
+    /// Waits for a line that satisfies `want` (the test fails if `up` exits first).
+    fn wait_line(&self, want: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self.lines.lock().unwrap().iter().rev().find(|l| want(l)) {
+                return l.clone();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "no such line from up; it printed:\n{}",
+                self.lines.lock().unwrap().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn sigint(&mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http(addr: SocketAddr, method: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: t\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The sum of the series of `name` whose labels contain every one of `labels`.
+fn metric(admin: SocketAddr, name: &str, labels: &[&str]) -> u64 {
+    http(admin, "GET", "/metrics")
+        .lines()
+        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+fn samples(run: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("samples.json")).unwrap()).unwrap()
+}
+
+fn addr(v: &serde_json::Value) -> SocketAddr {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+fn pids(run: &Path) -> Vec<u32> {
+    std::fs::read_to_string(run.join("pids"))
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has exited; only its parent's wait is missing.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+    })
+}
+
+fn until_gone(pids: &[u32]) -> Vec<u32> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) && pids.iter().any(|p| alive(*p)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pids.iter().copied().filter(|p| alive(*p)).collect()
+}
+
+fn ok_count(line: &str) -> u64 {
+    line.split(" ok ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_shop_runs_a_fault_travels_up_and_ctrl_c_stops_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut up = Up::start(dir.path(), &shop(), &["--load", "40"]);
+    let run = dir.path().join(".hopwise/shop");
+    let s = samples(&run);
+    assert_eq!(
+        s["mesh"].as_str().unwrap(),
+        std::fs::canonicalize(shop()).unwrap().to_str().unwrap()
+    );
+    let svc = |name: &str| s["services"][name].clone();
+    assert_eq!(svc("pricing")["sample"], "chain");
+    assert_eq!(svc("pricing")["copies"].as_array().unwrap().len(), 2);
+    assert_eq!(svc("inventory")["sample"], "leaf");
+    let admin = |name: &str, copy: usize| addr(&svc(name)["copies"][copy]["admin"]);
+    let knobs = addr(&svc("inventory")["copies"][0]["knobs"]);
+
+    // Traffic flows through all four services before anything fails.
+    up.wait_line(|l| l.starts_with("load → frontend:") && ok_count(l) >= 20);
+    let clean = http(knobs, "GET", "/fault");
+    assert!(
+        clean.ends_with(
+            r#"{"error_rate":0.0,"latency_ms":0,"down":false,"hang":false,"fail_first":0,"lose_response":false}"#
+        ),
+        "{clean}"
+    );
+
+    let fault = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .current_dir(dir.path())
+        .args(["fault", "inventory", "--fail-first", "5"])
+        .output()
+        .unwrap();
+    assert!(
+        fault.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fault.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&fault.stdout),
+        "inventory copy 0: {\"error_rate\":0.0,\"latency_ms\":0,\"down\":false,\"hang\":false,\"fail_first\":5,\"lose_response\":false}\n"
+    );
+    // The five are used up, and requests pass again afterwards.
+    let start = Instant::now();
+    while !http(knobs, "GET", "/fault").contains("\"fail_first\":0") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the five were never used"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let after = ok_count(&up.wait_line(|l| l.starts_with("load → frontend:")));
+    up.wait_line(|l| l.starts_with("load → frontend:") && ok_count(l) >= after + 20);
+
+    // Inventory answered 503 five times; pricing's proxy passed them up (503 is not retried
+    // by hopwise's defaults), pricing answered UNAVAILABLE, checkout's proxy passed it up, and
+    // checkout answered 502 to frontend — five failures at every hop, not one retry anywhere.
+    let inbound_5xx = metric(
+        admin("inventory", 0),
+        "hopwise_responses_total",
+        &["direction=\"inbound\"", "class=\"5xx\""],
+    );
+    assert_eq!(inbound_5xx, 5);
+    let pricing_5xx: u64 = (0..2)
+        .map(|c| {
+            metric(
+                admin("pricing", c),
+                "hopwise_responses_total",
+                &[
+                    "direction=\"outbound\"",
+                    "service=\"inventory\"",
+                    "class=\"5xx\"",
+                ],
+            )
+        })
+        .sum();
+    assert_eq!(pricing_5xx, 5);
+    let checkout_grpc = metric(
+        admin("checkout", 0),
+        "hopwise_responses_total",
+        &[
+            "direction=\"outbound\"",
+            "service=\"pricing\"",
+            "class=\"grpc-error\"",
+        ],
+    );
+    assert_eq!(checkout_grpc, 5);
+    let frontend_5xx = metric(
+        admin("frontend", 0),
+        "hopwise_responses_total",
+        &["direction=\"outbound\"", "class=\"5xx\""],
+    );
+    assert_eq!(frontend_5xx, 5);
+    let mut retries = 0;
+    let mut requests = 0;
+    for (name, copies) in [
+        ("frontend", 1),
+        ("checkout", 1),
+        ("pricing", 2),
+        ("inventory", 1),
+    ] {
+        for c in 0..copies {
+            retries += metric(admin(name, c), "hopwise_retries_total", &[]);
+            requests += metric(
+                admin(name, c),
+                "hopwise_requests_total",
+                &["direction=\"inbound\""],
+            );
+        }
+    }
+    assert_eq!(
+        retries, 0,
+        "no failure here is one hopwise's defaults retry"
+    );
+    assert!(requests > 0);
+
+    // Ctrl-C: everything stops, and the load client saw exactly the five.
+    let children = pids(&run);
+    assert_eq!(children.len(), 11, "control + 5 apps + 5 proxies");
+    let status = up.sigint();
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        until_gone(&children),
+        Vec::<u32>::new(),
+        "children left behind"
+    );
+    let total = up.wait_line(|l| l.starts_with("load, total:"));
+    assert!(total.contains("errors 502×5 ·"), "{total}");
+    up.wait_line(|l| l.starts_with("stopped:"));
+    assert!(!run.join("up.pid").exists());
+}
+
+#[test]
+fn up_after_a_killed_up_starts_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &file,
+        "mesh: { name: tiny, trust_domain: tiny.local }\nservices:\n  a: { sample: chain, entry: { timeout: 2s }, calls: { b: { timeout: 1s } } }\n  b: { sample: leaf }\n",
+    )
+    .unwrap();
+    let run = dir.path().join(".hopwise/tiny");
+    let mut first = Up::start(dir.path(), &file, &[]);
+    let old = pids(&run);
+    assert_eq!(old.len(), 5);
+    // SIGKILL: `up` cannot clean up; its children go because they asked to.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert_eq!(
+        until_gone(&old),
+        Vec::<u32>::new(),
+        "children outlived a killed up"
+    );
+    assert!(
+        run.join("up.pid").exists(),
+        "the stale run directory is still there"
+    );
+
+    let mut second = Up::start(dir.path(), &file, &[]);
+    let s = samples(&run);
+    let app = addr(&s["services"]["a"]["copies"][0]["app"]);
+    let answer = http(app, "GET", "/");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains(r#""calls":[{"to":"b","route":null,"status":"200"}]"#),
+        "{answer}"
+    );
+    let new = pids(&run);
+    assert!(new.iter().all(|p| !old.contains(p)));
+    assert!(second.sigint().success());
+    assert_eq!(until_gone(&new), Vec::<u32>::new());
+}

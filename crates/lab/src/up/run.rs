@@ -1,0 +1,567 @@
+//! The processes of one `hopwise up`: the run directory, the control plane, a sample app and a
+//! proxy per copy; waiting until every copy is registered and healthy; stopping them all.
+//!
+//! Every child runs in its own process group (a terminal's Ctrl-C reaches only `up`, which then
+//! stops them gently: proxies first, so they leave the registry and drain, then the apps, then
+//! the control plane) and is killed on every other exit path (the [`Supervisor`] kills what it
+//! owns when dropped). Each child asks the kernel for SIGTERM when `up` dies
+//! ([`die_with_parent`]), so a SIGKILLed `up` leaves nothing behind either; and the next `up`
+//! kills any process the run directory lists that is still ours (its command line names the
+//! run directory) before it wipes the directory and starts clean.
+//!
+//! The run directory is `./.hopwise/<mesh name>/` (under the current directory):
+//!
+//! ```text
+//! up.pid          the running `up`
+//! pids            every child's pid, one a line
+//! samples.json    what runs where (samples.rs)
+//! certs/          the run's CA (the control plane signs with it) and the fee's certificate
+//! state/          the control plane's state (tokens/<service>)
+//! cache/<s>-<n>/  each proxy's certificate and last snapshot
+//! logs/<name>.stderr
+//! ```
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hopwise_model::Mesh;
+
+use super::load::{self, LoadTarget};
+use super::plan::{Plan, Planned, PlannedCopy};
+use super::samples::{self, SamplesFile};
+use super::{UpArgs, UpError, apps, io, signals, table};
+use crate::bench::procs::{Proc, Supervisor};
+use crate::demo::wire;
+
+/// The environment variable that tells a child which process is its `up`.
+pub const PARENT_ENV: &str = "HOPWISE_UP_PARENT";
+
+/// How long the whole mesh may take to be ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// Called first thing by every `hopwise` process: when started by `up`, ask for SIGTERM when
+/// `up` dies. Returns `false` when `up` is already gone (the caller should exit at once).
+pub fn die_with_parent() -> bool {
+    let Some(parent) = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return true;
+    };
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
+    // `up` may have died before the request was made: then nobody will signal us.
+    nix::unistd::getppid().as_raw() == parent
+}
+
+/// `./.hopwise/<mesh name>`.
+pub fn run_dir(mesh: &Mesh) -> Result<PathBuf, UpError> {
+    let cwd = std::env::current_dir().map_err(io("cannot read the current directory"))?;
+    Ok(cwd.join(".hopwise").join(&mesh.name))
+}
+
+/// The command line of a live process, split at its NULs.
+fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Is `pid` a `hopwise` process started for `run`? (A pid in a stale file may belong to
+/// anyone by now.)
+fn ours(pid: u32, exe_name: &str, run: &Path) -> bool {
+    let Some(args) = cmdline(pid) else {
+        return false;
+    };
+    let run = run.to_string_lossy();
+    args.first()
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|n| n.to_string_lossy() == exe_name)
+        && args.iter().any(|a| a.contains(run.as_ref()))
+}
+
+fn exe_name(exe: &Path) -> String {
+    exe.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "hopwise".to_owned())
+}
+
+/// Refuses a run directory whose `up` is alive; kills what a crashed one left; starts clean.
+fn prepare(run: &Path, exe: &Path) -> Result<(), UpError> {
+    let name = exe_name(exe);
+    if let Some(pid) = read_pid(&run.join("up.pid"))
+        && pid != std::process::id()
+        && cmdline(pid).is_some_and(|a| {
+            a.first()
+                .and_then(|a| Path::new(a).file_name())
+                .is_some_and(|n| n.to_string_lossy() == name)
+                && a.iter().any(|x| x == "up")
+        })
+    {
+        return Err(UpError::Failed(format!(
+            "hopwise up is already running this mesh (pid {pid}, run directory {}); stop it first (Ctrl-C in its terminal, or kill {pid})",
+            run.display()
+        )));
+    }
+    let stale: Vec<u32> = std::fs::read_to_string(run.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    for pid in stale {
+        if ours(pid, &name, run)
+            && let Ok(p) = i32::try_from(pid)
+        {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    if run.exists() {
+        std::fs::remove_dir_all(run).map_err(io(format!("cannot clear {}", run.display())))?;
+    }
+    for d in ["logs", "cache", "certs"] {
+        std::fs::create_dir_all(run.join(d))
+            .map_err(io(format!("cannot create {}", run.join(d).display())))?;
+    }
+    write(&run.join("up.pid"), &format!("{}\n", std::process::id()))
+}
+
+fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn write(path: &Path, text: &str) -> Result<(), UpError> {
+    std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))
+}
+
+/// Ports that were free a moment ago, all distinct (held together, then released).
+fn free_ports(count: usize) -> Result<Vec<SocketAddr>, UpError> {
+    let held = (0..count)
+        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("cannot find free ports on 127.0.0.1"))?;
+    held.iter()
+        .map(|l| l.local_addr())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("cannot find free ports on 127.0.0.1"))
+}
+
+/// The children of one run, with the supervisor that owns them.
+struct Children {
+    sup: Supervisor,
+    run: PathBuf,
+    exe: PathBuf,
+    control: Vec<Proc>,
+    apps: Vec<Proc>,
+    proxies: Vec<Proc>,
+}
+
+impl Children {
+    fn spawn(&mut self, name: &str, args: &[String]) -> Result<Proc, UpError> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args)
+            .env(PARENT_ENV, std::process::id().to_string());
+        let log = self.run.join("logs").join(format!("{name}.stderr"));
+        let (p, _) = self
+            .sup
+            .spawn(name, cmd, &log, false)
+            .map_err(|e| UpError::Failed(e.to_string()))?;
+        let pids: String = self.sup.pids().iter().map(|p| format!("{p}\n")).collect();
+        write(&self.run.join("pids"), &pids)?;
+        Ok(p)
+    }
+
+    /// Proxies first (they deregister and drain), then the apps, then the control plane.
+    fn stop(&mut self) {
+        for p in self.proxies.drain(..) {
+            self.sup.terminate(p.pid, Duration::from_secs(5));
+        }
+        for p in self.apps.drain(..) {
+            self.sup.terminate(p.pid, Duration::from_secs(2));
+        }
+        for p in self.control.drain(..) {
+            self.sup.terminate(p.pid, Duration::from_secs(3));
+        }
+        let _ = std::fs::remove_file(self.run.join("pids"));
+    }
+}
+
+async fn started(sup: &Supervisor, p: &Proc) -> Result<(), UpError> {
+    match sup.exited(p.pid) {
+        Some(status) => Err(UpError::Start {
+            name: p.name.clone(),
+            why: format!("it exited ({status})"),
+            stderr: p.stderr_tail(40),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Waits until `ready` (checked every 20 ms) while `p` lives.
+async fn wait_for<F, Fut>(
+    sup: &Supervisor,
+    p: &Proc,
+    what: &str,
+    mut ready: F,
+) -> Result<(), UpError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        started(sup, p).await?;
+        if ready().await {
+            return Ok(());
+        }
+        if start.elapsed() > READY_TIMEOUT {
+            return Err(UpError::Start {
+                name: p.name.clone(),
+                why: format!("{what} within {READY_TIMEOUT:?}"),
+                stderr: p.stderr_tail(40),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn listening(addr: SocketAddr) -> bool {
+    tokio::net::TcpStream::connect(addr).await.is_ok()
+}
+
+fn s(x: impl ToString) -> String {
+    x.to_string()
+}
+
+/// Does this build's `hopwise control` serve the dashboard? (It gains `--dashboard` and
+/// `--samples` in a parallel change; until then `up` runs without them.)
+fn control_has_dashboard(exe: &Path) -> bool {
+    Command::new(exe)
+        .args(["control", "--help"])
+        .output()
+        .is_ok_and(|o| {
+            let help = String::from_utf8_lossy(&o.stdout);
+            help.contains("--dashboard") && help.contains("--samples")
+        })
+}
+
+/// Runs `up` on a mesh file already read and checked by the binary.
+pub fn up(args: &UpArgs, mesh: &Mesh, file: &Path, out: &mut dyn Write) -> Result<(), UpError> {
+    let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
+    let run = run_dir(mesh)?;
+    prepare(&run, &exe)?;
+    let result = up_in(args, mesh, file, &exe, &run, out);
+    let _ = std::fs::remove_file(run.join("up.pid"));
+    result
+}
+
+fn up_in(
+    args: &UpArgs,
+    mesh: &Mesh,
+    file: &Path,
+    exe: &Path,
+    run: &Path,
+    out: &mut dyn Write,
+) -> Result<(), UpError> {
+    let mut ports = free_ports(Plan::ports_needed(mesh))?
+        .into_iter()
+        .filter(|p| *p != args.control && *p != args.dashboard);
+    let mut next = move || {
+        ports
+            .next()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+    };
+    let plan = Plan::new(mesh, &mut next)?;
+    let samples_file = run.join(samples::FILE);
+    let text = serde_json::to_string_pretty(&SamplesFile::from_plan(file, &plan))
+        .map_err(|e| UpError::Failed(format!("cannot render {}: {e}", samples::FILE)))?;
+    write(&samples_file, &(text + "\n"))?;
+    let certs = run.join("certs");
+    hopwise_proxy::certs::write_dev_certs(mesh, &certs)
+        .map_err(|e| UpError::Failed(format!("cannot write the run's certificates: {e}")))?;
+    let dashboard = control_has_dashboard(exe).then_some(args.dashboard);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("cannot start up's runtime"))?;
+    let mut kids = Children {
+        sup: Supervisor::quiet(),
+        run: run.to_owned(),
+        exe: exe.to_owned(),
+        control: Vec::new(),
+        apps: Vec::new(),
+        proxies: Vec::new(),
+    };
+    // Children are spawned from this thread only: their parent-death signal follows the
+    // thread that forked them.
+    let ready = rt.block_on(async {
+        tokio::select! {
+            r = start(&mut kids, args, mesh, file, &plan, dashboard) => r,
+            () = signals() => Err(UpError::Interrupted),
+        }
+    });
+    if let Err(e) = ready {
+        kids.stop();
+        return Err(e);
+    }
+    let load_target = match (args.load, &plan.entry) {
+        (Some(rate), Some(entry)) => plan.service(entry).map(|s| LoadTarget {
+            service: s.name.clone(),
+            rate,
+            grpc: s.protocol == hopwise_model::Protocol::Grpc,
+            apps: s.copies.iter().map(|c| c.app).collect(),
+        }),
+        _ => None,
+    };
+    let shown = table::text(
+        mesh,
+        &plan,
+        args.control,
+        dashboard,
+        load_target.as_ref(),
+        run,
+    );
+    let _ = out.write_all(shown.as_bytes());
+    let _ = out.flush();
+    if args.load.is_some() && load_target.is_none() {
+        let _ = writeln!(out, "load: no entry service runs here; no load is sent");
+    }
+    let stats = rt.block_on(async {
+        match &load_target {
+            Some(t) => {
+                let stats = load::Stats::new();
+                tokio::select! {
+                    () = load::run(t, &stats, out) => {}
+                    () = signals() => {}
+                }
+                Some(stats)
+            }
+            None => {
+                signals().await;
+                None
+            }
+        }
+    });
+    drop(rt);
+    kids.stop();
+    if let Some(stats) = stats {
+        let _ = writeln!(out, "{}", stats.summary("load, total"));
+    }
+    let _ = writeln!(out, "stopped: every process `up` started has exited");
+    let _ = out.flush();
+    Ok(())
+}
+
+async fn start(
+    kids: &mut Children,
+    args: &UpArgs,
+    mesh: &Mesh,
+    file: &Path,
+    plan: &Plan,
+    dashboard: Option<SocketAddr>,
+) -> Result<(), UpError> {
+    let run = kids.run.clone();
+    let state = run.join("state");
+    let certs = run.join("certs");
+    let mut control_args = vec![
+        s("control"),
+        s("--config"),
+        s(file.display()),
+        s("--state"),
+        s(state.display()),
+        s("--listen"),
+        s(args.control),
+        s("--ca-cert"),
+        s(certs.join("ca.pem").display()),
+        s("--ca-key"),
+        s(certs.join("ca-key.pem").display()),
+    ];
+    if let Some(d) = dashboard {
+        control_args.extend([
+            s("--dashboard"),
+            s(d),
+            s("--samples"),
+            s(run.join(samples::FILE).display()),
+        ]);
+    }
+    crate::demo::progress(&format!("starting the control plane on {}", args.control));
+    let cp = kids.spawn("control", &control_args)?;
+    let proxied: Vec<&Planned> = plan
+        .services
+        .iter()
+        .filter(|p| p.copies.iter().any(|c| c.proxy.is_some()))
+        .collect();
+    let control = args.control;
+    let tokens = state.join("tokens");
+    wait_for(&kids.sup, &cp, "it did not listen and write the join tokens", || {
+        let tokens = tokens.clone();
+        let names: Vec<String> = proxied.iter().map(|p| p.name.clone()).collect();
+        async move { listening(control).await && names.iter().all(|n| tokens.join(n).is_file()) }
+    })
+    .await?;
+    kids.control.push(cp);
+
+    for svc in &plan.services {
+        if svc.sample.is_none() {
+            continue;
+        }
+        for c in &svc.copies {
+            let p = kids.spawn(
+                &format!("{}-{}.app", svc.name, c.copy),
+                &app_args(file, &run, svc, c),
+            )?;
+            let (app, knobs) = (c.app, c.knobs);
+            wait_for(
+                &kids.sup,
+                &p,
+                "its app and knob ports did not listen",
+                || async move {
+                    listening(app).await
+                        && match knobs {
+                            Some(k) => listening(k).await,
+                            None => true,
+                        }
+                },
+            )
+            .await?;
+            kids.apps.push(p);
+        }
+    }
+    crate::demo::progress("sample apps listening; starting the proxies");
+    for svc in &plan.services {
+        for c in &svc.copies {
+            let Some(proxy) = &c.proxy else { continue };
+            let mut a = vec![
+                s("proxy"),
+                s("--control"),
+                format!("http://{}", args.control),
+                s("--token-file"),
+                s(tokens.join(&svc.name).display()),
+                s("--service"),
+                s(&svc.name),
+                s("--copy"),
+                s(c.copy),
+                s("--inbound"),
+                s(proxy.inbound),
+                s("--admin"),
+                s(proxy.admin),
+                s("--app"),
+                s(c.app),
+                s("--cache"),
+                s(run
+                    .join("cache")
+                    .join(format!("{}-{}", svc.name, c.copy))
+                    .display()),
+            ];
+            if svc.sample.is_some() {
+                a.extend([s("--health-path"), s(apps::HEALTH_PATH)]);
+            }
+            for (to, port) in &proxy.upstreams {
+                a.extend([s("--upstream"), format!("{to}={port}")]);
+            }
+            let p = kids.spawn(&format!("{}-{}.proxy", svc.name, c.copy), &a)?;
+            let admin = proxy.admin;
+            wait_for(
+                &kids.sup,
+                &p,
+                "its admin endpoint did not answer /ready",
+                || async move {
+                    wire::get(admin, "/ready")
+                        .await
+                        .is_ok_and(|r| r.status == 200)
+                },
+            )
+            .await?;
+            kids.proxies.push(p);
+        }
+    }
+    crate::demo::progress("proxies ready; waiting for every copy to be registered and healthy");
+    let start = Instant::now();
+    loop {
+        let missing = registered(mesh, plan, &format!("http://{}", args.control)).await;
+        match missing {
+            Ok(None) => return Ok(()),
+            Ok(Some(why)) | Err(why) => {
+                if start.elapsed() > READY_TIMEOUT {
+                    return Err(UpError::Failed(format!(
+                        "the mesh was not ready within {READY_TIMEOUT:?}: {why} (logs in {})",
+                        run.join("logs").display()
+                    )));
+                }
+            }
+        }
+        for p in kids.control.iter().chain(&kids.apps).chain(&kids.proxies) {
+            started(&kids.sup, p).await?;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn app_args(file: &Path, run: &Path, svc: &Planned, c: &PlannedCopy) -> Vec<String> {
+    let mut a = vec![
+        s("sample"),
+        s("--mesh"),
+        s(file.display()),
+        s("--service"),
+        s(&svc.name),
+        s("--copy"),
+        s(c.copy),
+        s("--listen"),
+        s(c.app),
+        s("--certs"),
+        s(run.join("certs").display()),
+        s("--run"),
+        s(run.display()),
+    ];
+    if let Some(k) = c.knobs {
+        a.extend([s("--knobs"), s(k)]);
+    }
+    for (to, port) in c.proxy.iter().flat_map(|p| p.upstreams.iter()) {
+        a.extend([s("--upstream"), format!("{to}={port}")]);
+    }
+    a
+}
+
+/// `None` when every copy of every proxied service is registered (and healthy, for samples);
+/// otherwise what is missing.
+async fn registered(_mesh: &Mesh, plan: &Plan, server: &str) -> Result<Option<String>, String> {
+    let status = hopwise_control::client::status(server)
+        .await
+        .map_err(|e| e.to_string())?;
+    for svc in &plan.services {
+        let want = svc.copies.iter().filter(|c| c.proxy.is_some()).count();
+        if want == 0 {
+            continue;
+        }
+        let have = status
+            .services
+            .iter()
+            .find(|s| s.service == svc.name)
+            .map_or(0, |s| {
+                s.copies
+                    .iter()
+                    .filter(|c| c.healthy || svc.sample.is_none())
+                    .count()
+            });
+        if have < want {
+            return Ok(Some(format!(
+                "{} has {have} of {want} copies registered and healthy",
+                svc.name
+            )));
+        }
+    }
+    Ok(None)
+}

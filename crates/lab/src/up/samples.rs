@@ -1,0 +1,94 @@
+//! `RUN/samples.json`: what one `hopwise up` runs and where, for the dashboard (which reads it
+//! on each request) and for `hopwise fault`. The contract:
+//!
+//! ```json
+//! {"mesh":"/abs/mesh.yaml","services":{"pricing":{"sample":"chain","copies":[
+//!   {"copy":0,"app":"127.0.0.1:P","knobs":"127.0.0.1:Q","admin":"127.0.0.1:R","inbound":"127.0.0.1:S"}]}}}
+//! ```
+//!
+//! A user's own service has `"sample": null` and no `knobs`; the fee (outside the mesh) has no
+//! `admin` or `inbound`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use super::plan::Plan;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplesFile {
+    pub mesh: PathBuf,
+    pub services: IndexMap<String, ServiceEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceEntry {
+    /// `chain`, `leaf`, `fee`; `null` for the user's own app.
+    pub sample: Option<String>,
+    pub copies: Vec<CopyEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyEntry {
+    pub copy: usize,
+    pub app: SocketAddr,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knobs: Option<SocketAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<SocketAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbound: Option<SocketAddr>,
+}
+
+/// The file's name in the run directory.
+pub const FILE: &str = "samples.json";
+
+impl SamplesFile {
+    pub fn from_plan(mesh: &Path, plan: &Plan) -> SamplesFile {
+        SamplesFile {
+            mesh: mesh.to_owned(),
+            services: plan
+                .services
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        ServiceEntry {
+                            sample: s.sample.map(|k| k.name().to_owned()),
+                            copies: s
+                                .copies
+                                .iter()
+                                .map(|c| CopyEntry {
+                                    copy: c.copy,
+                                    app: c.app,
+                                    knobs: c.knobs,
+                                    admin: c.proxy.as_ref().map(|p| p.admin),
+                                    inbound: c.proxy.as_ref().map(|p| p.inbound),
+                                })
+                                .collect(),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_file_has_the_contracts_shape() {
+        let text = r#"{"mesh":"/m.yaml","services":{"a":{"sample":"chain","copies":[{"copy":0,"app":"127.0.0.1:1","knobs":"127.0.0.1:2","admin":"127.0.0.1:3","inbound":"127.0.0.1:4"}]},"u":{"sample":null,"copies":[{"copy":0,"app":"127.0.0.1:5","admin":"127.0.0.1:6","inbound":"127.0.0.1:7"}]}}}"#;
+        let f: SamplesFile = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            f.services["a"].copies[0].knobs,
+            Some("127.0.0.1:2".parse().unwrap())
+        );
+        assert_eq!(f.services["u"].sample, None);
+        assert_eq!(serde_json::to_string(&f).unwrap(), text);
+    }
+}
