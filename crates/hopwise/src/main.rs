@@ -177,7 +177,7 @@ enum ProtocolArg {
 
 fn main() -> ExitCode {
     // Started by `hopwise up`: go when it goes, even if it is killed.
-    if !hopwise_lab::up::run::die_with_parent() {
+    if !hopwise_lab::up::rundir::die_with_parent() {
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let cli = Cli::parse();

@@ -4,8 +4,8 @@
 //! the knobs of a running `up`.
 //!
 //! The parts, one job each: [`plan`] (pure: mesh → processes and ports), [`run`] (the
-//! processes: start, wait until ready, stop; the run directory), [`apps`] (the sample apps,
-//! a process per copy), [`knobs`] (the fault knobs and their HTTP port), [`samples`] (the
+//! processes: start, wait until ready, stop), [`rundir`] (the run directory, stale processes),
+//! [`apps`] (the sample apps, a process per copy), [`knobs`] (the fault knobs and their HTTP port), [`samples`] (the
 //! `samples.json` contract), [`load`] (steady requests into the entry service), [`table`]
 //! (what `up` prints), [`fault`] (`hopwise fault`). See docs/up.md.
 
@@ -20,6 +20,7 @@ pub mod knobs;
 pub mod load;
 pub mod plan;
 pub mod run;
+pub mod rundir;
 pub mod samples;
 pub mod table;
 

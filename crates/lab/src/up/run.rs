@@ -9,17 +9,7 @@
 //! kills any process the run directory lists that is still ours (its command line names the
 //! run directory) before it wipes the directory and starts clean.
 //!
-//! The run directory is `./.hopwise/<mesh name>/` (under the current directory):
-//!
-//! ```text
-//! up.pid          the running `up`
-//! pids            every child's pid, one a line
-//! samples.json    what runs where (samples.rs)
-//! certs/          the run's CA (the control plane signs with it) and the fee's certificate
-//! state/          the control plane's state (tokens/<service>)
-//! cache/<s>-<n>/  each proxy's certificate and last snapshot
-//! logs/<name>.stderr
-//! ```
+//! The run directory and stale processes are [`super::rundir`]'s.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -31,120 +21,14 @@ use hopwise_model::Mesh;
 
 use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
+use super::rundir::{self, write};
 use super::samples::{self, SamplesFile};
 use super::{UpArgs, UpError, apps, io, signals, table};
 use crate::bench::procs::{Proc, Supervisor};
 use crate::demo::wire;
 
-/// The environment variable that tells a child which process is its `up`.
-pub const PARENT_ENV: &str = "HOPWISE_UP_PARENT";
-
 /// How long the whole mesh may take to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(40);
-
-/// Called first thing by every `hopwise` process: when started by `up`, ask for SIGTERM when
-/// `up` dies. Returns `false` when `up` is already gone (the caller should exit at once).
-pub fn die_with_parent() -> bool {
-    let Some(parent) = std::env::var(PARENT_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-    else {
-        return true;
-    };
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
-    // `up` may have died before the request was made: then nobody will signal us.
-    nix::unistd::getppid().as_raw() == parent
-}
-
-/// `./.hopwise/<mesh name>`.
-pub fn run_dir(mesh: &Mesh) -> Result<PathBuf, UpError> {
-    let cwd = std::env::current_dir().map_err(io("cannot read the current directory"))?;
-    Ok(cwd.join(".hopwise").join(&mesh.name))
-}
-
-/// The command line of a live process, split at its NULs.
-fn cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    Some(
-        raw.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect(),
-    )
-}
-
-/// Is `pid` a `hopwise` process started for `run`? (A pid in a stale file may belong to
-/// anyone by now.)
-fn ours(pid: u32, exe_name: &str, run: &Path) -> bool {
-    let Some(args) = cmdline(pid) else {
-        return false;
-    };
-    let run = run.to_string_lossy();
-    args.first()
-        .and_then(|a| Path::new(a).file_name())
-        .is_some_and(|n| n.to_string_lossy() == exe_name)
-        && args.iter().any(|a| a.contains(run.as_ref()))
-}
-
-fn exe_name(exe: &Path) -> String {
-    exe.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "hopwise".to_owned())
-}
-
-/// Refuses a run directory whose `up` is alive; kills what a crashed one left; starts clean.
-fn prepare(run: &Path, exe: &Path) -> Result<(), UpError> {
-    let name = exe_name(exe);
-    if let Some(pid) = read_pid(&run.join("up.pid"))
-        && pid != std::process::id()
-        && cmdline(pid).is_some_and(|a| {
-            a.first()
-                .and_then(|a| Path::new(a).file_name())
-                .is_some_and(|n| n.to_string_lossy() == name)
-                && a.iter().any(|x| x == "up")
-        })
-    {
-        return Err(UpError::Failed(format!(
-            "hopwise up is already running this mesh (pid {pid}, run directory {}); stop it first (Ctrl-C in its terminal, or kill {pid})",
-            run.display()
-        )));
-    }
-    let stale: Vec<u32> = std::fs::read_to_string(run.join("pids"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect();
-    for pid in stale {
-        if ours(pid, &name, run)
-            && let Ok(p) = i32::try_from(pid)
-        {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(p),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(p),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-    if run.exists() {
-        std::fs::remove_dir_all(run).map_err(io(format!("cannot clear {}", run.display())))?;
-    }
-    for d in ["logs", "cache", "certs"] {
-        std::fs::create_dir_all(run.join(d))
-            .map_err(io(format!("cannot create {}", run.join(d).display())))?;
-    }
-    write(&run.join("up.pid"), &format!("{}\n", std::process::id()))
-}
-
-fn read_pid(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-fn write(path: &Path, text: &str) -> Result<(), UpError> {
-    std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))
-}
 
 /// Ports that were free a moment ago, all distinct (held together, then released).
 fn free_ports(count: usize) -> Result<Vec<SocketAddr>, UpError> {
@@ -172,7 +56,7 @@ impl Children {
     fn spawn(&mut self, name: &str, args: &[String]) -> Result<Proc, UpError> {
         let mut cmd = Command::new(&self.exe);
         cmd.args(args)
-            .env(PARENT_ENV, std::process::id().to_string());
+            .env(rundir::PARENT_ENV, std::process::id().to_string());
         let log = self.run.join("logs").join(format!("{name}.stderr"));
         let (p, _) = self
             .sup
@@ -260,8 +144,8 @@ fn control_has_dashboard(exe: &Path) -> bool {
 /// Runs `up` on a mesh file already read and checked by the binary.
 pub fn up(args: &UpArgs, mesh: &Mesh, file: &Path, out: &mut dyn Write) -> Result<(), UpError> {
     let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
-    let run = run_dir(mesh)?;
-    prepare(&run, &exe)?;
+    let run = rundir::run_dir(mesh)?;
+    rundir::prepare(&run, &exe)?;
     let result = up_in(args, mesh, file, &exe, &run, out);
     let _ = std::fs::remove_file(run.join("up.pid"));
     result
@@ -309,7 +193,7 @@ fn up_in(
     // thread that forked them.
     let ready = rt.block_on(async {
         tokio::select! {
-            r = start(&mut kids, args, mesh, file, &plan, dashboard) => r,
+            r = start(&mut kids, args, file, &plan, dashboard) => r,
             () = signals() => Err(UpError::Interrupted),
         }
     });
@@ -368,7 +252,6 @@ fn up_in(
 async fn start(
     kids: &mut Children,
     args: &UpArgs,
-    mesh: &Mesh,
     file: &Path,
     plan: &Plan,
     dashboard: Option<SocketAddr>,
@@ -491,7 +374,7 @@ async fn start(
     crate::demo::progress("proxies ready; waiting for every copy to be registered and healthy");
     let start = Instant::now();
     loop {
-        let missing = registered(mesh, plan, &format!("http://{}", args.control)).await;
+        let missing = registered(plan, &format!("http://{}", args.control)).await;
         match missing {
             Ok(None) => return Ok(()),
             Ok(Some(why)) | Err(why) => {
@@ -537,7 +420,7 @@ fn app_args(file: &Path, run: &Path, svc: &Planned, c: &PlannedCopy) -> Vec<Stri
 
 /// `None` when every copy of every proxied service is registered (and healthy, for samples);
 /// otherwise what is missing.
-async fn registered(_mesh: &Mesh, plan: &Plan, server: &str) -> Result<Option<String>, String> {
+async fn registered(plan: &Plan, server: &str) -> Result<Option<String>, String> {
     let status = hopwise_control::client::status(server)
         .await
         .map_err(|e| e.to_string())?;
