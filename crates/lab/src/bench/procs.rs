@@ -1,7 +1,8 @@
-//! The bench's child processes and what `/proc` says about them. A [`Supervisor`] owns every
-//! child: it kills them all when dropped (the end of a measurement, or an error) and on
-//! Ctrl-C/SIGTERM, so no process outlives the bench. Children run in their own process group,
-//! so a terminal's Ctrl-C reaches only the bench, which then stops them itself.
+//! The lab's child processes (the bench's, the demos' proxies, `hopwise up`'s) and what
+//! `/proc` says about them. A [`Supervisor`] owns every child: it kills them all when dropped
+//! (the end of a measurement, or an error) and on Ctrl-C/SIGTERM ([`Supervisor::quiet`] leaves
+//! signals to its caller, which stops the children itself), so no process outlives the lab.
+//! Children run in their own process group, so a terminal's Ctrl-C reaches only us.
 //!
 //! CPU is `utime + stime` from `/proc/<pid>/stat`, peak memory `VmHWM` from
 //! `/proc/<pid>/status`, both summed over a process and its descendants (nginx's workers).
@@ -63,9 +64,7 @@ pub struct Proc {
 impl Proc {
     /// What the process wrote to stderr, at most the last `lines` lines.
     pub fn stderr_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        tail(&self.stderr, lines)
     }
 }
 
@@ -269,17 +268,25 @@ impl Drop for Supervisor {
     }
 }
 
-/// `count` distinct free ports on 127.0.0.1 (bound together, then released).
-pub fn free_ports(count: usize) -> Result<Vec<SocketAddr>, BenchError> {
+/// The last `lines` lines of a file (a child's stderr), or nothing.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// `count` distinct ports on 127.0.0.1 that were free a moment ago (bound together, then
+/// released). The bench, the demos and `up` all take their ports here.
+pub fn free_addrs(count: usize) -> std::io::Result<Vec<SocketAddr>> {
     let listeners = (0..count)
         .map(|_| TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("cannot find a free port on 127.0.0.1"))?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("cannot find a free port on 127.0.0.1"))
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners.iter().map(|l| l.local_addr()).collect()
+}
+
+/// [`free_addrs`], as the bench's error.
+pub fn free_ports(count: usize) -> Result<Vec<SocketAddr>, BenchError> {
+    free_addrs(count).map_err(io("cannot find a free port on 127.0.0.1"))
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`; 100 where that fails, as on every Linux we know).

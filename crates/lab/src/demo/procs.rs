@@ -4,32 +4,26 @@
 //! Children run in their own process group, so a terminal's Ctrl-C reaches only the demo,
 //! which then stops them itself.
 
-use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
-use std::os::unix::process::CommandExt;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::DemoError;
 use super::wire;
-use super::{DemoError, io};
+use crate::bench::procs::{Proc, Supervisor};
 
 /// How long a proxy may take to say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
-#[derive(Debug)]
-struct Started {
-    name: String,
-    child: Child,
-    stderr: PathBuf,
-}
-
-/// The proxies of one scenario; see the module docs.
+/// The proxies of one scenario; see the module docs. The children belong to a
+/// [`Supervisor`] (the bench's and `up`'s too), which kills them when dropped.
 #[derive(Debug)]
 pub struct Proxies {
     hopwise: PathBuf,
     dir: PathBuf,
-    started: Vec<Started>,
+    sup: Supervisor,
+    started: Vec<Proc>,
 }
 
 impl Proxies {
@@ -38,6 +32,8 @@ impl Proxies {
         Proxies {
             hopwise: hopwise.to_owned(),
             dir: dir.to_owned(),
+            // The demo watches Ctrl-C itself (its future is dropped, and this with it).
+            sup: Supervisor::quiet(),
             started: Vec::new(),
         }
     }
@@ -52,36 +48,25 @@ impl Proxies {
     ) -> Result<(), DemoError> {
         let name = format!("{service}'s proxy");
         let stderr = self.dir.join(format!("{service}.stderr"));
-        let err_file =
-            File::create(&stderr).map_err(io(format!("cannot create {}", stderr.display())))?;
         let mut cmd = Command::new(&self.hopwise);
         cmd.arg("proxy")
             .arg("--config")
             .arg(mesh)
             .arg("--service")
-            .arg(service)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err_file)
-            .process_group(0);
-        let child = cmd.spawn().map_err(io(format!(
-            "cannot start {name} ({})",
-            self.hopwise.display()
-        )))?;
-        self.started.push(Started {
-            name: name.clone(),
-            child,
-            stderr: stderr.clone(),
-        });
+            .arg(service);
+        let (proc, _) = self
+            .sup
+            .spawn(&name, cmd, &stderr, false)
+            .map_err(|e| DemoError::Failed(e.to_string()))?;
+        let pid = proc.pid;
+        self.started.push(proc);
         let start = Instant::now();
         loop {
-            if let Some(s) = self.started.last_mut()
-                && let Ok(Some(status)) = s.child.try_wait()
-            {
+            if let Some(status) = self.sup.exited(pid) {
                 return Err(DemoError::Start {
                     name,
                     why: format!("it exited ({status})"),
-                    stderr: tail(&stderr, 40),
+                    stderr: crate::bench::procs::tail(&stderr, 40),
                 });
             }
             if let Ok(r) = wire::get(admin, "/ready").await
@@ -95,7 +80,7 @@ impl Proxies {
                     why: format!(
                         "its admin endpoint {admin} was not ready within {START_TIMEOUT:?}"
                     ),
-                    stderr: tail(&stderr, 40),
+                    stderr: crate::bench::procs::tail(&stderr, 40),
                 });
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -104,25 +89,22 @@ impl Proxies {
 
     /// Process ids of the proxies (for tests that check nothing is left behind).
     pub fn pids(&self) -> Vec<u32> {
-        self.started.iter().map(|s| s.child.id()).collect()
+        self.started.iter().map(|s| s.pid).collect()
     }
 
     /// The last lines of every proxy's stderr, for an error message.
     pub fn stderr_tails(&self) -> String {
         self.started
             .iter()
-            .map(|s| format!("--- {} ---\n{}", s.name, tail(&s.stderr, 20)))
+            .map(|s| format!("--- {} ---\n{}", s.name, s.stderr_tail(20)))
             .collect::<Vec<_>>()
             .join("\n")
     }
 
     /// Kills and reaps every proxy.
     pub fn stop(&mut self) {
-        for s in &mut self.started {
-            let _ = s.child.kill();
-        }
-        for mut s in self.started.drain(..) {
-            let _ = s.child.wait();
+        for s in self.started.drain(..) {
+            self.sup.kill(s.pid);
         }
     }
 }
@@ -131,12 +113,6 @@ impl Drop for Proxies {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// How many times a scenario is set up again when a port it picked was taken meanwhile.
@@ -148,17 +124,10 @@ pub fn port_taken(e: &DemoError) -> bool {
     matches!(e, DemoError::Start { stderr, .. } if stderr.contains("cannot listen on"))
 }
 
-/// `count` distinct free ports on 127.0.0.1 (bound together, then released).
+/// `count` distinct free ports on 127.0.0.1 ([`crate::bench::procs::free_addrs`]).
 pub fn free_ports(count: usize) -> Result<Vec<SocketAddr>, DemoError> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("cannot find a free port on 127.0.0.1"))?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("cannot find a free port on 127.0.0.1"))
+    crate::bench::procs::free_addrs(count)
+        .map_err(super::io("cannot find a free port on 127.0.0.1"))
 }
 
 /// A proxy's `/metrics` text.

@@ -12,7 +12,7 @@
 //! The run directory and stale processes are [`super::rundir`]'s.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -29,18 +29,6 @@ use crate::demo::wire;
 
 /// How long the whole mesh may take to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(40);
-
-/// Ports that were free a moment ago, all distinct (held together, then released).
-fn free_ports(count: usize) -> Result<Vec<SocketAddr>, UpError> {
-    let held = (0..count)
-        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("cannot find free ports on 127.0.0.1"))?;
-    held.iter()
-        .map(|l| l.local_addr())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("cannot find free ports on 127.0.0.1"))
-}
 
 /// The children of one run, with the supervisor that owns them.
 struct Children {
@@ -159,7 +147,8 @@ fn up_in(
     run: &Path,
     out: &mut dyn Write,
 ) -> Result<(), UpError> {
-    let mut ports = free_ports(Plan::ports_needed(mesh))?
+    let mut ports = crate::bench::procs::free_addrs(Plan::ports_needed(mesh))
+        .map_err(io("cannot find free ports on 127.0.0.1"))?
         .into_iter()
         .filter(|p| *p != args.control && *p != args.dashboard);
     let mut next = move || {
