@@ -322,3 +322,80 @@ fn up_after_a_killed_up_starts_clean() {
     assert!(second.sigint().success());
     assert_eq!(until_gone(&new), Vec::<u32>::new());
 }
+
+fn hopwise(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn up_refuses_a_file_that_check_refuses_and_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "services:\n  a: { sample: chian }\n",
+    )
+    .unwrap();
+    let (code, _, err) = hopwise(dir.path(), &["up", "bad.yaml"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("bad.yaml:2:")
+            && err.contains("services.a.sample: unknown value `chian`")
+            && err.contains("nothing was started"),
+        "{err}"
+    );
+    // An error finding: the call's 5 s timeout does not fit in the client's 1 s.
+    std::fs::write(
+        dir.path().join("slow.yaml"),
+        "services:\n  a: { sample: chain, entry: { timeout: 1s }, calls: { b: { timeout: 5s } } }\n  b: { sample: leaf }\n",
+    )
+    .unwrap();
+    let (code, _, err) = hopwise(dir.path(), &["up", "slow.yaml"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nothing was started"), "{err}");
+    assert!(!dir.path().join(".hopwise").exists());
+}
+
+#[test]
+fn fault_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = hopwise(dir.path(), &["fault", "inventory", "--down"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no running `hopwise up` found"), "{err}");
+    // A run directory as `up` leaves it (the knobs are never reached: every case is refused first).
+    let run = dir.path().join(".hopwise/m");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("up.pid"), "1\n").unwrap();
+    std::fs::write(
+        run.join("samples.json"),
+        r#"{"mesh":"/m.yaml","services":{"a":{"sample":"chain","copies":[{"copy":0,"app":"127.0.0.1:1","knobs":"127.0.0.1:2","admin":"127.0.0.1:3","inbound":"127.0.0.1:4"}]},"mine":{"sample":null,"copies":[{"copy":0,"app":"127.0.0.1:5"}]}}}"#,
+    )
+    .unwrap();
+    for (args, want) in [
+        (
+            &["fault", "ghost", "--down"][..],
+            "`ghost` is not a service of this run (services: a, mine)",
+        ),
+        (
+            &["fault", "mine", "--down"][..],
+            "`mine` is not a sample (it is your own app): it has no fault knobs",
+        ),
+        (
+            &["fault", "a", "--copy", "3", "--down"][..],
+            "`a` has no copy 3 (copies: 0–0)",
+        ),
+        (&["fault", "a"][..], "nothing to change"),
+    ] {
+        let (code, _, err) = hopwise(dir.path(), args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
