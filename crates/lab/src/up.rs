@@ -82,6 +82,7 @@ pub struct FaultArgs {
     /// Accept requests and never answer.
     #[arg(long, overrides_with = "no_hang")]
     pub hang: bool,
+    /// Answer again (requests already hanging stay so until their client gives up).
     #[arg(long)]
     pub no_hang: bool,
     /// The next N requests fail (503 / UNAVAILABLE).
@@ -90,6 +91,7 @@ pub struct FaultArgs {
     /// Process each request, then drop the connection without an answer.
     #[arg(long, overrides_with = "keep_response")]
     pub lose_response: bool,
+    /// Answer every request processed again.
     #[arg(long)]
     pub keep_response: bool,
     /// Every knob back to "no fault" (applied before the other options).
