@@ -178,6 +178,12 @@ fn the_shop_runs_a_fault_travels_up_and_ctrl_c_stops_everything() {
         "{clean}"
     );
 
+    // The knobs refuse what they cannot read, and change nothing.
+    let bad = http(knobs, "POST", "/fault");
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+    assert!(bad.contains("not a JSON object"), "{bad}");
+    assert!(http(knobs, "POST", "/fault/clear").ends_with(r#""lose_response":false}"#));
+
     let fault = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .current_dir(dir.path())
         .args(["fault", "inventory", "--fail-first", "5"])
