@@ -406,3 +406,77 @@ fn fault_says_what_is_wrong() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// The library's lesson with `up`'s samples: the fee (TLS, outside the mesh) processes a payment
+/// and loses the answer; loan's proxy retries the balance read (safe) and never the payment.
+#[test]
+fn a_lost_payment_answer_is_not_retried_and_a_lost_read_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh.yaml");
+    let fee = free();
+    std::fs::write(
+        &file,
+        format!(
+            "mesh: {{ name: lib, trust_domain: lib.local }}
+services:
+  loan:
+    sample: chain
+    entry: {{ timeout: 20s }}
+    calls:
+      fee:
+        timeout: 15s
+        retries: {{ count: 2, on: [connect-failure, refused-stream, gateway-error] }}
+        routes:
+          balance: {{ path: /penalty/, method: GET }}
+          pay: {{ path: /penalty/pay, method: POST }}
+  fee:
+    sample: fee
+    external: {{ address: {fee}, tls: {{ server_name: localhost }} }}
+"
+        ),
+    )
+    .unwrap();
+    let mut up = Up::start(dir.path(), &file, &[]);
+    let run = dir.path().join(".hopwise/lib");
+    let s = samples(&run);
+    let app = addr(&s["services"]["loan"]["copies"][0]["app"]);
+    let admin = addr(&s["services"]["loan"]["copies"][0]["admin"]);
+    assert_eq!(addr(&s["services"]["fee"]["copies"][0]["app"]), fee);
+    assert_eq!(s["services"]["fee"]["copies"][0].get("admin"), None);
+
+    // Through loan's proxy, over TLS to the fee: both routes answer.
+    let ok = http(app, "GET", "/");
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(ok.contains(r#"{"to":"fee","route":"balance","status":"200"},{"to":"fee","route":"pay","status":"200"}"#), "{ok}");
+
+    let (code, out, err) = hopwise(dir.path(), &["fault", "fee", "--lose-response"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"lose_response\":true"), "{out}");
+    let requests = 4;
+    for _ in 0..requests {
+        let lost = http(app, "GET", "/");
+        assert!(lost.starts_with("HTTP/1.1 502"), "{lost}");
+    }
+    let retries = |route: &str| {
+        metric(
+            admin,
+            "hopwise_retries_total",
+            &[&format!("route=\"{route}\"")],
+        )
+    };
+    // Every read tried three times; no payment repeated (it may have been processed).
+    assert_eq!(retries("balance"), 2 * requests);
+    assert_eq!(retries("pay"), 0);
+    let tries = |route: &str| {
+        metric(
+            admin,
+            "hopwise_tries_total",
+            &[&format!("route=\"{route}\"")],
+        )
+    };
+    assert_eq!(
+        (tries("balance"), tries("pay")),
+        (1 + 3 * requests, 1 + requests)
+    );
+    assert!(up.sigint().success());
+}
