@@ -110,28 +110,33 @@ impl Supervisor {
         }
     }
 
-    /// Asks a process to stop (SIGTERM to its group), waits up to `grace` for it to exit,
-    /// then kills it; reaps it either way.
-    pub fn terminate(&self, pid: u32, grace: Duration) {
-        let Some(mut child) = self.shared.children().remove(&pid) else {
-            return;
+    /// Asks processes to stop (SIGTERM to each one's group), waits up to `grace` for them to
+    /// exit, then kills those that have not; reaps them all.
+    pub fn terminate(&self, pids: &[u32], grace: Duration) {
+        let mut children: Vec<(u32, Child)> = {
+            let mut owned = self.shared.children();
+            pids.iter()
+                .filter_map(|p| owned.remove(p).map(|c| (*p, c)))
+                .collect()
         };
-        if let Ok(p) = i32::try_from(pid) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(p),
-                nix::sys::signal::Signal::SIGTERM,
-            );
+        for (pid, _) in &children {
+            if let Ok(p) = i32::try_from(*pid) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
         }
         let start = Instant::now();
-        while start.elapsed() < grace {
-            if let Ok(Some(_)) = child.try_wait() {
-                // Reaped: its pid may be reused now, so nothing more is sent to it.
-                return;
-            }
+        while !children.is_empty() && start.elapsed() < grace {
+            // Reaped ones leave the list: their pids may be reused, so nothing more is sent.
+            children.retain_mut(|(_, c)| !matches!(c.try_wait(), Ok(Some(_))));
             std::thread::sleep(Duration::from_millis(10));
         }
-        kill_group(pid, &mut child);
-        let _ = child.wait();
+        for (pid, mut c) in children {
+            kill_group(pid, &mut c);
+            let _ = c.wait();
+        }
     }
 
     /// The process ids of every child still owned.

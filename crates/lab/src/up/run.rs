@@ -1,11 +1,10 @@
-//! The processes of one `hopwise up`: the run directory, the control plane, a sample app and a
-//! proxy per copy; waiting until every copy is registered and healthy; stopping them all.
+//! The processes of one `hopwise up`: the control plane, a sample app and a proxy per copy; waiting until every copy is registered and healthy; stopping them all.
 //!
 //! Every child runs in its own process group (a terminal's Ctrl-C reaches only `up`, which then
 //! stops them gently: proxies first, so they leave the registry and drain, then the apps, then
 //! the control plane) and is killed on every other exit path (the [`Supervisor`] kills what it
 //! owns when dropped). Each child asks the kernel for SIGTERM when `up` dies
-//! ([`die_with_parent`]), so a SIGKILLed `up` leaves nothing behind either; and the next `up`
+//! ([`rundir::die_with_parent`]), so a SIGKILLed `up` leaves nothing behind either; and the next `up`
 //! kills any process the run directory lists that is still ours (its command line names the
 //! run directory) before it wipes the directory and starts clean.
 //!
@@ -56,21 +55,21 @@ impl Children {
     }
 
     /// Proxies first (they deregister and drain), then the apps, then the control plane.
+    /// Each group is asked together and waited for together.
     fn stop(&mut self) {
-        for p in self.proxies.drain(..) {
-            self.sup.terminate(p.pid, Duration::from_secs(5));
-        }
-        for p in self.apps.drain(..) {
-            self.sup.terminate(p.pid, Duration::from_secs(2));
-        }
-        for p in self.control.drain(..) {
-            self.sup.terminate(p.pid, Duration::from_secs(3));
+        for (group, grace) in [
+            (std::mem::take(&mut self.proxies), Duration::from_secs(5)),
+            (std::mem::take(&mut self.apps), Duration::from_secs(2)),
+            (std::mem::take(&mut self.control), Duration::from_secs(3)),
+        ] {
+            let pids: Vec<u32> = group.iter().map(|p| p.pid).collect();
+            self.sup.terminate(&pids, grace);
         }
         let _ = std::fs::remove_file(self.run.join("pids"));
     }
 }
 
-async fn started(sup: &Supervisor, p: &Proc) -> Result<(), UpError> {
+fn started(sup: &Supervisor, p: &Proc) -> Result<(), UpError> {
     match sup.exited(p.pid) {
         Some(status) => Err(UpError::Start {
             name: p.name.clone(),
@@ -94,7 +93,7 @@ where
 {
     let start = Instant::now();
     loop {
-        started(sup, p).await?;
+        started(sup, p)?;
         if ready().await {
             return Ok(());
         }
@@ -376,7 +375,7 @@ async fn start(
             }
         }
         for p in kids.control.iter().chain(&kids.apps).chain(&kids.proxies) {
-            started(&kids.sup, p).await?;
+            started(&kids.sup, p)?;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
