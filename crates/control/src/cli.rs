@@ -16,6 +16,7 @@ use hopwise_model::Dur;
 use crate::api::{self, ServeError};
 use crate::client::{self, ClientError};
 use crate::plane::{CaFiles, ConfigFile, Options, Plane, StartError};
+use crate::store::etcd::{EtcdSpec, EtcdStore};
 use crate::store::{Store, StoreError, TOKENS_DIR};
 
 /// Exit status: done.
@@ -50,8 +51,14 @@ pub struct ControlArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The state directory: CA, join tokens (`DIR/tokens/<service>`), the mesh file in force.
+    /// With `--store etcd://…` it holds only the token files and `ca.pem` for local proxies.
     #[arg(long, required = true)]
     pub state: Option<PathBuf>,
+    /// Where the state is kept: in --state (the default), or in etcd, shared by several
+    /// replicas: `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (prefix `/hopwise` by default).
+    /// The first replica on an empty prefix needs --config; later ones take the stored state.
+    #[arg(long)]
+    pub store: Option<String>,
     /// Where to listen: a loopback address (plain HTTP/2, no TLS yet).
     #[arg(long, default_value = "127.0.0.1:7900")]
     pub listen: SocketAddr,
@@ -268,16 +275,35 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         _ => None,
     };
     let lifetime: Duration = args.cert_lifetime.get();
-    let store = Store::open(&state)?;
-    let started = match Plane::start(
-        store,
-        Options {
-            config,
-            ca_files,
-            cert_lifetime: lifetime,
-        },
-        SystemTime::now(),
-    ) {
+    let spec = match &args.store {
+        None => None,
+        Some(text) => Some(
+            EtcdSpec::parse(text).map_err(|reason| CliError::Usage(format!("--store {reason}")))?,
+        ),
+    };
+    // The runtime comes first: the etcd store is opened on it, and `Plane::start` (on this
+    // thread, outside it) blocks on it to write.
+    let rt = runtime()?;
+    let options = Options {
+        config,
+        ca_files,
+        cert_lifetime: lifetime,
+    };
+    let mut attempt = 0;
+    let started = loop {
+        let store = match &spec {
+            None => Store::open(&state)?,
+            Some(spec) => Store::Etcd(rt.block_on(EtcdStore::open(spec.clone(), &state))?),
+        };
+        attempt += 1;
+        match Plane::start(store, options.clone(), SystemTime::now()) {
+            // Two replicas initialising an empty etcd at once: one wins, the other reads
+            // what it wrote and starts on it.
+            Err(StartError::Store(StoreError::Conflict { .. })) if attempt < 3 => continue,
+            other => break other,
+        }
+    };
+    let started = match started {
         Ok(s) => s,
         Err(StartError::Refused { name, findings }) => {
             let response = crate::pb::ApplyResponse {
@@ -293,7 +319,6 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         }
         Err(e) => return Err(e.into()),
     };
-    let rt = runtime()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -302,16 +327,20 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
                 source,
             })?;
         let plane = started.plane;
+        let at = if plane.shared() {
+            format!("shared, revision {}", plane.version())
+        } else {
+            format!("start {}", plane.version() >> 32)
+        };
         let summary = format!(
             "hopwise control: listening on {} (plain HTTP/2, no TLS: loopback only)\n\
-             state: {} (mesh {}, config version {}, start {})\n\
+             state: {} (mesh {}, config version {}, {at})\n\
              trust bundle: {}\n\
              join tokens: {} ({} service(s))\n",
             listener.local_addr().map_or(args.listen, |a| a),
-            plane.store().dir().display(),
+            plane.store().location(),
             plane.mesh().name,
             plane.config_version(),
-            plane.version() >> 32,
             started.bundle_file.display(),
             plane.store().dir().join(TOKENS_DIR).display(),
             started.token_files.len(),

@@ -110,10 +110,13 @@ pub async fn status(server: &str) -> Result<pb::StatusResponse, ClientError> {
         .map_err(|s| call_error(server, s))
 }
 
-/// `3.17`: the 3rd start of the control plane on its state, 17th change since.
+/// `3.17`: the 3rd start of the control plane on its state, 17th change since; or `1234`, an
+/// etcd revision (replicas sharing a store: the embedded store's start count is never 0).
 pub fn version_text(v: u64) -> String {
     if v == 0 {
         "-".to_owned()
+    } else if v >> 32 == 0 {
+        v.to_string()
     } else {
         format!("{}.{}", v >> 32, v & 0xffff_ffff)
     }
@@ -218,6 +221,13 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
         s.config_version,
         relative(s.ca_not_after_unix.saturating_mul(1000), now_unix_ms)
     );
+    let shared = s.store.starts_with("etcd://");
+    if shared {
+        out.push_str(&format!(
+            "store {} (shared by replicas; versions are etcd revisions; proxies: those this replica has seen)\n",
+            s.store
+        ));
+    }
     if !s.ca_rotation.is_empty() {
         out.push_str(&format!(
             "CA rotation in progress: {} (generation {}); trust bundle: {}\n",
@@ -303,7 +313,11 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
                 "    {}  {}  lease {}  expires in {}\n",
                 c.inbound_addr,
                 if c.healthy { "healthy  " } else { "unhealthy" },
-                version_text(c.lease_id),
+                if shared {
+                    format!("{:x}", c.lease_id)
+                } else {
+                    version_text(c.lease_id)
+                },
                 relative(i64::try_from(c.expires_in_ms).unwrap_or(i64::MAX), 0)
                     .trim_start_matches("in ")
             ));
@@ -343,6 +357,7 @@ mod tests {
     fn versions_and_times_read_well() {
         assert_eq!(version_text((3 << 32) | 17), "3.17");
         assert_eq!(version_text(0), "-");
+        assert_eq!(version_text(1234), "1234", "an etcd revision");
         assert_eq!(relative(90_000, 0), "in 1m 30s");
         assert_eq!(relative(0, 12_000), "12s ago");
         assert_eq!(relative(86_400_000 + 7_200_000, 0), "in 1d 2h");

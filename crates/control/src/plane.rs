@@ -28,6 +28,7 @@ use hopwise_model::{Diagnostics, Mesh};
 use crate::ca::{self, Ca, CaError, IssueError, Issued, Place};
 use crate::pb;
 use crate::registry::{LeaseId, Registry, RegistryError};
+use crate::store::etcd::{Change, Effect};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store, StoreError};
 use crate::token::{self, RandomError};
 
@@ -39,6 +40,46 @@ pub const MAX_TTL: Duration = Duration::from_secs(3600);
 /// long for them to reconnect (they retry with back-off up to 5 s) before it trusts that the
 /// proxies it knows are all there are.
 pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
+
+/// With a shared store, etcd expires the leases; the registry's own clock never does.
+const SHARED_LEASE_HORIZON: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// An etcd revision as a version.
+fn revision(r: i64) -> u64 {
+    u64::try_from(r).unwrap_or(0)
+}
+
+/// A copy seen in the shared store, into the registry (its lease expires in etcd, not here).
+fn put_copy(registry: &mut Registry, effect: Effect, far: Instant) {
+    if let Effect::CopyPut {
+        service,
+        lease,
+        value,
+    } = effect
+    {
+        registry.put(
+            LeaseId(lease),
+            &service,
+            value.addr,
+            value.healthy,
+            value.ttl(),
+            far,
+        );
+    }
+}
+
+/// What a batch of changes seen on the shared store did to this replica.
+#[derive(Debug, Default)]
+pub struct Followed {
+    /// Something proxies may be sent changed: wake the streams.
+    pub publish: bool,
+    /// Tokens changed: write the token files.
+    pub tokens: bool,
+    /// The trust bundle changed: write `ca.pem`.
+    pub bundle: bool,
+    /// Records that could not be read (kept as before), for the log.
+    pub problems: Vec<String>,
+}
 
 /// A mesh file given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +120,8 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{dir} holds no mesh file yet: pass --config MESH.yaml on the first start")]
-    NoConfig { dir: PathBuf },
+    #[error("{location} holds no mesh file yet: pass --config MESH.yaml on the first start")]
+    NoConfig { location: String },
     #[error("{rendered}\n{name}: {count} problem(s); the control plane did not start")]
     InvalidConfig {
         name: String,
@@ -93,9 +134,9 @@ pub enum StartError {
         findings: Vec<pb::Finding>,
     },
     #[error(
-        "the mesh file stored in {path} is no longer valid:\n{rendered}\napply a corrected file, or move the state directory away"
+        "the mesh file stored in {location} is no longer valid:\n{rendered}\napply a corrected file, or move the state directory away"
     )]
-    StoredConfig { path: PathBuf, rendered: String },
+    StoredConfig { location: String, rendered: String },
     #[error("{0}")]
     CaConflict(String),
     #[error("--cert-lifetime {0:?} is too short; use at least 1s")]
@@ -293,6 +334,10 @@ pub struct Plane {
     changes: u64,
     proxies: BTreeMap<(String, String), ProxyRecord>,
     issued: BTreeMap<String, IssuedRecord>,
+    /// The text of `mesh` (a shared store's state may move on before it is in force).
+    mesh_text_in_force: String,
+    /// The tokens last written to the token files (shared store: to notice new ones).
+    tokens_seen: BTreeMap<String, Secret>,
 }
 
 fn read(path: &Path) -> Result<String, StartError> {
@@ -306,7 +351,7 @@ fn load_ca(
     stored: Option<&CaState>,
     files: Option<&CaFiles>,
     mesh_name: &str,
-    dir: &Path,
+    dir: &str,
     now: SystemTime,
 ) -> Result<(Ca, CaState, Option<String>), StartError> {
     let supplied = |f: &CaFiles| -> Result<(Ca, String), StartError> {
@@ -335,7 +380,7 @@ fn load_ca(
             Ok((ca, state, None))
         }
         (Some(state @ CaState::Generated { cert_pem, key_pem }), None) => {
-            let what = format!("the CA stored in {}", dir.display());
+            let what = format!("the CA stored in {dir}");
             let ca = Ca::from_pem(cert_pem, &key_pem.0, &what, now)?;
             Ok((ca, state.clone(), None))
         }
@@ -343,7 +388,7 @@ fn load_ca(
             "{} already holds a CA that the control plane generated; it cannot switch to {} \
              (a CA rotation is done on the running control plane: `hopwise control rotate-ca`): \
              drop --ca-cert/--ca-key, or start on a new state directory",
-            dir.display(),
+            dir,
             f.cert.display()
         ))),
         (
@@ -365,7 +410,7 @@ fn load_ca(
                      (a CA rotation is done on the running control plane: `hopwise control \
                      rotate-ca`)",
                     f.cert.display(),
-                    dir.display()
+                    dir
                 )));
             }
             let state = CaState::Supplied {
@@ -378,6 +423,34 @@ fn load_ca(
     }
 }
 
+/// The CA of `state` (stored, or the operator's files, or generated when there is none), with
+/// the other root trusted while a rotation is in progress.
+fn ca_of(
+    state: &State,
+    files: Option<&CaFiles>,
+    mesh_name: &str,
+    place: &str,
+    now: SystemTime,
+) -> Result<(Ca, CaState, Option<String>), StartError> {
+    let (ca, ca_state, note) = load_ca(state.ca.as_ref(), files, mesh_name, place, now)?;
+    let ca = match &state.rotation {
+        None => ca,
+        Some(Rotation::Added { next_cert_pem, .. }) => ca.trusting(
+            next_cert_pem,
+            Place::After,
+            &format!("the new root stored in {place}"),
+        )?,
+        Some(Rotation::Reissued {
+            previous_cert_pem, ..
+        }) => ca.trusting(
+            previous_cert_pem,
+            Place::Before,
+            &format!("the old root stored in {place}"),
+        )?,
+    };
+    Ok((ca, ca_state, note))
+}
+
 impl Plane {
     /// Starts on `store`: counts the start, loads or creates the CA, takes the mesh file (the
     /// stored one if there is one, else `opts.config`, which must pass `hopwise check`), makes
@@ -387,7 +460,7 @@ impl Plane {
         if opts.cert_lifetime < Duration::from_secs(1) {
             return Err(StartError::Lifetime(opts.cert_lifetime));
         }
-        let dir = store.dir().to_owned();
+        let dir = store.location();
         let mut next: State = store.state().clone();
         let mut notes = Vec::new();
         next.starts += 1;
@@ -396,7 +469,7 @@ impl Plane {
 
         // The mesh file.
         let mesh = match (&next.mesh, &opts.config) {
-            (None, None) => return Err(StartError::NoConfig { dir }),
+            (None, None) => return Err(StartError::NoConfig { location: dir }),
             (None, Some(config)) => {
                 let prepared = prepare(&config.text, &config.name);
                 let (mesh, report) = match prepared.result {
@@ -425,7 +498,7 @@ impl Plane {
             }
             (Some(stored), given) => {
                 let mesh = Mesh::from_yaml(&stored.text).map_err(|d| StartError::StoredConfig {
-                    path: store.path(),
+                    location: store.location(),
                     rendered: d.render(&stored.source),
                 })?;
                 if let Some(given) = given
@@ -441,32 +514,10 @@ impl Plane {
             }
         };
 
-        // The CA.
-        let (ca, ca_state, note) = load_ca(
-            next.ca.as_ref(),
-            opts.ca_files.as_ref(),
-            &mesh.name,
-            &dir,
-            now,
-        )?;
+        // The CA (a rotation in progress: the other root is trusted too).
+        let (ca, ca_state, note) = ca_of(&next, opts.ca_files.as_ref(), &mesh.name, &dir, now)?;
         next.ca = Some(ca_state);
         notes.extend(note);
-        // A rotation in progress: the other root is trusted too.
-        let ca = match &next.rotation {
-            None => ca,
-            Some(Rotation::Added { next_cert_pem, .. }) => ca.trusting(
-                next_cert_pem,
-                Place::After,
-                &format!("the new root stored in {}", dir.display()),
-            )?,
-            Some(Rotation::Reissued {
-                previous_cert_pem, ..
-            }) => ca.trusting(
-                previous_cert_pem,
-                Place::Before,
-                &format!("the old root stored in {}", dir.display()),
-            )?,
-        };
         if let Some(r) = &next.rotation {
             notes.push(format!(
                 "a CA rotation is in progress (stage {} done); continue it with `hopwise control \
@@ -482,27 +533,45 @@ impl Plane {
         // A token for every service that runs a proxy.
         add_tokens(&mut next, &mesh)?;
 
-        store.commit(next)?;
+        let written = store.commit(next)?;
         let token_files = store.write_tokens()?;
         let bundle_file = store.write_bundle(&ca.trust_bundle_pem())?;
-        let epoch = store.state().starts;
         let ca_generation = store.state().ca_generation;
+        // Embedded: versions are (start count, changes since). Shared: the etcd revision, the
+        // same for every replica and growing across etcd's restarts.
+        let (epoch, changes) = match store.etcd() {
+            None => (store.state().starts, 0),
+            Some(e) => (0, written.unwrap_or(0).max(revision(e.view().revision()))),
+        };
+        let mut registry = Registry::starting_after(epoch << 32);
+        if let Some(e) = store.etcd_mut() {
+            let far = Instant::now() + SHARED_LEASE_HORIZON;
+            for effect in e.take_initial_copies() {
+                put_copy(&mut registry, effect, far);
+            }
+        }
+        let mut plane = Plane {
+            store,
+            ca: Arc::new(ca),
+            ca_generation,
+            bundle_version: 0,
+            started_at: now,
+            mesh: Arc::new(mesh),
+            lifetime: opts.cert_lifetime,
+            registry,
+            epoch,
+            changes,
+            proxies: BTreeMap::new(),
+            issued: BTreeMap::new(),
+            mesh_text_in_force: String::new(),
+            tokens_seen: BTreeMap::new(),
+        };
+        plane.mesh_text_in_force = plane.mesh_text().to_owned();
+        plane.tokens_seen = plane.store.state().tokens.clone();
+        // Every proxy confirms the bundle again after a restart.
+        plane.bundle_version = plane.version();
         Ok(Started {
-            plane: Plane {
-                store,
-                ca: Arc::new(ca),
-                ca_generation,
-                // Every proxy confirms the bundle again after a restart.
-                bundle_version: epoch << 32,
-                started_at: now,
-                mesh: Arc::new(mesh),
-                lifetime: opts.cert_lifetime,
-                registry: Registry::starting_after(epoch << 32),
-                epoch,
-                changes: 0,
-                proxies: BTreeMap::new(),
-                issued: BTreeMap::new(),
-            },
+            plane,
             notes,
             token_files,
             bundle_file,
@@ -514,8 +583,19 @@ impl Plane {
         (self.epoch << 32) | self.changes
     }
 
-    fn bump(&mut self) {
-        self.changes += 1;
+    /// A change proxies may see: the next version (embedded), or the etcd revision it was
+    /// written at (shared; versions never go back).
+    fn bump(&mut self, written: Option<u64>) {
+        match written {
+            Some(rev) if self.store.etcd().is_some() => self.changes = self.changes.max(rev),
+            _ if self.store.etcd().is_some() => {}
+            _ => self.changes += 1,
+        }
+    }
+
+    /// Whether replicas share the state through etcd (`--store etcd://…`).
+    pub fn shared(&self) -> bool {
+        self.store.etcd().is_some()
     }
 
     /// The version of the mesh file in force.
@@ -633,7 +713,7 @@ impl Plane {
 
     fn registry_changed(&mut self, before: u64) -> bool {
         if self.registry.version() != before {
-            self.bump();
+            self.bump(None);
             true
         } else {
             false
@@ -666,22 +746,7 @@ impl Plane {
         ttl_ms: u64,
         now: Instant,
     ) -> Result<(LeaseId, Duration, bool), ApiError> {
-        let service = self.proxied_service(token)?;
-        let addr: SocketAddr = inbound
-            .trim()
-            .parse()
-            .map_err(|_| ApiError::BadAddress(inbound.to_owned()))?;
-        if addr.ip().is_unspecified() || addr.port() == 0 {
-            return Err(ApiError::BadAddress(inbound.to_owned()));
-        }
-        let ttl = if ttl_ms == 0 {
-            DEFAULT_TTL
-        } else {
-            Duration::from_millis(ttl_ms)
-        };
-        if ttl > MAX_TTL {
-            return Err(ApiError::Ttl(ttl));
-        }
+        let (service, addr, ttl) = self.lease_terms(token, inbound, ttl_ms)?;
         let before = self.registry.version();
         let id = self
             .registry
@@ -1002,6 +1067,19 @@ impl Plane {
             }
             _ => {}
         }
+        // Proxies' acknowledgements are kept per replica: this one cannot tell whether the
+        // proxies of the others are ready.
+        if self.shared() && stage != RotateStage::Add && !force {
+            return refused(
+                self,
+                &format!(
+                    "replicas share {}, and this one sees only the proxies connected to it: \
+                     check `hopwise status --server ADDR` on every replica, then run this \
+                     stage again with --force",
+                    self.store.location()
+                ),
+            );
+        }
         let since_start = now.duration_since(self.started_at).unwrap_or_default();
         if stage != RotateStage::Add && since_start < RECONNECT_GRACE && !force {
             let mut r = self.rotate_response(
@@ -1032,7 +1110,7 @@ impl Plane {
             r.retry = true;
             return Ok(r);
         }
-        let dir = self.store.dir().to_owned();
+        let dir = self.store.location();
         let at_unix_ms = unix_ms(now);
         let ca_error = |e: CaError| ApiError::Ca(e.to_string());
         let mut next = self.store.state().clone();
@@ -1065,7 +1143,7 @@ impl Plane {
                     ..
                 }),
             ) => {
-                let what = format!("the new root stored in {}", dir.display());
+                let what = format!("the new root stored in {dir}");
                 let signer =
                     Ca::from_pem(next_cert_pem, &next_key_pem.0, &what, now).map_err(ca_error)?;
                 let ca = signer
@@ -1104,12 +1182,13 @@ impl Plane {
             // Every other pair was answered above.
             _ => return refused(self, "the rotation is not at a stage where this applies"),
         };
-        self.store
+        let written = self
+            .store
             .commit(next)
             .map_err(|e| ApiError::Store(e.to_string()))?;
         self.ca = Arc::new(ca);
         self.ca_generation = generation;
-        self.bump();
+        self.bump(written);
         let mut message = what;
         if bundle_changed {
             self.bundle_version = self.version();
@@ -1220,7 +1299,7 @@ impl Plane {
         let new_tokens =
             add_tokens(&mut next, &mesh).map_err(|e| ApiError::Store(e.to_string()))?;
         let store_error = |e: StoreError| ApiError::Store(e.to_string());
-        self.store.commit(next).map_err(store_error)?;
+        let written = self.store.commit(next).map_err(store_error)?;
         // The state is saved, so the change is in force even if a token file cannot be written
         // (it is rewritten on the next start; the new service's proxies wait until then).
         let tokens_note = match new_tokens {
@@ -1234,7 +1313,9 @@ impl Plane {
             },
         };
         self.mesh = Arc::new(mesh);
-        self.bump();
+        self.mesh_text_in_force = self.mesh_text().to_owned();
+        self.tokens_seen = self.store.state().tokens.clone();
+        self.bump(written);
         Ok(pb::ApplyResponse {
             applied: true,
             unchanged: false,
@@ -1244,6 +1325,165 @@ impl Plane {
             findings,
             message: format!("{file_name}: applied as config version {version}{tokens_note}"),
         })
+    }
+
+    /// Validates a registration: the token's service, the address and the TTL (0: the
+    /// default). Shared by both stores.
+    pub fn lease_terms(
+        &self,
+        token: &str,
+        inbound: &str,
+        ttl_ms: u64,
+    ) -> Result<(String, SocketAddr, Duration), ApiError> {
+        let service = self.proxied_service(token)?;
+        let addr: SocketAddr = inbound
+            .trim()
+            .parse()
+            .map_err(|_| ApiError::BadAddress(inbound.to_owned()))?;
+        if addr.ip().is_unspecified() || addr.port() == 0 {
+            return Err(ApiError::BadAddress(inbound.to_owned()));
+        }
+        let ttl = if ttl_ms == 0 {
+            DEFAULT_TTL
+        } else {
+            Duration::from_millis(ttl_ms)
+        };
+        if ttl > MAX_TTL || ttl < Duration::from_secs(1) {
+            return Err(ApiError::Ttl(ttl));
+        }
+        Ok((service, addr, ttl))
+    }
+
+    /// The leases that hold `service` at `addr` (a registration there replaces them).
+    pub fn leases_at(&self, service: &str, addr: SocketAddr) -> Vec<u64> {
+        self.registry
+            .copies()
+            .filter(|(_, c)| c.service == service && c.inbound == addr)
+            .map(|(id, _)| id.0)
+            .collect()
+    }
+
+    /// The copy holding `lease`, which must be of the token's service.
+    pub fn leased_copy(&self, token: &str, lease: u64) -> Result<crate::registry::Copy, ApiError> {
+        let id = self.lease_of(token, lease)?;
+        self.registry
+            .copy(id)
+            .cloned()
+            .ok_or(ApiError::UnknownLease(lease))
+    }
+
+    /// Takes in changes seen on the shared store (the watch, in revision order): the view, the
+    /// registry, and — when the CA, the mesh file or the tokens changed — what is in force.
+    /// The version becomes the revision. Nothing happens with the embedded store.
+    pub fn follow(&mut self, changes: &[Change], now: Instant, wall: SystemTime) -> Followed {
+        let mut out = Followed::default();
+        let Some(e) = self.store.etcd_mut() else {
+            return out;
+        };
+        let (effects, problems) = e.view_mut().apply(changes);
+        let rev = revision(e.view().revision());
+        out.problems = problems;
+        let far = now + SHARED_LEASE_HORIZON;
+        for effect in effects {
+            match effect {
+                Effect::State => self.reload_shared(rev, wall, &mut out),
+                put @ Effect::CopyPut { .. } => {
+                    put_copy(&mut self.registry, put, far);
+                    out.publish = true;
+                }
+                Effect::CopyGone { lease } => {
+                    self.registry.deregister(LeaseId(lease));
+                    out.publish = true;
+                }
+            }
+        }
+        self.changes = self.changes.max(rev);
+        out
+    }
+
+    /// After the watch was broken: the whole prefix as read now (`changes`, at `at`). Keys the
+    /// view holds that are gone, and copies that are gone, are removed.
+    pub fn resync(
+        &mut self,
+        changes: Vec<Change>,
+        at: i64,
+        now: Instant,
+        wall: SystemTime,
+    ) -> Followed {
+        let Some(e) = self.store.etcd() else {
+            return Followed::default();
+        };
+        let layout = e.view().layout().clone();
+        let present: std::collections::BTreeSet<&str> =
+            changes.iter().map(|c| c.key.as_str()).collect();
+        let mut all = e.view().missing(&present, at);
+        for (id, c) in self.registry.copies() {
+            let key = layout.key(&crate::store::etcd::Key::Copy {
+                service: c.service.clone(),
+                lease: id.0,
+            });
+            if !present.contains(key.as_str()) {
+                all.push(Change {
+                    key,
+                    value: None,
+                    revision: at,
+                });
+            }
+        }
+        all.extend(changes);
+        self.follow(&all, now, wall)
+    }
+
+    /// The CA, the mesh file or the tokens changed in the shared store: put them in force.
+    fn reload_shared(&mut self, rev: u64, wall: SystemTime, out: &mut Followed) {
+        let state = self.store.state().clone();
+        let place = self.store.location();
+        let text_in_force = self.mesh_text_in_force.clone();
+        if let Some(m) = &state.mesh
+            && m.text != text_in_force
+        {
+            match Mesh::from_yaml(&m.text) {
+                Ok(mesh) => {
+                    self.mesh = Arc::new(mesh);
+                    self.mesh_text_in_force = m.text.clone();
+                    out.publish = true;
+                }
+                Err(d) => out.problems.push(format!(
+                    "the mesh file stored in {place} (version {}) is not valid, keeping the one \
+                     in force:\n{}",
+                    m.version,
+                    d.render(&m.source)
+                )),
+            }
+        }
+        let bundle_before = self.ca.trust_bundle_pem();
+        let signer_before = self.ca.signer_pem().to_owned();
+        if state.ca.is_some() {
+            match ca_of(&state, None, &self.mesh.name, &place, wall) {
+                Ok((ca, _, _)) => {
+                    let bundle = ca.trust_bundle_pem();
+                    if bundle != bundle_before
+                        || ca.signer_pem() != signer_before
+                        || state.ca_generation != self.ca_generation
+                    {
+                        self.ca = Arc::new(ca);
+                        self.ca_generation = state.ca_generation;
+                        out.publish = true;
+                    }
+                    if bundle != bundle_before {
+                        self.bundle_version = rev;
+                        out.bundle = true;
+                    }
+                }
+                Err(e) => out.problems.push(format!(
+                    "the CA stored in {place}: {e}; keeping the one in force"
+                )),
+            }
+        }
+        if state.tokens != self.tokens_seen {
+            self.tokens_seen = state.tokens.clone();
+            out.tokens = true;
+        }
     }
 
     /// The proxies, the copies of every service, and the versions.
@@ -1282,8 +1522,14 @@ impl Plane {
                             lease_id: id.0,
                             inbound_addr: c.inbound.to_string(),
                             healthy: c.healthy,
+                            // Shared: etcd keeps the lease; its TTL is shown.
                             expires_in_ms: u64::try_from(
-                                c.expires.saturating_duration_since(now).as_millis(),
+                                if self.shared() {
+                                    c.ttl
+                                } else {
+                                    c.expires.saturating_duration_since(now)
+                                }
+                                .as_millis(),
                             )
                             .unwrap_or(u64::MAX),
                         })
@@ -1303,6 +1549,7 @@ impl Plane {
             ca_generation: self.ca_generation,
             ca_rotation: rotation_name(self.rotation()).to_owned(),
             trust_bundle: self.ca.root_names(),
+            store: self.store.location(),
         }
     }
 }

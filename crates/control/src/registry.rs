@@ -115,6 +115,40 @@ impl Registry {
         Ok(id)
     }
 
+    /// Sets a copy whose lease is kept elsewhere (etcd, shared by replicas): inserted or
+    /// replaced under `id`, expiring at `expires`. Returns whether an endpoint set changed.
+    pub fn put(
+        &mut self,
+        id: LeaseId,
+        service: &str,
+        inbound: SocketAddr,
+        healthy: bool,
+        ttl: Duration,
+        expires: Instant,
+    ) -> bool {
+        let changed = match self.copies.get(&id) {
+            None => healthy,
+            Some(old) => {
+                (old.healthy || healthy)
+                    && (old.healthy != healthy || old.service != service || old.inbound != inbound)
+            }
+        };
+        self.copies.insert(
+            id,
+            Copy {
+                service: service.to_owned(),
+                inbound,
+                healthy,
+                expires,
+                ttl,
+            },
+        );
+        if changed {
+            self.version += 1;
+        }
+        changed
+    }
+
     /// Keeps a lease alive for another TTL.
     pub fn renew(&mut self, id: LeaseId, now: Instant) -> Result<(), RegistryError> {
         self.expire(now);
@@ -292,6 +326,27 @@ mod tests {
         r.expire(t0 + Duration::from_secs(3));
         assert_eq!(r.copy(b), None);
         assert_eq!(r.next_expiry(), Some(t0 + TTL));
+    }
+
+    #[test]
+    fn copies_put_from_a_shared_store_change_the_version_only_when_endpoints_change() {
+        let t0 = Instant::now();
+        let far = t0 + Duration::from_secs(3600);
+        let mut r = Registry::new();
+        let v = r.version();
+        assert!(
+            !r.put(LeaseId(9), "b", addr(1), false, TTL, far),
+            "unhealthy: no endpoint"
+        );
+        assert_eq!(r.version(), v);
+        assert!(r.put(LeaseId(9), "b", addr(1), true, TTL, far));
+        assert_eq!(r.endpoints("b", t0), [addr(1)]);
+        assert!(
+            !r.put(LeaseId(9), "b", addr(1), true, TTL, far),
+            "the same again"
+        );
+        assert!(!r.deregister(LeaseId(9)).is_empty());
+        assert!(r.endpoints("b", t0).is_empty());
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //! can mint any identity and is a stronger secret than every token together, so hashing would
 //! protect nothing more; keeping them lets the control plane rewrite `tokens/<service>` on every
 //! start.
+//!
+//! [`Store`] is the plane's one door to persistence: the embedded file ([`FileStore`], the
+//! default) or etcd shared by several replicas ([`etcd::EtcdStore`], `--store etcd://…`).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -22,6 +25,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+pub mod etcd;
 
 /// The state file's name inside the state directory.
 pub const STATE_FILE: &str = "state.json";
@@ -58,6 +63,13 @@ pub enum StoreError {
     },
     #[error("{path} is locked: another control plane is running on this state directory")]
     Locked { path: PathBuf },
+    #[error("etcd at {url}: {reason}")]
+    Etcd { url: String, reason: String },
+    #[error(
+        "etcd at {url}: another replica changed {} at the same time; nothing was written, try again",
+        .keys.join(", ")
+    )]
+    Conflict { url: String, keys: Vec<String> },
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
@@ -172,18 +184,112 @@ impl Default for State {
     }
 }
 
-/// The open store: the state as last written, and the lock on its directory.
+/// Where the state is kept: the embedded file, or etcd shared by replicas.
+// One per process, never moved around: the etcd variant's size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub struct Store {
+pub enum Store {
+    File(FileStore),
+    Etcd(etcd::EtcdStore),
+}
+
+impl Store {
+    /// The embedded store in `dir` (see [`FileStore::open`]).
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        FileStore::open(dir).map(Store::File)
+    }
+
+    /// The local directory: the state file (embedded), token files and `ca.pem`.
+    pub fn dir(&self) -> &Path {
+        match self {
+            Store::File(s) => s.dir(),
+            Store::Etcd(s) => s.dir(),
+        }
+    }
+
+    /// Where the state is, for messages: `<dir>/state.json` or `etcd://…/prefix`.
+    pub fn location(&self) -> String {
+        match self {
+            Store::File(s) => s.path().display().to_string(),
+            Store::Etcd(s) => s.spec().url(),
+        }
+    }
+
+    /// The state as last written (or, with etcd, as last seen).
+    pub fn state(&self) -> &State {
+        match self {
+            Store::File(s) => s.state(),
+            Store::Etcd(s) => s.view().state(),
+        }
+    }
+
+    /// Writes `next` durably, then makes it the current state; on error nothing changed.
+    /// Returns the etcd revision of the write (`None`: embedded, or nothing to write). With
+    /// etcd this blocks: call it off the async threads.
+    pub fn commit(&mut self, next: State) -> Result<Option<u64>, StoreError> {
+        match self {
+            Store::File(s) => s.commit(next).map(|()| None),
+            Store::Etcd(s) => s.commit(next),
+        }
+    }
+
+    /// Writes `<dir>/tokens/<service>` for every token. Returns the files written.
+    pub fn write_tokens(&self) -> Result<Vec<PathBuf>, StoreError> {
+        write_tokens(self.dir(), self.state())
+    }
+
+    /// Writes `<dir>/ca.pem`, the trust bundle (public).
+    pub fn write_bundle(&self, pem: &str) -> Result<PathBuf, StoreError> {
+        write_bundle(self.dir(), pem)
+    }
+
+    /// The etcd store, when replicas share one.
+    pub fn etcd(&self) -> Option<&etcd::EtcdStore> {
+        match self {
+            Store::File(_) => None,
+            Store::Etcd(s) => Some(s),
+        }
+    }
+
+    pub fn etcd_mut(&mut self) -> Option<&mut etcd::EtcdStore> {
+        match self {
+            Store::File(_) => None,
+            Store::Etcd(s) => Some(s),
+        }
+    }
+}
+
+/// Writes `<dir>/tokens/<service>` (owner-only) for every token in `state`.
+fn write_tokens(dir: &Path, state: &State) -> Result<Vec<PathBuf>, StoreError> {
+    let dir = dir.join(TOKENS_DIR);
+    create_private_dir(&dir)?;
+    let mut written = Vec::new();
+    for (service, token) in &state.tokens {
+        let path = dir.join(service);
+        write_atomic(&path, format!("{}\n", token.0).as_bytes(), 0o600)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn write_bundle(dir: &Path, pem: &str) -> Result<PathBuf, StoreError> {
+    let path = dir.join(BUNDLE_FILE);
+    write_atomic(&path, pem.as_bytes(), 0o644)?;
+    Ok(path)
+}
+
+/// The embedded store: the state as last written, and the lock on its directory.
+#[derive(Debug)]
+pub struct FileStore {
     dir: PathBuf,
     state: State,
     _lock: File,
 }
 
-impl Store {
+impl FileStore {
     /// Opens (creating if needed) the state directory `dir` and reads its state; a directory
     /// without a state file starts empty. Takes the directory's lock.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+    pub fn open(dir: &Path) -> Result<FileStore, StoreError> {
         create_private_dir(dir)?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = OpenOptions::new()
@@ -205,7 +311,7 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
             Err(e) => return Err(io("read", &path)(e)),
         };
-        Ok(Store {
+        Ok(FileStore {
             dir: dir.to_owned(),
             state,
             _lock: lock,
@@ -242,22 +348,12 @@ impl Store {
     /// Writes `<state>/tokens/<service>` (owner-only) for every token in the state. Returns the
     /// files written.
     pub fn write_tokens(&self) -> Result<Vec<PathBuf>, StoreError> {
-        let dir = self.dir.join(TOKENS_DIR);
-        create_private_dir(&dir)?;
-        let mut written = Vec::new();
-        for (service, token) in &self.state.tokens {
-            let path = dir.join(service);
-            write_atomic(&path, format!("{}\n", token.0).as_bytes(), 0o600)?;
-            written.push(path);
-        }
-        Ok(written)
+        write_tokens(&self.dir, &self.state)
     }
 
     /// Writes `<state>/ca.pem`, the trust bundle (public).
     pub fn write_bundle(&self, pem: &str) -> Result<PathBuf, StoreError> {
-        let path = self.dir.join(BUNDLE_FILE);
-        write_atomic(&path, pem.as_bytes(), 0o644)?;
-        Ok(path)
+        write_bundle(&self.dir, pem)
     }
 }
 

@@ -1,0 +1,606 @@
+//! The store that replicas share: `--store etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`.
+//!
+//! What the embedded store keeps in `state.json` lives here as keys under one prefix (default
+//! `/hopwise`), and so does the registry of copies, whose keys are attached to etcd leases:
+//!
+//! ```text
+//! <prefix>/secret/ca               the CA (certificate and PRIVATE KEY), its generation, a rotation
+//! <prefix>/secret/tokens/<service> the service's join token
+//! <prefix>/mesh                    the mesh file in force, its version, source and time
+//! <prefix>/copies/<service>/<lease> a copy: {"addr","healthy","ttl_ms"}, attached to etcd lease <lease>
+//! ```
+//!
+//! Everything secret is under `<prefix>/secret/`, so one etcd role can guard it. Values are JSON.
+//!
+//! Each replica keeps a [`View`] — the state as of the last revision it saw — fed by one watch
+//! on the prefix. Writes of the state are transactions that compare each changed key's
+//! modification revision with the one the view holds, so two replicas changing the same thing
+//! at once cannot overwrite each other: one gets [`StoreError::Conflict`] and nothing changes.
+//! The view and the key layout are pure (tested without etcd); [`EtcdStore`] is the thin edge.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{CaState, MeshState, Rotation, Secret, State, StoreError};
+
+/// The default key prefix.
+pub const DEFAULT_PREFIX: &str = "/hopwise";
+
+/// Where the shared store is: `etcd://127.0.0.1:2379,10.0.0.2:2379/hopwise`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdSpec {
+    /// `host:port` of each etcd member.
+    pub endpoints: Vec<String>,
+    /// The key prefix, without a trailing `/` (e.g. `/hopwise`).
+    pub prefix: String,
+}
+
+impl EtcdSpec {
+    /// Reads `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`. The error names what is wrong.
+    pub fn parse(text: &str) -> Result<EtcdSpec, String> {
+        let rest = text.strip_prefix("etcd://").ok_or_else(|| {
+            format!("`{text}` is not an etcd address: write etcd://HOST:PORT[,HOST:PORT…][/PREFIX]")
+        })?;
+        let (hosts, prefix) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, DEFAULT_PREFIX),
+        };
+        let prefix = prefix.trim_end_matches('/');
+        let prefix = if prefix.is_empty() {
+            DEFAULT_PREFIX
+        } else {
+            prefix
+        };
+        let mut endpoints = Vec::new();
+        for host in hosts.split(',') {
+            let host = host.trim();
+            let port_ok = host
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+            if !port_ok {
+                return Err(format!(
+                    "`{text}`: `{host}` is not HOST:PORT (e.g. 127.0.0.1:2379)"
+                ));
+            }
+            endpoints.push(host.to_owned());
+        }
+        Ok(EtcdSpec {
+            endpoints,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// As written on the command line.
+    pub fn url(&self) -> String {
+        format!("etcd://{}{}", self.endpoints.join(","), self.prefix)
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout {
+            prefix: self.prefix.clone(),
+        }
+    }
+}
+
+/// The key layout under a prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    prefix: String,
+}
+
+/// What a key names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Key {
+    Ca,
+    Mesh,
+    Token(String),
+    Copy { service: String, lease: u64 },
+}
+
+impl Layout {
+    pub fn new(prefix: &str) -> Layout {
+        Layout {
+            prefix: prefix.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// Every key of the store starts with this (`<prefix>/`).
+    pub fn root(&self) -> String {
+        format!("{}/", self.prefix)
+    }
+
+    pub fn key(&self, key: &Key) -> String {
+        let p = &self.prefix;
+        match key {
+            Key::Ca => format!("{p}/secret/ca"),
+            Key::Mesh => format!("{p}/mesh"),
+            Key::Token(service) => format!("{p}/secret/tokens/{service}"),
+            // Lease ids in hex, fixed width, as etcdctl shows them.
+            Key::Copy { service, lease } => format!("{p}/copies/{service}/{lease:016x}"),
+        }
+    }
+
+    /// What `key` names; `None` for a key this build does not use (left alone).
+    pub fn parse(&self, key: &str) -> Option<Key> {
+        let rest = key.strip_prefix(&self.root())?;
+        if rest == "secret/ca" {
+            return Some(Key::Ca);
+        }
+        if rest == "mesh" {
+            return Some(Key::Mesh);
+        }
+        if let Some(service) = rest.strip_prefix("secret/tokens/") {
+            return (!service.is_empty() && !service.contains('/'))
+                .then(|| Key::Token(service.to_owned()));
+        }
+        let (service, lease) = rest.strip_prefix("copies/")?.split_once('/')?;
+        if service.is_empty() || lease.len() != 16 {
+            return None;
+        }
+        let lease = u64::from_str_radix(lease, 16).ok()?;
+        Some(Key::Copy {
+            service: service.to_owned(),
+            lease,
+        })
+    }
+}
+
+/// `<prefix>/secret/ca`: the CA and where a rotation stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct CaDoc {
+    ca: CaState,
+    ca_generation: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rotation: Option<Rotation>,
+}
+
+/// `<prefix>/copies/<service>/<lease>`: one registered copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyValue {
+    /// Where other proxies reach it.
+    pub addr: SocketAddr,
+    pub healthy: bool,
+    /// The lease's TTL as granted by etcd.
+    pub ttl_ms: u64,
+}
+
+impl CopyValue {
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<CopyValue> {
+        serde_json::from_slice(bytes).ok()
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+}
+
+/// The persisted state as keys and values. `format` and `starts` are the embedded store's own
+/// (versions come from etcd's revision), so they are not written.
+pub fn encode_state(layout: &Layout, state: &State) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    if let Some(ca) = &state.ca {
+        let doc = CaDoc {
+            ca: ca.clone(),
+            ca_generation: state.ca_generation,
+            rotation: state.rotation.clone(),
+        };
+        out.insert(
+            layout.key(&Key::Ca),
+            serde_json::to_vec_pretty(&doc).unwrap_or_default(),
+        );
+    }
+    if let Some(mesh) = &state.mesh {
+        out.insert(
+            layout.key(&Key::Mesh),
+            serde_json::to_vec_pretty(mesh).unwrap_or_default(),
+        );
+    }
+    for (service, token) in &state.tokens {
+        out.insert(
+            layout.key(&Key::Token(service.clone())),
+            token.0.clone().into_bytes(),
+        );
+    }
+    out
+}
+
+/// The state from its keys (other keys are ignored). The error names the key at fault.
+pub fn decode_state(
+    layout: &Layout,
+    kvs: &BTreeMap<String, Vec<u8>>,
+) -> Result<State, (String, String)> {
+    let mut state = State::default();
+    for (key, value) in kvs {
+        let bad = |reason: String| (key.clone(), reason);
+        match layout.parse(key) {
+            Some(Key::Ca) => {
+                let doc: CaDoc = serde_json::from_slice(value).map_err(|e| bad(e.to_string()))?;
+                state.ca = Some(doc.ca);
+                state.ca_generation = doc.ca_generation;
+                state.rotation = doc.rotation;
+            }
+            Some(Key::Mesh) => {
+                let mesh: MeshState =
+                    serde_json::from_slice(value).map_err(|e| bad(e.to_string()))?;
+                state.mesh = Some(mesh);
+            }
+            Some(Key::Token(service)) => {
+                let token = std::str::from_utf8(value)
+                    .map_err(|e| bad(e.to_string()))?
+                    .trim()
+                    .to_owned();
+                state.tokens.insert(service, Secret(token));
+            }
+            Some(Key::Copy { .. }) | None => {}
+        }
+    }
+    Ok(state)
+}
+
+/// One write of a transaction: the key, its new value (`None`: delete), and the modification
+/// revision it must still have (0: it must not exist).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub key: String,
+    pub value: Option<Vec<u8>>,
+    pub expect: i64,
+}
+
+/// The writes that turn `old` into `new`, each guarded by the revision the view saw.
+pub fn plan(
+    old: &BTreeMap<String, Vec<u8>>,
+    new: &BTreeMap<String, Vec<u8>>,
+    revs: &BTreeMap<String, i64>,
+) -> Vec<Write> {
+    let expect = |k: &str| revs.get(k).copied().unwrap_or(0);
+    let mut out = Vec::new();
+    for (k, v) in new {
+        if old.get(k) != Some(v) {
+            out.push(Write {
+                key: k.clone(),
+                value: Some(v.clone()),
+                expect: expect(k),
+            });
+        }
+    }
+    for k in old.keys() {
+        if !new.contains_key(k) {
+            out.push(Write {
+                key: k.clone(),
+                value: None,
+                expect: expect(k),
+            });
+        }
+    }
+    out
+}
+
+/// A change seen on the watch (or in a full read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub key: String,
+    /// `None`: deleted (or its lease expired).
+    pub value: Option<Vec<u8>>,
+    /// The revision of this change.
+    pub revision: i64,
+}
+
+/// What a change means to the plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// The CA, the mesh file or the tokens changed: read [`View::state`] again.
+    State,
+    /// A copy registered, or its health changed.
+    CopyPut {
+        service: String,
+        lease: u64,
+        value: CopyValue,
+    },
+    /// A copy left (deregistered, or its lease expired).
+    CopyGone { lease: u64 },
+}
+
+/// The state as of the last revision seen, fed by the watch. Pure.
+#[derive(Debug, Clone)]
+pub struct View {
+    layout: Layout,
+    /// The state keys as stored.
+    raw: BTreeMap<String, Vec<u8>>,
+    /// Each state key's modification revision (also for deleted keys: the deletion's).
+    revs: BTreeMap<String, i64>,
+    state: State,
+    /// The highest revision seen.
+    revision: i64,
+}
+
+impl View {
+    pub fn new(layout: Layout) -> View {
+        View {
+            layout,
+            raw: BTreeMap::new(),
+            revs: BTreeMap::new(),
+            state: State::default(),
+            revision: 0,
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// Applies changes in revision order. A change to a state key older than what the view
+    /// holds (a write of this replica that the watch reports late) is skipped. A state key whose
+    /// value does not decode is reported and the state before it is kept.
+    pub fn apply(&mut self, changes: &[Change]) -> (Vec<Effect>, Vec<String>) {
+        let mut effects = Vec::new();
+        let mut problems = Vec::new();
+        let mut state_changed = false;
+        for c in changes {
+            self.revision = self.revision.max(c.revision);
+            match self.layout.parse(&c.key) {
+                None => {}
+                Some(Key::Copy { service, lease }) => match &c.value {
+                    None => effects.push(Effect::CopyGone { lease }),
+                    Some(bytes) => match CopyValue::decode(bytes) {
+                        Some(value) => effects.push(Effect::CopyPut {
+                            service,
+                            lease,
+                            value,
+                        }),
+                        None => problems.push(format!("{}: not a copy's record", c.key)),
+                    },
+                },
+                Some(_) => {
+                    if self.revs.get(&c.key).is_some_and(|&r| r >= c.revision) {
+                        continue;
+                    }
+                    self.revs.insert(c.key.clone(), c.revision);
+                    let before = self.raw.get(&c.key);
+                    if before == c.value.as_ref() {
+                        continue;
+                    }
+                    match &c.value {
+                        Some(v) => self.raw.insert(c.key.clone(), v.clone()),
+                        None => self.raw.remove(&c.key),
+                    };
+                    state_changed = true;
+                }
+            }
+        }
+        if state_changed {
+            match decode_state(&self.layout, &self.raw) {
+                Ok(state) => {
+                    self.state = state;
+                    effects.push(Effect::State);
+                }
+                Err((key, reason)) => problems.push(format!(
+                    "{key} is not a hopwise record ({reason}); keeping the state before it"
+                )),
+            }
+        }
+        (effects, problems)
+    }
+
+    /// Deletions, at revision `at`, of the state keys the view holds that are not `present`
+    /// (a full read after the watch broke).
+    pub fn missing(&self, present: &std::collections::BTreeSet<&str>, at: i64) -> Vec<Change> {
+        self.raw
+            .keys()
+            .filter(|k| !present.contains(k.as_str()))
+            .map(|k| Change {
+                key: k.clone(),
+                value: None,
+                revision: at,
+            })
+            .collect()
+    }
+
+    /// The writes that make `next` the state.
+    pub fn plan(&self, next: &State) -> Vec<Write> {
+        plan(&self.raw, &encode_state(&self.layout, next), &self.revs)
+    }
+
+    /// Records writes that etcd accepted at `revision`.
+    pub fn committed(&mut self, writes: &[Write], next: State, revision: i64) {
+        for w in writes {
+            match &w.value {
+                Some(v) => self.raw.insert(w.key.clone(), v.clone()),
+                None => self.raw.remove(&w.key),
+            };
+            self.revs.insert(w.key.clone(), revision);
+        }
+        self.state = next;
+        self.revision = self.revision.max(revision);
+    }
+}
+
+/// The etcd client and the view of one replica. Writes block on the runtime `handle`: call
+/// them from a thread that is not running async tasks (`spawn_blocking`, or before serving).
+pub struct EtcdStore {
+    spec: EtcdSpec,
+    /// The replica's local directory for `tokens/<service>` and `ca.pem`.
+    dir: PathBuf,
+    client: etcd_client::Client,
+    handle: tokio::runtime::Handle,
+    view: View,
+    /// The copies read at open, handed to the registry once.
+    initial_copies: Vec<Effect>,
+}
+
+impl std::fmt::Debug for EtcdStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdStore")
+            .field("url", &self.spec.url())
+            .field("dir", &self.dir)
+            .field("revision", &self.view.revision)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long one etcd request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// An etcd failure, naming the cluster.
+pub fn etcd_error(spec: &EtcdSpec, e: &etcd_client::Error) -> StoreError {
+    StoreError::Etcd {
+        url: spec.url(),
+        reason: e.to_string(),
+    }
+}
+
+/// Connects to etcd (lazily: a cluster that is down is found at the first request).
+pub async fn connect(spec: &EtcdSpec) -> Result<etcd_client::Client, StoreError> {
+    let options = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(REQUEST_TIMEOUT)
+        .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
+    let endpoints: Vec<String> = spec
+        .endpoints
+        .iter()
+        .map(|e| format!("http://{e}"))
+        .collect();
+    etcd_client::Client::connect(endpoints, Some(options))
+        .await
+        .map_err(|e| etcd_error(spec, &e))
+}
+
+/// Reads every key under the prefix: the changes that build a view from nothing, and the
+/// revision they are at.
+pub async fn read_all(
+    spec: &EtcdSpec,
+    client: &mut etcd_client::Client,
+) -> Result<(Vec<Change>, i64), StoreError> {
+    let resp = client
+        .get(
+            spec.layout().root(),
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(|e| etcd_error(spec, &e))?;
+    let revision = resp.header().map_or(0, |h| h.revision());
+    let changes = resp
+        .kvs()
+        .iter()
+        .map(|kv| Change {
+            key: String::from_utf8_lossy(kv.key()).into_owned(),
+            value: Some(kv.value().to_vec()),
+            revision: kv.mod_revision(),
+        })
+        .collect();
+    Ok((changes, revision))
+}
+
+impl EtcdStore {
+    /// Connects and reads the prefix. `dir` is the replica's local directory for token files.
+    pub async fn open(spec: EtcdSpec, dir: &Path) -> Result<EtcdStore, StoreError> {
+        super::create_private_dir(dir)?;
+        let mut client = connect(&spec).await?;
+        let (changes, revision) = read_all(&spec, &mut client).await?;
+        let mut view = View::new(spec.layout());
+        let (effects, problems) = view.apply(&changes);
+        if let Some(p) = problems.into_iter().next() {
+            return Err(StoreError::Corrupt {
+                path: PathBuf::from(spec.url()),
+                reason: p,
+            });
+        }
+        view.revision = view.revision.max(revision);
+        let initial_copies = effects
+            .into_iter()
+            .filter(|e| !matches!(e, Effect::State))
+            .collect();
+        Ok(EtcdStore {
+            spec,
+            dir: dir.to_owned(),
+            client,
+            handle: tokio::runtime::Handle::current(),
+            view,
+            initial_copies,
+        })
+    }
+
+    pub fn spec(&self) -> &EtcdSpec {
+        &self.spec
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    pub fn view_mut(&mut self) -> &mut View {
+        &mut self.view
+    }
+
+    pub fn client(&self) -> &etcd_client::Client {
+        &self.client
+    }
+
+    /// The copies registered when the store was opened (once).
+    pub fn take_initial_copies(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.initial_copies)
+    }
+
+    /// Writes `next` in one transaction guarded by the revisions the view saw. Returns the
+    /// revision it is at (`None`: nothing to write). Blocks.
+    pub fn commit(&mut self, next: State) -> Result<Option<u64>, StoreError> {
+        let writes = self.view.plan(&next);
+        if writes.is_empty() {
+            self.view.state = next;
+            return Ok(None);
+        }
+        use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+        let compares: Vec<Compare> = writes
+            .iter()
+            .map(|w| Compare::mod_revision(w.key.clone(), CompareOp::Equal, w.expect))
+            .collect();
+        let ops: Vec<TxnOp> = writes
+            .iter()
+            .map(|w| match &w.value {
+                Some(v) => TxnOp::put(w.key.clone(), v.clone(), None),
+                None => TxnOp::delete(w.key.clone(), None),
+            })
+            .collect();
+        let txn = Txn::new().when(compares).and_then(ops);
+        let mut kv = self.client.kv_client();
+        let resp = self
+            .handle
+            .block_on(async { tokio::time::timeout(REQUEST_TIMEOUT, kv.txn(txn)).await })
+            .map_err(|_| StoreError::Etcd {
+                url: self.spec.url(),
+                reason: format!("no answer within {REQUEST_TIMEOUT:?}"),
+            })?
+            .map_err(|e| etcd_error(&self.spec, &e))?;
+        if !resp.succeeded() {
+            return Err(StoreError::Conflict {
+                url: self.spec.url(),
+                keys: writes.iter().map(|w| w.key.clone()).collect(),
+            });
+        }
+        let revision = resp.header().map_or(0, |h| h.revision());
+        self.view.committed(&writes, next, revision);
+        Ok(Some(u64::try_from(revision).unwrap_or(0)))
+    }
+}
+
+#[cfg(test)]
+mod tests;
