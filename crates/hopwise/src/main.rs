@@ -76,8 +76,10 @@ struct ProxyArgs {
     #[arg(long, required_unless_present = "control")]
     config: Option<PathBuf>,
     /// The control plane (`http://127.0.0.1:PORT`): identity, configuration and copies from it.
-    #[arg(long, requires = "token_file")]
-    control: Option<String>,
+    /// Several replicas: comma-separated or the flag repeated; the proxy uses one at a time and
+    /// moves to the next when it fails.
+    #[arg(long, requires = "token_file", value_delimiter = ',')]
+    control: Vec<String>,
     /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`).
     #[arg(long)]
     token_file: Option<PathBuf>,
@@ -380,8 +382,14 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the signal handler")?;
-    let (mut config, session) = match (&a.control, &a.config) {
-        (Some(server), _) => {
+    let servers: Vec<String> = a
+        .control
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (mut config, session) = match (servers.is_empty(), &a.config) {
+        (false, _) => {
             let token_file = a
                 .token_file
                 .as_ref()
@@ -394,7 +402,7 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
                 std::env::temp_dir().join(format!("hopwise-{}-{}", a.service, a.copy))
             });
             let opts = hopwise_proxy::control::ControlOptions {
-                server: server.clone(),
+                servers: servers.clone(),
                 token,
                 service: a.service.clone(),
                 copy: a.copy,
@@ -408,7 +416,7 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("cannot start the proxy of {}", a.service))?;
             (config, Some(session))
         }
-        (None, Some(file)) => {
+        (true, Some(file)) => {
             let (mesh, base) = load_mesh(file)?;
             let config = hopwise_proxy::ProxyConfig::from_mesh(
                 &mesh,
@@ -419,7 +427,7 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
             )?;
             (config, None)
         }
-        (None, None) => anyhow::bail!("give --config FILE or --control URL"),
+        (true, None) => anyhow::bail!("give --config FILE or --control URL"),
     };
     config.workers = a.workers.max(1);
     config.plaintext = a.plaintext;

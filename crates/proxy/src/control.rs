@@ -6,6 +6,12 @@
 //! Contract: with the control plane down, a running proxy keeps its last snapshot and its
 //! certificate until that certificate expires; it keeps trying to reconnect meanwhile.
 //!
+//! Replicas: a proxy may be given several control-plane addresses (replicas sharing one etcd).
+//! It talks to one at a time; when its stream breaks or a call fails, it moves to the next one
+//! (at once for the first move, then with back-off once it has tried them all). Its lease is
+//! kept across the move: a lease granted through one replica is renewed through any other
+//! (they are etcd leases). Only `unknown-lease` makes it register again.
+//!
 //! CA rotation: every snapshot carries the trust bundle, which is written to `ca.pem` (and put
 //! in force at once) whenever it differs from the file, and the CA's generation: when it grows,
 //! the proxy asks for a new certificate at once. Acknowledgements say whether the bundle is in
@@ -61,8 +67,8 @@ pub enum ControlError {
 /// How this proxy talks to the control plane.
 #[derive(Debug, Clone)]
 pub struct ControlOptions {
-    /// `http://127.0.0.1:PORT`.
-    pub server: String,
+    /// The control plane's replicas, `http://127.0.0.1:PORT` each, tried in this order.
+    pub servers: Vec<String>,
     pub token: String,
     pub service: String,
     pub copy: usize,
@@ -192,6 +198,22 @@ impl ControlOptions {
         })
     }
 
+    /// Opens this proxy's snapshot stream.
+    async fn subscribe(
+        &self,
+        client: &mut ControlClient<tonic::transport::Channel>,
+    ) -> Result<tonic::Streaming<pb::Snapshot>, ControlError> {
+        Ok(client
+            .subscribe(pb::SubscribeRequest {
+                service: self.service.clone(),
+                token: self.token.clone(),
+                proxy: self.name.clone(),
+            })
+            .await
+            .map_err(|s| ControlError::Refused(s.message().to_owned()))?
+            .into_inner())
+    }
+
     /// Writes a snapshot's trust bundle to `ca.pem` (atomically: a temporary file renamed over
     /// it) when it differs from the file, and puts it in force at once. Returns whether the
     /// bundle is in force.
@@ -295,33 +317,28 @@ pub struct Session {
     cached: Cached,
     cert: Option<Cert>,
     online: bool,
+    /// The replica that answered first (an index into `opts.servers`).
+    server: usize,
 }
 
 /// Gets a certificate and the first snapshot from the control plane — or, when it cannot be
 /// reached, the cached ones, so a restart during an outage still serves.
 pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), ControlError> {
-    let online = async {
-        let mut client = connect(&opts.server).await?;
-        let cert = opts.issue(&mut client).await?;
-        let mut stream = client
-            .subscribe(pb::SubscribeRequest {
-                service: opts.service.clone(),
-                token: opts.token.clone(),
-                proxy: opts.name.clone(),
-            })
-            .await
-            .map_err(|s| ControlError::Refused(s.message().to_owned()))?
-            .into_inner();
-        let first = stream
-            .message()
-            .await
-            .map_err(|s| ControlError::Refused(s.message().to_owned()))?
-            .ok_or_else(|| ControlError::Refused("the snapshot stream ended at once".into()))?;
-        // The TLS store is not open yet: it starts from this bundle.
-        opts.sync_bundle(&first.trust_bundle_pem, None);
-        Ok::<_, ControlError>((opts.to_cached(&first), cert))
+    let mut online = Err(ControlError::Unreachable {
+        server: "(none)".into(),
+        reason: "no control-plane address given".into(),
+    });
+    let mut server = 0;
+    for (i, s) in opts.servers.iter().enumerate() {
+        online = first_snapshot(&opts, s).await;
+        match &online {
+            Ok(_) => {
+                server = i;
+                break;
+            }
+            Err(e) => tracing::warn!("{e}"),
+        }
     }
-    .await;
     let (cached, cert, online) = match online {
         Ok((cached, cert)) => {
             opts.save_cache(&cached)?;
@@ -341,8 +358,27 @@ pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), C
             cached,
             cert,
             online,
+            server,
         },
     ))
+}
+
+/// A certificate and the first snapshot from one replica.
+async fn first_snapshot(
+    opts: &ControlOptions,
+    server: &str,
+) -> Result<(Cached, Cert), ControlError> {
+    let mut client = connect(server).await?;
+    let cert = opts.issue(&mut client).await?;
+    let mut stream = opts.subscribe(&mut client).await?;
+    let first = stream
+        .message()
+        .await
+        .map_err(|s| ControlError::Refused(s.message().to_owned()))?
+        .ok_or_else(|| ControlError::Refused("the snapshot stream ended at once".into()))?;
+    // The TLS store is not open yet: it starts from this bundle.
+    opts.sync_bundle(&first.trust_bundle_pem, None);
+    Ok((opts.to_cached(&first), cert))
 }
 
 impl Session {
@@ -360,7 +396,11 @@ impl Session {
             mut cached,
             cert,
             online,
+            server: mut current,
         } = self;
+        let replicas = opts.servers.len().max(1);
+        // Failed sessions in a row, across replicas.
+        let mut failures = 0usize;
         if !online {
             tracing::info!("serving snapshot {} from the cache", cached.version);
         }
@@ -374,8 +414,10 @@ impl Session {
         // The last acknowledgement, sent again when a renewal changes what it says.
         let mut last_ack: Option<pb::AckRequest> = None;
         loop {
+            let server = opts.servers.get(current).cloned().unwrap_or_default();
+            let mut got_snapshot = false;
             let session = async {
-                let mut client = connect(&opts.server).await?;
+                let mut client = connect(&server).await?;
                 if renew_at.is_none_or(|t| SystemTime::now() >= t) {
                     let c = opts.issue(&mut client).await?;
                     renew_at = Some(renewal_time(SystemTime::now(), c.not_after));
@@ -383,15 +425,7 @@ impl Session {
                     reload(certs.as_deref());
                     tracing::info!("certificate issued, renewing at 70 % of its life");
                 }
-                let mut stream = client
-                    .subscribe(pb::SubscribeRequest {
-                        service: opts.service.clone(),
-                        token: opts.token.clone(),
-                        proxy: opts.name.clone(),
-                    })
-                    .await
-                    .map_err(|s| ControlError::Refused(s.message().to_owned()))?
-                    .into_inner();
+                let mut stream = opts.subscribe(&mut client).await?;
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     tokio::select! {
@@ -399,6 +433,7 @@ impl Session {
                             let Some(snapshot) = msg.map_err(|s| ControlError::Refused(s.message().to_owned()))? else {
                                 return Err(ControlError::Refused("the snapshot stream ended".into()));
                             };
+                            got_snapshot = true;
                             // The trust bundle first: a rotation adds the new root before any
                             // certificate from it is presented.
                             let bundle_applied = opts.sync_bundle(&snapshot.trust_bundle_pem, certs.as_deref());
@@ -465,36 +500,63 @@ impl Session {
                 }
             };
             // The session returns on shutdown itself (connecting is bounded by 2 s).
-            match session.await {
+            let result = session.await;
+            if got_snapshot {
+                failures = 0;
+                backoff = Duration::from_millis(250);
+            }
+            match result {
                 Ok(()) => break,
                 Err(e) => {
-                    tracing::warn!(
-                        "control plane: {e}; serving snapshot {} meanwhile",
-                        cached.version
-                    );
-                    lease = None;
+                    // The lease is kept: another replica renews it (a shared store), or
+                    // answers `unknown-lease` and the copy registers again.
                     healthy = None;
+                    failures += 1;
+                    current = (current + 1) % replicas;
+                    tracing::warn!(
+                        "control plane {server}: {e}; serving snapshot {} meanwhile, next: {}",
+                        cached.version,
+                        opts.servers.get(current).map_or("-", String::as_str)
+                    );
                 }
             }
             if *shutdown.borrow() {
                 break;
             }
+            // The first moves go to the other replicas at once; once none answered, back off.
+            let wait = if failures < replicas {
+                Duration::from_millis(50)
+            } else {
+                let w = backoff;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                w
+            };
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.changed() => break,
             }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
         }
         // A graceful goodbye: the copy leaves the endpoint sets at once, not at lease expiry.
-        if let Some(id) = lease
-            && let Ok(mut client) = connect(&opts.server).await
-        {
-            let _ = client
-                .deregister(pb::LeaseRequest {
-                    lease_id: id,
-                    token: opts.token.clone(),
-                })
-                .await;
+        if let Some(id) = lease {
+            for i in 0..replicas {
+                let server = opts
+                    .servers
+                    .get((current + i) % replicas)
+                    .cloned()
+                    .unwrap_or_default();
+                let Ok(mut client) = connect(&server).await else {
+                    continue;
+                };
+                let gone = client
+                    .deregister(pb::LeaseRequest {
+                        lease_id: id,
+                        token: opts.token.clone(),
+                    })
+                    .await;
+                if gone.is_ok() {
+                    break;
+                }
+            }
         }
     }
 }
@@ -516,23 +578,29 @@ async fn keep_lease(
     state: &State,
 ) -> Result<(), ControlError> {
     let refused = |s: tonic::Status| ControlError::Refused(s.message().to_owned());
-    let id = match *lease {
-        Some(id) => {
-            if client
-                .renew(pb::LeaseRequest {
-                    lease_id: id,
-                    token: opts.token.clone(),
-                })
-                .await
-                .is_err()
-            {
-                // Expired meanwhile (a long pause, a control-plane restart): start over.
+    if let Some(id) = *lease {
+        match client
+            .renew(pb::LeaseRequest {
+                lease_id: id,
+                token: opts.token.clone(),
+            })
+            .await
+        {
+            Ok(_) => {}
+            // Expired meanwhile (a long pause, an embedded control plane that restarted):
+            // register again, now.
+            Err(s) if s.code() == tonic::Code::NotFound => {
+                tracing::info!("lease {id:x}: {}; registering again", s.message());
                 *lease = None;
                 *healthy = None;
-                return Ok(());
             }
-            id
+            // The replica (or its store) did not answer: the lease may be alive; another
+            // replica is tried.
+            Err(s) => return Err(refused(s)),
         }
+    }
+    let id = match *lease {
+        Some(id) => id,
         None => {
             let id = client
                 .register(pb::RegisterRequest {
@@ -606,7 +674,7 @@ mod tests {
 
     fn options(cache: &Path) -> ControlOptions {
         ControlOptions {
-            server: "http://127.0.0.1:1".into(),
+            servers: vec!["http://127.0.0.1:1".into()],
             token: String::new(),
             service: "b".into(),
             copy: 0,
