@@ -1,0 +1,621 @@
+//! Control-plane replicas sharing a real etcd (`hopwise control --store etcd://…`), with
+//! `hopwise proxy --control A,B` processes in front of real backends:
+//!
+//! - a copy registered through replica A is routed to by a proxy subscribed to replica B;
+//! - under steady load, replica A is killed with SIGKILL: no request fails, the proxies that
+//!   were on A move to B and keep their leases (renewed through B), and a copy started
+//!   afterwards receives traffic;
+//! - etcd is killed with SIGKILL and started again on its data directory: nothing is lost (the
+//!   CA, the tokens, the mesh file's version, the copies), which a replica started afterwards
+//!   shows, and traffic flows.
+//!
+//! Needs the `etcd` binary (Debian: `apt-get install etcd-server`; `scripts/test` installs it).
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+fn free() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A backend that answers every request with `name`.
+fn backend(name: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let _ = conn.set_nodelay(true);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    let body = name.as_bytes();
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                    if conn
+                        .write_all(head.as_bytes())
+                        .and_then(|_| conn.write_all(body))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+struct Proc(Child);
+
+impl Proc {
+    /// SIGKILL: no goodbye.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Starts `hopwise ARGS` and waits for the first line of its output.
+fn spawn(args: &[&str], log: &Path) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        !line.is_empty(),
+        "hopwise {args:?} printed nothing; its log:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    Proc(child)
+}
+
+/// The `etcd` binary, or a failure that says how to get it.
+fn etcd_binary() -> PathBuf {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("etcd"))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "this test needs the `etcd` binary on PATH and did not find it: install it with \
+             `apt-get install etcd-server` (Debian; scripts/test does this)"
+        )
+    })
+}
+
+/// One etcd member on free ports, with its data in `data`.
+struct Etcd {
+    client: SocketAddr,
+    peer: SocketAddr,
+    data: PathBuf,
+    log: PathBuf,
+    proc: Option<Proc>,
+}
+
+impl Etcd {
+    fn new(dir: &Path) -> Etcd {
+        let mut e = Etcd {
+            client: free(),
+            peer: free(),
+            data: dir.join("etcd-data"),
+            log: dir.join("etcd.log"),
+            proc: None,
+        };
+        e.start();
+        e
+    }
+
+    fn start(&mut self) {
+        let client = format!("http://{}", self.client);
+        let peer = format!("http://{}", self.peer);
+        let child = Command::new(etcd_binary())
+            .args([
+                "--name",
+                "hopwise-test",
+                "--data-dir",
+                self.data.to_str().unwrap(),
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+                "--initial-cluster",
+                &format!("hopwise-test={peer}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.log)
+                    .unwrap(),
+            )
+            .spawn()
+            .unwrap();
+        self.proc = Some(Proc(child));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !http_get(self.client, "/health", "etcd").contains("\"health\":\"true\"") {
+            assert!(
+                Instant::now() < deadline,
+                "etcd did not become healthy; its log:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            p.kill();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("etcd://{}/hopwise-test", self.client)
+    }
+}
+
+fn http_get(addr: SocketAddr, path: &str, host: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return "no connection".to_owned();
+    };
+    let _ = s.set_nodelay(true);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").as_bytes(),
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn get(port: SocketAddr) -> String {
+    http_get(port, "/", "b")
+}
+
+fn body(resp: &str) -> &str {
+    resp.split("\r\n\r\n").nth(1).unwrap_or("")
+}
+
+/// Sends requests until every one of `want` has answered, or `limit` passes.
+fn until_all(port: SocketAddr, want: &[&str], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut seen: Vec<String> = Vec::new();
+    while Instant::now() < deadline {
+        seen.push(body(&get(port)).to_owned());
+        if want.iter().all(|w| seen.iter().any(|s| s == w)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn hopwise(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(args)
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn status(server: SocketAddr) -> String {
+    hopwise(&["status", "--server", &server.to_string()])
+}
+
+/// From `hopwise status`: whether each proxy's stream to this replica is open.
+fn streams(status: &str) -> BTreeMap<String, bool> {
+    let mut out = BTreeMap::new();
+    let mut in_proxies = false;
+    for line in status.lines() {
+        if line == "proxies" {
+            in_proxies = true;
+            continue;
+        }
+        if line == "services" {
+            break;
+        }
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if in_proxies && cols.len() > 2 && cols[0] != "service" {
+            out.insert(cols[1].to_owned(), cols[2] == "open");
+        }
+    }
+    out
+}
+
+/// From `hopwise status`: address → (lease, healthy) of every registered copy.
+fn copies(status: &str) -> BTreeMap<String, (String, bool)> {
+    status
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let lease = cols.iter().position(|c| *c == "lease")?;
+            Some((
+                cols[0].to_owned(),
+                (cols.get(lease + 1)?.to_string(), cols[1] == "healthy"),
+            ))
+        })
+        .collect()
+}
+
+fn config_version(status: &str) -> u64 {
+    status
+        .split("config version ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+struct Mesh {
+    dir: PathBuf,
+    etcd_url: String,
+}
+
+impl Mesh {
+    fn replica(&self, name: &str, listen: SocketAddr, config: bool) -> Proc {
+        let state = self.dir.join(format!("state-{name}"));
+        let mut args = vec![
+            "control".to_owned(),
+            "--store".to_owned(),
+            self.etcd_url.clone(),
+            "--state".to_owned(),
+            state.to_str().unwrap().to_owned(),
+            "--listen".to_owned(),
+            listen.to_string(),
+        ];
+        if config {
+            args.push("--config".into());
+            args.push(self.dir.join("mesh.yaml").to_str().unwrap().into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        spawn(&args, &self.dir.join(format!("control-{name}.log")))
+    }
+
+    /// A copy of `b` in front of `app`, on the replicas in the order given.
+    fn copy_of_b(
+        &self,
+        servers: &[SocketAddr],
+        copy: usize,
+        app: SocketAddr,
+    ) -> (Proc, SocketAddr) {
+        let inbound = free();
+        let p = spawn(
+            &[
+                "proxy",
+                "--control",
+                &control_list(servers),
+                "--token-file",
+                self.dir.join("state-a/tokens/b").to_str().unwrap(),
+                "--service",
+                "b",
+                "--copy",
+                &copy.to_string(),
+                "--inbound",
+                &inbound.to_string(),
+                "--app",
+                &app.to_string(),
+                "--cache",
+                self.dir.join(format!("cache-b{copy}")).to_str().unwrap(),
+                "--lease-ttl",
+                "3s",
+            ],
+            &self.dir.join(format!("proxy-b{copy}.log")),
+        );
+        (p, inbound)
+    }
+}
+
+fn control_list(servers: &[SocketAddr]) -> String {
+    servers
+        .iter()
+        .map(|s| format!("http://{s}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn files(dir: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_to_string(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Requests through `port`, one after another on new connections, until stopped; counts the
+/// ones that did not come back 200 from a copy of b.
+struct Load {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl Load {
+    fn start(port: SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let failed = Arc::new(AtomicU64::new(0));
+        let (s, n, f) = (stop.clone(), sent.clone(), failed.clone());
+        let thread = std::thread::spawn(move || {
+            let mut failures = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                let r = get(port);
+                n.fetch_add(1, Ordering::Relaxed);
+                if !r.starts_with("HTTP/1.1 200") {
+                    f.fetch_add(1, Ordering::Relaxed);
+                    failures.push(r.lines().take(3).collect::<Vec<_>>().join(" | "));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            failures
+        });
+        Load {
+            stop,
+            sent,
+            failed,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) -> (u64, u64, Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let failures = self.thread.take().unwrap().join().unwrap();
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            failures,
+        )
+    }
+}
+
+#[test]
+fn replicas_share_etcd_survive_a_dead_replica_and_an_etcd_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let mesh_v1 = "mesh: { name: e2e, trust_domain: e2e.local }
+services:
+  a:
+    calls:
+      b: { timeout: 2s, retries: { count: 2, on: [connect-failure, refused-stream, reset-before-request] } }
+  b: {}
+";
+    std::fs::write(dir.join("mesh.yaml"), mesh_v1).unwrap();
+    let mut etcd = Etcd::new(dir);
+    let mesh = Mesh {
+        dir: dir.to_owned(),
+        etcd_url: etcd.url(),
+    };
+    let (a_addr, b_addr) = (free(), free());
+    // A initialises the empty prefix; B joins with what A stored (no --config).
+    let mut replica_a = mesh.replica("a", a_addr, true);
+    let _replica_b = mesh.replica("b", b_addr, false);
+    let ca_pem = std::fs::read_to_string(dir.join("state-a/ca.pem")).unwrap();
+    let tokens = files(&dir.join("state-a/tokens"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("state-b/ca.pem")).unwrap(),
+        ca_pem,
+        "both replicas trust the same CA"
+    );
+    assert_eq!(files(&dir.join("state-b/tokens")), tokens);
+
+    // (a) b's copies talk to A first; a's proxy to B first.
+    let (app0, app1) = (backend("zero"), backend("one"));
+    let (_b0, _) = mesh.copy_of_b(&[a_addr, b_addr], 0, app0);
+    let (_b1, _) = mesh.copy_of_b(&[a_addr, b_addr], 1, app1);
+    let port = free();
+    let _a = spawn(
+        &[
+            "proxy",
+            "--control",
+            &control_list(&[b_addr, a_addr]),
+            "--token-file",
+            dir.join("state-b/tokens/a").to_str().unwrap(),
+            "--service",
+            "a",
+            "--upstream",
+            &format!("b={port}"),
+            "--cache",
+            dir.join("cache-a").to_str().unwrap(),
+        ],
+        &dir.join("proxy-a.log"),
+    );
+    assert!(
+        until_all(port, &["zero", "one"], Duration::from_secs(30)),
+        "a (on replica B) never reached both copies registered through replica A"
+    );
+    let on_a = streams(&status(a_addr));
+    let on_b = streams(&status(b_addr));
+    assert_eq!(on_a.get("b-0"), Some(&true), "{on_a:?}");
+    assert_eq!(on_a.get("b-1"), Some(&true), "{on_a:?}");
+    assert_eq!(on_b.get("a-0"), Some(&true), "{on_b:?}");
+    let leases_before = copies(&status(b_addr));
+    assert_eq!(leases_before.len(), 2, "{leases_before:?}");
+
+    // A CA rotation stage run through A reaches a's proxy, subscribed to B: it writes the
+    // bundle with both roots.
+    let added = hopwise(&[
+        "control",
+        "rotate-ca",
+        "--stage",
+        "add",
+        "--server",
+        &a_addr.to_string(),
+    ]);
+    assert!(added.contains("added"), "{added}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(dir.join("cache-a/ca.pem"))
+        .unwrap_or_default()
+        .matches("BEGIN CERTIFICATE")
+        .count()
+        != 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "a's proxy never received the new root added through the other replica"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The next stages need every proxy's word, which replicas do not share: refused.
+    let reissue = hopwise(&[
+        "control",
+        "rotate-ca",
+        "--stage",
+        "reissue",
+        "--server",
+        &b_addr.to_string(),
+    ]);
+    assert!(reissue.contains("replicas share"), "{reissue}");
+    let ca_pem = std::fs::read_to_string(dir.join("state-b/ca.pem")).unwrap();
+    assert_eq!(ca_pem.matches("BEGIN CERTIFICATE").count(), 2, "{ca_pem}");
+
+    // (b) Steady load; SIGKILL replica A.
+    let load = Load::start(port);
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = Instant::now();
+    replica_a.kill();
+    let failover = loop {
+        let on_b = streams(&status(b_addr));
+        if on_b.get("b-0") == Some(&true) && on_b.get("b-1") == Some(&true) {
+            break killed.elapsed();
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "b's proxies never moved to replica B: {on_b:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    println!("failover: both proxies of b subscribed to replica B {failover:?} after the SIGKILL");
+    // Longer than the leases' TTL (3 s): they are renewed through B.
+    std::thread::sleep(Duration::from_secs(5));
+    let leases_after = copies(&status(b_addr));
+    assert_eq!(
+        leases_after, leases_before,
+        "the copies kept their leases (granted through A, renewed through B)"
+    );
+    // A copy started now (A is first in its list, and dead) registers through B.
+    let app2 = backend("two");
+    let (_b2, _) = mesh.copy_of_b(&[a_addr, b_addr], 2, app2);
+    assert!(
+        until_all(port, &["two"], Duration::from_secs(30)),
+        "a copy started after the failover never received traffic"
+    );
+    let (sent, failed, failures) = load.stop();
+    println!("load across the failover: {sent} requests, {failed} failed");
+    assert_eq!(
+        failed, 0,
+        "requests failed while replica A died: {failures:?}"
+    );
+
+    // A change through B, kept by etcd: a new service, so a new token.
+    let mesh_v2 = format!("{mesh_v1}  c: {{}}\n");
+    std::fs::write(dir.join("mesh-v2.yaml"), &mesh_v2).unwrap();
+    let applied = hopwise(&[
+        "control",
+        "apply",
+        dir.join("mesh-v2.yaml").to_str().unwrap(),
+        "--server",
+        &b_addr.to_string(),
+    ]);
+    assert!(applied.contains("config version 2"), "{applied}");
+    assert!(dir.join("state-b/tokens/c").is_file(), "{applied}");
+
+    // (c) etcd dies (SIGKILL) and starts again on its data directory.
+    let leases_before = copies(&status(b_addr));
+    let load = Load::start(port);
+    etcd.kill();
+    let down = Instant::now();
+    std::thread::sleep(Duration::from_secs(1));
+    etcd.start();
+    println!(
+        "etcd was down for {:?} (until healthy again)",
+        down.elapsed()
+    );
+    // A replica started now knows only what etcd kept.
+    let c_addr = free();
+    let _replica_c = mesh.replica("c", c_addr, false);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("state-c/ca.pem")).unwrap(),
+        ca_pem,
+        "the same root after etcd's restart"
+    );
+    let mut tokens_v2 = tokens.clone();
+    tokens_v2.insert(
+        "c".into(),
+        std::fs::read_to_string(dir.join("state-b/tokens/c")).unwrap(),
+    );
+    assert_eq!(files(&dir.join("state-c/tokens")), tokens_v2);
+    let status_c = status(c_addr);
+    assert_eq!(config_version(&status_c), 2, "{status_c}");
+    assert!(
+        status_c.contains("CA rotation in progress: added"),
+        "{status_c}"
+    );
+    // Every copy is registered and healthy again (kept by etcd, or registered anew).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status_c = status(c_addr);
+        let c = copies(&status_c);
+        if c.len() == 3 && c.values().all(|(_, healthy)| *healthy) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the copies did not come back after etcd's restart:\n{status_c}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        until_all(port, &["zero", "one", "two"], Duration::from_secs(30)),
+        "traffic does not reach every copy after etcd's restart"
+    );
+    let leases_after = copies(&status(c_addr));
+    let kept = leases_after
+        .iter()
+        .filter(|(addr, (lease, _))| leases_before.get(*addr).is_some_and(|(l, _)| l == lease))
+        .count();
+    println!(
+        "after etcd's restart: {kept} of 3 copies kept their lease, the others registered anew"
+    );
+    let (sent, failed, _) = load.stop();
+    println!("load across etcd's restart: {sent} requests, {failed} failed");
+}
