@@ -221,11 +221,24 @@ fn until_all(port: SocketAddr, want: &[&str], limit: Duration) -> bool {
     false
 }
 
+/// Runs `hopwise ARGS` to the end (a command that hangs fails the test after 30 s).
 fn hopwise(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(args)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hopwise {args:?} did not finish within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -508,6 +521,27 @@ services:
     let ca_pem = std::fs::read_to_string(dir.join("state-b/ca.pem")).unwrap();
     assert_eq!(ca_pem.matches("BEGIN CERTIFICATE").count(), 2, "{ca_pem}");
 
+    // A change through B reaches A: a new service, so a new token, written by A's watch.
+    let mesh_v2 = format!("{mesh_v1}  c: {{}}\n");
+    std::fs::write(dir.join("mesh-v2.yaml"), &mesh_v2).unwrap();
+    let applied = hopwise(&[
+        "control",
+        "apply",
+        dir.join("mesh-v2.yaml").to_str().unwrap(),
+        "--server",
+        &b_addr.to_string(),
+    ]);
+    assert!(applied.contains("config version 2"), "{applied}");
+    assert!(dir.join("state-b/tokens/c").is_file(), "{applied}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(dir.join("state-a/tokens/c").is_file() && config_version(&status(a_addr)) == 2) {
+        assert!(
+            Instant::now() < deadline,
+            "replica A never took in the mesh file applied through B"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
     // (b) Steady load; SIGKILL replica A.
     let load = Load::start(port);
     std::thread::sleep(Duration::from_millis(500));
@@ -545,19 +579,6 @@ services:
         failed, 0,
         "requests failed while replica A died: {failures:?}"
     );
-
-    // A change through B, kept by etcd: a new service, so a new token.
-    let mesh_v2 = format!("{mesh_v1}  c: {{}}\n");
-    std::fs::write(dir.join("mesh-v2.yaml"), &mesh_v2).unwrap();
-    let applied = hopwise(&[
-        "control",
-        "apply",
-        dir.join("mesh-v2.yaml").to_str().unwrap(),
-        "--server",
-        &b_addr.to_string(),
-    ]);
-    assert!(applied.contains("config version 2"), "{applied}");
-    assert!(dir.join("state-b/tokens/c").is_file(), "{applied}");
 
     // (c) etcd dies (SIGKILL) and starts again on its data directory.
     let leases_before = copies(&status(b_addr));

@@ -430,14 +430,19 @@ impl View {
     }
 }
 
-/// The etcd client and the view of one replica. Writes block on the runtime `handle`: call
-/// them from a thread that is not running async tasks (`spawn_blocking`, or before serving).
+/// The etcd clients and the view of one replica.
+///
+/// Writes of the state ([`EtcdStore::commit`]) block, under the plane's lock, on a runtime of
+/// their own (one thread) with a client of their own: the server's runtime threads may all be
+/// waiting for that lock, so a write that needed them to drive its socket would never finish.
+/// Call `commit` from a thread that is not running async tasks (`spawn_blocking`, or before
+/// serving). [`EtcdStore::client`] belongs to the runtime the store was opened on (the API's).
 pub struct EtcdStore {
     spec: EtcdSpec,
     /// The replica's local directory for `tokens/<service>` and `ca.pem`.
     dir: PathBuf,
     client: etcd_client::Client,
-    handle: tokio::runtime::Handle,
+    writer: Writer,
     view: View,
     /// The copies read at open, handed to the registry once.
     initial_copies: Vec<Effect>,
@@ -450,6 +455,51 @@ impl std::fmt::Debug for EtcdStore {
             .field("dir", &self.dir)
             .field("revision", &self.view.revision)
             .finish_non_exhaustive()
+    }
+}
+
+/// The writes' own runtime and client.
+struct Writer {
+    runtime: Option<tokio::runtime::Runtime>,
+    client: etcd_client::Client,
+}
+
+impl Writer {
+    fn new(spec: &EtcdSpec) -> Result<Writer, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("etcd-writer")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Etcd {
+                url: spec.url(),
+                reason: format!("cannot start the writer's runtime: {e}"),
+            })?;
+        // Made on its own runtime (in a thread of its own: this may run inside another
+        // runtime, where blocking on one is not allowed).
+        let client = std::thread::scope(|s| {
+            s.spawn(|| runtime.block_on(connect(spec)))
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Etcd {
+                        url: spec.url(),
+                        reason: "the writer's connection failed".into(),
+                    })
+                })
+        })?;
+        Ok(Writer {
+            runtime: Some(runtime),
+            client,
+        })
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Dropping a runtime inside another one panics; this does not wait.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -521,6 +571,7 @@ impl EtcdStore {
             });
         }
         view.revision = view.revision.max(revision);
+        let writer = Writer::new(&spec)?;
         let initial_copies = effects
             .into_iter()
             .filter(|e| !matches!(e, Effect::State))
@@ -529,7 +580,7 @@ impl EtcdStore {
             spec,
             dir: dir.to_owned(),
             client,
-            handle: tokio::runtime::Handle::current(),
+            writer,
             view,
             initial_copies,
         })
@@ -581,9 +632,14 @@ impl EtcdStore {
             })
             .collect();
         let txn = Txn::new().when(compares).and_then(ops);
-        let mut kv = self.client.kv_client();
-        let resp = self
-            .handle
+        let mut kv = self.writer.client.kv_client();
+        let Some(runtime) = self.writer.runtime.as_ref() else {
+            return Err(StoreError::Etcd {
+                url: self.spec.url(),
+                reason: "the writer has stopped".into(),
+            });
+        };
+        let resp = runtime
             .block_on(async { tokio::time::timeout(REQUEST_TIMEOUT, kv.txn(txn)).await })
             .map_err(|_| StoreError::Etcd {
                 url: self.spec.url(),
