@@ -280,7 +280,34 @@ pub struct Running {
     service: ControlService,
 }
 
+/// Read access to the running plane, for the dashboard ([`crate::dashboard`]): it locks the
+/// plane only long enough to copy what it shows.
+#[derive(Clone)]
+pub struct PlaneHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PlaneHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlaneHandle").finish_non_exhaustive()
+    }
+}
+
+impl PlaneHandle {
+    /// Runs `f` on the plane, under its lock (keep `f` short: the gRPC API waits meanwhile).
+    pub fn read<R>(&self, f: impl FnOnce(&Plane) -> R) -> R {
+        f(&self.shared.plane())
+    }
+}
+
 impl Running {
+    /// A handle for reading the plane while it serves.
+    pub fn handle(&self) -> PlaneHandle {
+        PlaneHandle {
+            shared: self.service.shared.clone(),
+        }
+    }
+
     /// The same answer as the `Status` call.
     pub fn status(&self) -> pb::StatusResponse {
         self.service.shared.plane().status(Instant::now())
@@ -430,7 +457,11 @@ impl ControlService {
             .ok_or_else(|| ApiError::Store("no shared store".into()))
     }
 
-    async fn shared_register(&self, r: &pb::RegisterRequest) -> Result<(u64, Duration), ApiError> {
+    async fn shared_register(
+        &self,
+        r: &pb::RegisterRequest,
+        admin: Option<std::net::SocketAddr>,
+    ) -> Result<(u64, Duration), ApiError> {
         let etcd = self.etcd()?;
         let (service, addr, ttl, stale) = {
             let plane = self.shared.plane();
@@ -450,6 +481,7 @@ impl ControlService {
             addr,
             healthy: false,
             ttl_ms: u64::try_from(granted.as_millis()).unwrap_or(u64::MAX),
+            admin,
         };
         let mut rev = put_copy(&mut client, &etcd.spec, service, lease, &value)
             .await
@@ -495,6 +527,7 @@ impl ControlService {
             addr: copy.inbound,
             healthy,
             ttl_ms: u64::try_from(copy.ttl.as_millis()).unwrap_or(u64::MAX),
+            admin: copy.admin,
         };
         let mut client = etcd.client.clone();
         let rev = put_copy(&mut client, &etcd.spec, copy.service, lease, &value)
@@ -595,8 +628,16 @@ impl Control for ControlService {
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
         let r = request.into_inner();
+        // A bad admin address is refused before anything is registered.
+        let admin = match r.admin_addr.as_str() {
+            "" => None,
+            a => Some(plane::admin_addr(a).map_err(|e| api_status(&e))?),
+        };
         if self.shared.etcd.is_some() {
-            let (lease, ttl) = self.shared_register(&r).await.map_err(|e| api_status(&e))?;
+            let (lease, ttl) = self
+                .shared_register(&r, admin)
+                .await
+                .map_err(|e| api_status(&e))?;
             tracing::info!(lease, addr = %r.inbound_addr, "registered a copy (etcd lease)");
             return Ok(Response::new(pb::RegisterResponse {
                 lease_id: lease,
@@ -608,6 +649,9 @@ impl Control for ControlService {
             let (lease, ttl, changed) = plane
                 .register(&r.token, &r.inbound_addr, r.ttl_ms, Instant::now())
                 .map_err(|e| api_status(&e))?;
+            if let Some(admin) = admin {
+                plane.set_admin(lease, admin).map_err(|e| api_status(&e))?;
+            }
             (lease, ttl, changed.then(|| plane.version()))
         };
         self.shared.kick.notify_one();
@@ -679,6 +723,11 @@ impl Control for ControlService {
             plane
                 .snapshot(&service, Instant::now())
                 .map_err(|e| api_status(&e))?;
+            if !r.admin_addr.is_empty() {
+                plane
+                    .set_proxy_admin(&service, &r.proxy, &r.admin_addr)
+                    .map_err(|e| api_status(&e))?;
+            }
             plane.stream_opened(&service, &r.proxy);
             service
         };

@@ -520,6 +520,7 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                 service: sim.service.clone(),
                 token: sim.token.clone(),
                 proxy: sim.name.clone(),
+                admin_addr: String::new(),
             })
             .await;
         let mut stream = match stream {
@@ -748,6 +749,7 @@ fn drive(
                     token: sim.token.clone(),
                     inbound_addr: addr,
                     ttl_ms: TTL_MS,
+                    admin_addr: String::new(),
                 })
                 .await
                 .map_err(call("Register"))?
@@ -805,6 +807,7 @@ fn drive(
                     token: shared_token.clone(),
                     inbound_addr: format!("192.168.{}.{}:7001", round >> 8, round & 255),
                     ttl_ms: TTL_MS,
+                    admin_addr: String::new(),
                 })
                 .await
                 .map_err(call("Register"))?

@@ -65,6 +65,9 @@ fn put_copy(registry: &mut Registry, effect: Effect, far: Instant) {
             value.ttl(),
             far,
         );
+        if let Some(admin) = value.admin {
+            let _ = registry.set_admin(LeaseId(lease), admin);
+        }
     }
 }
 
@@ -197,6 +200,8 @@ struct ProxyRecord {
     cert_in_force: Option<u64>,
     /// The highest version it acknowledged with the snapshot's trust bundle in force.
     bundle_confirmed: u64,
+    /// Its admin endpoint (`SubscribeRequest.admin_addr`), for the dashboard.
+    admin: Option<SocketAddr>,
 }
 
 impl ProxyRecord {
@@ -755,6 +760,14 @@ impl Plane {
         Ok((id, ttl, self.registry_changed(before)))
     }
 
+    /// Records where a copy's admin endpoint is (`RegisterRequest.admin_addr`, read by
+    /// [`admin_addr`]): the dashboard reads its `/metrics` there.
+    pub fn set_admin(&mut self, lease: LeaseId, admin: SocketAddr) -> Result<(), ApiError> {
+        self.registry
+            .set_admin(lease, admin)
+            .map_err(Self::registry_error)
+    }
+
     /// Renews a lease. Renewing changes no endpoint set.
     pub fn renew(&mut self, token: &str, lease: u64, now: Instant) -> Result<bool, ApiError> {
         self.expire(now);
@@ -876,6 +889,28 @@ impl Plane {
     /// A subscriber's stream opened.
     pub fn stream_opened(&mut self, service: &str, proxy: &str) {
         self.proxy(service, proxy).streams += 1;
+    }
+
+    /// Where a subscribed proxy's admin endpoint is (see [`admin_addr`]).
+    pub fn set_proxy_admin(
+        &mut self,
+        service: &str,
+        proxy: &str,
+        admin: &str,
+    ) -> Result<(), ApiError> {
+        let addr = admin_addr(admin)?;
+        self.proxy(service, proxy).admin = Some(addr);
+        Ok(())
+    }
+
+    /// The proxies whose snapshot stream is open and that said where their admin endpoint is:
+    /// (service, proxy name, admin address). The dashboard reads their metrics.
+    pub fn subscribed_admins(&self) -> Vec<(String, String, SocketAddr)> {
+        self.proxies
+            .iter()
+            .filter(|(_, p)| p.streams > 0)
+            .filter_map(|((service, proxy), p)| Some((service.clone(), proxy.clone(), p.admin?)))
+            .collect()
     }
 
     /// A subscriber's stream closed.
@@ -1552,6 +1587,25 @@ impl Plane {
             store: self.store.location(),
         }
     }
+}
+
+/// An admin endpoint's address as a proxy sent it: `ip:port`, port not 0; an unspecified IP
+/// becomes loopback of the same family (the admin endpoint listens on every address then).
+pub fn admin_addr(text: &str) -> Result<SocketAddr, ApiError> {
+    let mut addr: SocketAddr = text
+        .trim()
+        .parse()
+        .map_err(|_| ApiError::BadAddress(text.to_owned()))?;
+    if addr.port() == 0 {
+        return Err(ApiError::BadAddress(text.to_owned()));
+    }
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    Ok(addr)
 }
 
 /// Adds a token for every service of `mesh` that runs a proxy and has none. Returns how many.

@@ -29,6 +29,8 @@ pub struct Copy {
     /// Where other proxies reach it (its proxy's mTLS port).
     pub inbound: SocketAddr,
     pub healthy: bool,
+    /// Its proxy's admin endpoint (`/metrics`), when the proxy said where it is.
+    pub admin: Option<SocketAddr>,
     #[serde(skip)]
     pub expires: Instant,
     #[serde(skip)]
@@ -108,6 +110,7 @@ impl Registry {
                 service: service.to_owned(),
                 inbound,
                 healthy: false,
+                admin: None,
                 expires: now + ttl,
                 ttl,
             },
@@ -139,6 +142,8 @@ impl Registry {
                 service: service.to_owned(),
                 inbound,
                 healthy,
+                // The shared record's admin address is set by the caller (`set_admin`).
+                admin: None,
                 expires,
                 ttl,
             },
@@ -147,6 +152,16 @@ impl Registry {
             self.version += 1;
         }
         changed
+    }
+
+    /// Records where the copy's admin endpoint is (for the dashboard). Changes no endpoint set.
+    pub fn set_admin(&mut self, id: LeaseId, admin: SocketAddr) -> Result<(), RegistryError> {
+        let copy = self
+            .copies
+            .get_mut(&id)
+            .ok_or(RegistryError::UnknownLease(id))?;
+        copy.admin = Some(admin);
+        Ok(())
     }
 
     /// Keeps a lease alive for another TTL.

@@ -160,6 +160,7 @@ async fn the_control_plane_over_grpc() {
             service: "checkout".into(),
             token: pricing.clone(),
             proxy: String::new(),
+            admin_addr: String::new(),
         })
         .await
         .unwrap_err();
@@ -169,6 +170,7 @@ async fn the_control_plane_over_grpc() {
             service: "checkout".into(),
             token: checkout.clone(),
             proxy: "checkout-1".into(),
+            admin_addr: String::new(),
         })
         .await
         .unwrap()
@@ -198,6 +200,7 @@ async fn the_control_plane_over_grpc() {
         token: pricing.clone(),
         inbound_addr: addr.into(),
         ttl_ms,
+        admin_addr: String::new(),
     };
     let short = c
         .register(register("127.0.0.1:7001", 1000))
@@ -381,6 +384,7 @@ async fn a_subscriber_whose_service_leaves_the_mesh_is_told_why() {
             service: String::new(), // the token's own service
             token: pricing,
             proxy: String::new(),
+            admin_addr: String::new(),
         })
         .await
         .unwrap()

@@ -448,8 +448,8 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
     let (stop_session, session_stopped) = tokio::sync::watch::channel(false);
     let session_task = session.map(|s| {
         let state = running.state.clone();
-        let inbound = running.bound.inbound;
-        rt.spawn(s.run(state, inbound, session_stopped))
+        let bound = running.bound.clone();
+        rt.spawn(async move { s.run(state, &bound, session_stopped).await })
     });
     let b = &running.bound;
     let show = |a: Option<std::net::SocketAddr>| a.map_or("-".to_owned(), |a| a.to_string());

@@ -198,16 +198,19 @@ impl ControlOptions {
         })
     }
 
-    /// Opens this proxy's snapshot stream.
+    /// Opens this proxy's snapshot stream, saying where its admin endpoint is (if it has one
+    /// yet: not while it bootstraps) so the control plane's dashboard can read its metrics.
     async fn subscribe(
         &self,
         client: &mut ControlClient<tonic::transport::Channel>,
+        admin: Option<SocketAddr>,
     ) -> Result<tonic::Streaming<pb::Snapshot>, ControlError> {
         Ok(client
             .subscribe(pb::SubscribeRequest {
                 service: self.service.clone(),
                 token: self.token.clone(),
                 proxy: self.name.clone(),
+                admin_addr: admin.map(|a| a.to_string()).unwrap_or_default(),
             })
             .await
             .map_err(|s| ControlError::Refused(s.message().to_owned()))?
@@ -370,7 +373,7 @@ async fn first_snapshot(
 ) -> Result<(Cached, Cert), ControlError> {
     let mut client = connect(server).await?;
     let cert = opts.issue(&mut client).await?;
-    let mut stream = opts.subscribe(&mut client).await?;
+    let mut stream = opts.subscribe(&mut client, None).await?;
     let first = stream
         .message()
         .await
@@ -384,13 +387,16 @@ async fn first_snapshot(
 impl Session {
     /// Keeps everything current until `shutdown`: snapshots (new copies applied live),
     /// certificate renewal at ~70 % of its life, the lease and the app's health; deregisters
-    /// on the way out.
+    /// on the way out. `bound` is where the proxy listens: its inbound port is registered as
+    /// the copy's address, and its admin endpoint (if any) is told to the control plane so its
+    /// dashboard can read `/metrics`.
     pub async fn run(
         self,
         state: Arc<State>,
-        inbound: Option<SocketAddr>,
+        bound: &crate::server::Bound,
         mut shutdown: watch::Receiver<bool>,
     ) {
+        let (inbound, admin) = (bound.inbound, bound.admin);
         let Session {
             opts,
             mut cached,
@@ -425,7 +431,7 @@ impl Session {
                     reload(certs.as_deref());
                     tracing::info!("certificate issued, renewing at 70 % of its life");
                 }
-                let mut stream = opts.subscribe(&mut client).await?;
+                let mut stream = opts.subscribe(&mut client, admin).await?;
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     tokio::select! {
@@ -492,7 +498,7 @@ impl Session {
                                 }
                             }
                             if let Some(addr) = inbound {
-                                keep_lease(&opts, &mut client, addr, &mut lease, &mut healthy, &state).await?;
+                                keep_lease(&opts, &mut client, (addr, admin), &mut lease, &mut healthy, &state).await?;
                             }
                         }
                         _ = shutdown.changed() => return Ok(()),
@@ -568,11 +574,12 @@ fn renewal_time(now: SystemTime, not_after: SystemTime) -> SystemTime {
     now + life.mul_f64(share)
 }
 
-/// Registers this copy (once), renews its lease, and reports the app's health when it changes.
+/// Registers this copy (once) with its inbound and admin addresses, renews its lease, and
+/// reports the app's health when it changes.
 async fn keep_lease(
     opts: &ControlOptions,
     client: &mut ControlClient<tonic::transport::Channel>,
-    inbound: SocketAddr,
+    (inbound, admin): (SocketAddr, Option<SocketAddr>),
     lease: &mut Option<u64>,
     healthy: &mut Option<bool>,
     state: &State,
@@ -607,6 +614,7 @@ async fn keep_lease(
                     token: opts.token.clone(),
                     inbound_addr: inbound.to_string(),
                     ttl_ms: opts.lease_ttl.as_millis() as u64,
+                    admin_addr: admin.map(|a| a.to_string()).unwrap_or_default(),
                 })
                 .await
                 .map_err(refused)?

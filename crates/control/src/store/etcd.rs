@@ -166,6 +166,10 @@ pub struct CopyValue {
     pub healthy: bool,
     /// The lease's TTL as granted by etcd.
     pub ttl_ms: u64,
+    /// Its proxy's admin endpoint, for the dashboards of every replica (absent in records
+    /// written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<SocketAddr>,
 }
 
 impl CopyValue {

@@ -126,6 +126,7 @@ fn the_state_survives_encoding_except_the_embedded_counters() {
         addr: "127.0.0.1:7001".parse().unwrap(),
         healthy: true,
         ttl_ms: 3000,
+        admin: None,
     };
     assert_eq!(CopyValue::decode(&v.encode()), Some(v));
     assert_eq!(CopyValue::decode(b"[]"), None);
@@ -188,6 +189,7 @@ fn the_view_follows_changes_in_order_and_skips_its_own_late_echoes() {
         addr: "127.0.0.1:7001".parse().unwrap(),
         healthy: false,
         ttl_ms: 2000,
+        admin: None,
     };
     let key = l.key(&Key::Copy {
         service: "b".into(),
