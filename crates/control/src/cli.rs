@@ -27,6 +27,8 @@ pub const EXIT_FINDINGS: u8 = 1;
 pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// `hopwise control …` and `hopwise status`.
+// Parsed once per process; boxing `ControlArgs` would only cost its destructuring patterns.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Run the control plane (CA, registry, configuration streamed to proxies), or change its
@@ -71,6 +73,14 @@ pub struct ControlArgs {
     /// The private key of --ca-cert (PEM, PKCS #8), readable by the control plane only.
     #[arg(long, requires = "ca_cert")]
     pub ca_key: Option<PathBuf>,
+    /// Serve the dashboard (a web page: the live service graph, policies, findings,
+    /// calculators, fault knobs) on this loopback address (plain HTTP). Off when absent.
+    #[arg(long)]
+    pub dashboard: Option<SocketAddr>,
+    /// The sample apps' fault knobs, as `hopwise up` writes them (JSON; re-read on every
+    /// request; a missing file shows no knobs). Used by the dashboard.
+    #[arg(long, requires = "dashboard")]
+    pub samples: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -258,6 +268,15 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
             args.listen
         )));
     }
+    if let Some(d) = args.dashboard
+        && !d.ip().is_loopback()
+    {
+        return Err(CliError::Usage(format!(
+            "--dashboard {d}: the dashboard is plain HTTP without authentication (and it can \
+             change the sample apps' faults), so it listens on a loopback address only \
+             (127.0.0.1 or [::1])"
+        )));
+    }
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -347,6 +366,18 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         );
         let running = api::spawn(plane, listener)?;
         let mut text = summary;
+        let dashboard = match args.dashboard {
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| CliError::Listen { addr, source })?;
+                let d = crate::dashboard::spawn(running.handle(), listener, args.samples.clone())
+                    .map_err(|source| CliError::Listen { addr, source })?;
+                text.push_str(&format!("dashboard: http://{}/\n", d.addr));
+                Some(d)
+            }
+            None => None,
+        };
         for note in &started.notes {
             text.push_str(&format!("note: {note}\n"));
         }
@@ -354,6 +385,9 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         out.flush().map_err(CliError::Output)?;
         wait_for_signal().await;
         tracing::info!("stopping");
+        if let Some(d) = dashboard {
+            d.stop();
+        }
         running.shutdown().await?;
         Ok(EXIT_OK)
     })

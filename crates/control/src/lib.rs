@@ -7,13 +7,15 @@
 //! or in etcd shared by several replicas: [`store::etcd`]), [`plane`] holds
 //! all of it and offers every operation of the API without a clock or a socket, [`api`] serves
 //! it over gRPC, and [`client`] and [`cli`] are the command line's side; [`bench`] measures it
-//! at scale (`hopwise control bench`). See docs/control.md.
+//! at scale (`hopwise control bench`); [`dashboard`] serves a web page over the running plane
+//! (`hopwise control --dashboard`). See docs/control.md and docs/dashboard.md.
 
 pub mod api;
 pub mod bench;
 pub mod ca;
 pub mod cli;
 pub mod client;
+pub mod dashboard;
 pub mod plane;
 pub mod registry;
 pub mod store;

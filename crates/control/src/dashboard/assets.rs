@@ -1,0 +1,6 @@
+//! The page, embedded in the binary: plain HTML, CSS and JavaScript with an inline SVG graph —
+//! no build step, nothing fetched from outside (the dashboard works without internet).
+
+pub const INDEX_HTML: &str = include_str!("assets/index.html");
+pub const APP_JS: &str = include_str!("assets/app.js");
+pub const STYLE_CSS: &str = include_str!("assets/style.css");

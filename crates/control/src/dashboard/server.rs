@@ -1,0 +1,350 @@
+//! The dashboard's HTTP server (hyper, HTTP/1.1, loopback only): the page and its assets, and
+//! the JSON API the page polls. Routes:
+//!
+//! | route | answer |
+//! | --- | --- |
+//! | `GET /`, `/app.js`, `/style.css` | the page (embedded; no CDN, no build step) |
+//! | `GET /api/graph` | services, copies, edges with live numbers ([`super::edges`]) |
+//! | `GET /api/policy` | each service's calls with the policy its proxy applies |
+//! | `GET /api/findings` | `hopwise check` on the mesh file in force |
+//! | `GET /api/calc/samples` | the seed's samples for both calculators |
+//! | `POST /api/calc/fanout`, `POST /api/calc/timeouts` | the calculators ([`super::calc`]) |
+//! | `GET /api/fault[/<service>[/<copy>]]` | the sample apps' fault knobs |
+//! | `POST /api/fault/<service>[/<copy>]` | a partial knob state, relayed to each copy |
+//! | `POST /api/fault/<service>[/<copy>]/clear` | back to no fault |
+//!
+//! POSTs must say `content-type: application/json` (a cross-site form cannot), and every
+//! request must name a loopback host (no DNS rebinding to this port).
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::calc::{self, FanoutInput, TimeoutInput};
+use super::samples::{self, Knob};
+use super::scrape::{self, Shared};
+use super::{assets, policy};
+use crate::api::PlaneHandle;
+
+/// The largest request body read.
+const MAX_REQUEST: usize = 64 * 1024;
+
+/// What every request handler reads.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub plane: PlaneHandle,
+    pub scraped: Shared,
+    /// `--samples FILE`.
+    pub samples: Option<PathBuf>,
+}
+
+type Body = Full<Bytes>;
+
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+fn json_response(status: StatusCode, value: &impl Serialize) -> Response<Body> {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => respond(status, "application/json", bytes),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Body> {
+    json_response(status, &json!({ "error": message }))
+}
+
+/// Serves one connection.
+pub async fn serve_connection(app: Arc<App>, tcp: tokio::net::TcpStream) {
+    let _ = tcp.set_nodelay(true);
+    let service = hyper::service::service_fn(move |req| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(handle(&app, req).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(tcp), service)
+        .await;
+}
+
+/// A host this server answers to: a loopback IP or `localhost`, with any port.
+fn loopback_host(req: &Request<Incoming>) -> bool {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().host())
+        .unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
+    let json_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !json_type {
+        return Err(error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send content-type: application/json",
+        ));
+    }
+    let bytes = Limited::new(req.into_body(), MAX_REQUEST)
+        .collect()
+        .await
+        .map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read the body: {e}"),
+            )
+        })?
+        .to_bytes();
+    serde_json::from_slice(&bytes)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &format!("not JSON: {e}")))
+}
+
+pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
+    if !loopback_host(&req) {
+        return error(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this dashboard answers on loopback only",
+        );
+    }
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (&method, parts.as_slice()) {
+        (&Method::GET, [""] | ["index.html"]) => respond(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            assets::INDEX_HTML,
+        ),
+        (&Method::GET, ["app.js"]) => respond(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            assets::APP_JS,
+        ),
+        (&Method::GET, ["style.css"]) => {
+            respond(StatusCode::OK, "text/css; charset=utf-8", assets::STYLE_CSS)
+        }
+        (&Method::GET, ["api", "graph"]) => json_response(StatusCode::OK, &graph(app)),
+        (&Method::GET, ["api", "policy"]) => {
+            let mesh = app.plane.read(|p| p.mesh().clone());
+            json_response(StatusCode::OK, &policy::policy(&mesh))
+        }
+        (&Method::GET, ["api", "findings"]) => {
+            let (mesh, version) = app.plane.read(|p| (p.mesh().clone(), p.config_version()));
+            json_response(StatusCode::OK, &policy::findings(&mesh, version))
+        }
+        (&Method::GET, ["api", "calc", "samples"]) => json_response(
+            StatusCode::OK,
+            &json!({ "fanout": FanoutInput::default(), "timeouts": TimeoutInput::default() }),
+        ),
+        (&Method::POST, ["api", "calc", "fanout"]) => calculate(req, calc::fanout).await,
+        (&Method::POST, ["api", "calc", "timeouts"]) => calculate(req, calc::timeouts).await,
+        (_, ["api", "fault", rest @ ..]) => fault(app, req, rest).await,
+        (&Method::GET, _) => error(StatusCode::NOT_FOUND, "not found"),
+        _ => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here"),
+    }
+}
+
+/// A calculator: the form from the JSON body, the answer or the reason it was refused (400).
+async fn calculate<I: serde::de::DeserializeOwned, O: Serialize>(
+    req: Request<Incoming>,
+    run: impl FnOnce(&I) -> Result<O, calc::CalcError>,
+) -> Response<Body> {
+    let form = match body_json(req).await.map(serde_json::from_value::<I>) {
+        Err(r) => return r,
+        Ok(Err(e)) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
+        Ok(Ok(form)) => form,
+    };
+    match run(&form) {
+        Ok(answer) => json_response(StatusCode::OK, &answer),
+        Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()),
+    }
+}
+
+/// `/api/graph`.
+fn graph(app: &App) -> Value {
+    let (mesh, version, config_version) = app
+        .plane
+        .read(|p| (p.mesh().clone(), p.version(), p.config_version()));
+    let calls: Vec<(String, String)> =
+        mesh.calls()
+            .map(|c| (c.from.clone(), c.to.clone()))
+            .fold(Vec::new(), |mut v, pair| {
+                if !v.contains(&pair) {
+                    v.push(pair);
+                }
+                v
+            });
+    let scraped = app.scraped.lock();
+    let summary = scraped.summary(&calls);
+    let services: Vec<Value> = mesh
+        .services
+        .values()
+        .map(|s| {
+            let proxies: Vec<&scrape::ProxyView> = scraped
+                .proxies()
+                .iter()
+                .filter(|c| c.service == s.name)
+                .collect();
+            json!({
+                "name": s.name,
+                "protocol": s.protocol,
+                "entry": s.entry.is_some(),
+                "external": s.external.is_some(),
+                "proxies": proxies,
+                "stats": summary.services.get(&s.name),
+            })
+        })
+        .collect();
+    let edges: Vec<Value> = summary
+        .edges
+        .iter()
+        .map(|e| {
+            let mut v = json!(e);
+            if let Some(o) = v.as_object_mut() {
+                o.insert(
+                    "in_mesh".into(),
+                    json!(calls.contains(&(e.from.clone(), e.to.clone()))),
+                );
+            }
+            v
+        })
+        .collect();
+    json!({
+        "mesh": mesh.name,
+        "version": format!("{}.{}", version >> 32, version & 0xffff_ffff),
+        "config_version": config_version,
+        "rounds": scraped.rounds,
+        "interval_ms": scrape::INTERVAL.as_millis() as u64,
+        "services": services,
+        "edges": edges,
+    })
+}
+
+fn knobs_of(
+    app: &App,
+    service: Option<&str>,
+    copy: Option<u32>,
+) -> Result<Vec<Knob>, samples::SamplesError> {
+    let Some(path) = &app.samples else {
+        return Ok(Vec::new());
+    };
+    Ok(samples::read(path)?.map_or_else(Vec::new, |file| file.knobs(service, copy)))
+}
+
+/// `/api/fault…`: read or change the sample apps' knobs.
+async fn fault(app: &App, req: Request<Incoming>, rest: &[&str]) -> Response<Body> {
+    let (service, copy, clear) = match rest {
+        [] | [""] => (None, None, false),
+        [s] => (Some(*s), None, false),
+        [s, "clear"] => (Some(*s), None, true),
+        [s, c] => (Some(*s), Some(*c), false),
+        [s, c, "clear"] => (Some(*s), Some(*c), true),
+        _ => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "use /api/fault/<service>[/<copy>][/clear]",
+            );
+        }
+    };
+    let copy = match copy.map(str::parse::<u32>) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return error(StatusCode::NOT_FOUND, "a copy is a number"),
+    };
+    let knobs = match knobs_of(app, service, copy) {
+        Ok(k) => k,
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    };
+    if service.is_some() && knobs.is_empty() {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no fault knobs for that service or copy",
+        );
+    }
+    let (method, path, body) = match (req.method().clone(), clear) {
+        (Method::GET, false) => (Method::GET, "/fault", None),
+        (Method::POST, true) => (Method::POST, "/fault/clear", None),
+        (Method::POST, false) if service.is_some() => match body_json(req).await {
+            Err(r) => return r,
+            Ok(Value::Object(o)) => (Method::POST, "/fault", Some(Value::Object(o).to_string())),
+            Ok(_) => return error(StatusCode::BAD_REQUEST, "send a JSON object of knobs"),
+        },
+        _ => {
+            return error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "GET to read; POST to a service to change",
+            );
+        }
+    };
+    let mut results = Vec::new();
+    let mut status = StatusCode::OK;
+    for k in knobs {
+        let r = scrape::request(k.knobs, method.clone(), path, body.clone()).await;
+        let (state, err) = match r {
+            Ok((200, text)) => (serde_json::from_str::<Value>(&text).ok(), None),
+            Ok((code, text)) => {
+                if status == StatusCode::OK {
+                    status = StatusCode::from_u16(code)
+                        .ok()
+                        .filter(|s| s.is_client_error())
+                        .unwrap_or(StatusCode::BAD_GATEWAY);
+                }
+                (
+                    None,
+                    Some(format!("the knobs answered {code}: {}", text.trim())),
+                )
+            }
+            Err(e) => {
+                status = StatusCode::BAD_GATEWAY;
+                (None, Some(e.to_string()))
+            }
+        };
+        results.push(json!({
+            "service": k.service,
+            "sample": k.sample,
+            "copy": k.copy,
+            "knobs": k.knobs.to_string(),
+            "state": state,
+            "error": err,
+        }));
+    }
+    json_response(
+        status,
+        &json!({ "available": app.samples.is_some(), "copies": results }),
+    )
+}
