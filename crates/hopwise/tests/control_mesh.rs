@@ -5,18 +5,15 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
+use common::{Proc, free, spawn};
 
 /// A backend that answers every request with `name`.
 fn backend(name: &'static str) -> SocketAddr {
@@ -45,31 +42,6 @@ fn backend(name: &'static str) -> SocketAddr {
         }
     });
     addr
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `hopwise ARGS` and waits for the first line of its output.
-fn spawn(args: &[&str]) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(!line.is_empty(), "hopwise {args:?} printed nothing");
-    Proc(child)
 }
 
 fn control(dir: &Path, listen: SocketAddr) -> Proc {
