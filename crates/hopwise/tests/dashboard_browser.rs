@@ -488,3 +488,20 @@ fn the_dashboard_in_a_real_browser() {
     assert!(text.contains(" passed, 0 failed"), "{text}");
     let _ = m.to_c;
 }
+
+#[test]
+fn a_dashboard_beyond_loopback_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mesh.yaml"), "services: { a: {} }\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(["control", "--config"])
+        .arg(dir.path().join("mesh.yaml"))
+        .arg("--state")
+        .arg(dir.path().join("state"))
+        .args(["--listen", &free().to_string(), "--dashboard", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback address only"));
+    assert!(!dir.path().join("state").exists(), "nothing written");
+}

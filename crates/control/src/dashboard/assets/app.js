@@ -449,7 +449,7 @@ async function computeTimeouts() {
       (a.client_waits_ms !== null ? `; its client waits ${fmtMs(a.client_waits_ms)}` : '') +
       (a.client_waits_ms !== null && (a.worst_case_ms === null || a.worst_case_ms > a.client_waits_ms) ? ' — too long' : '');
     out.className = a.client_waits_ms !== null && (a.worst_case_ms === null || a.worst_case_ms > a.client_waits_ms) ? 'over' : 'fits';
-    $('#timeouts-detail').innerHTML = `<div class="table-wrap"><table><thead><tr><th scope="col">Call</th><th scope="col" class="num">Tries when hung</th><th scope="col" class="num">Worst case</th><th scope="col" class="num">Caller gives</th><th scope="col" class="num">Tries that fit</th><th scope="col" class="num">Per try that fits</th></tr></thead><tbody>` +
+    $('#timeouts-detail').innerHTML = `<div class="table-wrap"><table><thead><tr><th scope="col">Call</th><th scope="col" class="num" title="Tries made when everything below hangs, of those configured">Tries</th><th scope="col" class="num">Worst case</th><th scope="col" class="num" title="The time the caller gives this call">Window</th><th scope="col" class="num" title="Tries that finish inside the window">Fit</th><th scope="col" class="num" title="The largest per-try timeout that would let every try fit">Per try to fit</th></tr></thead><tbody>` +
       a.calls.map((c) => `<tr><th scope="row">${esc(c.call)}</th>
         <td class="num">${c.tries_when_hung} of ${c.tries}</td><td class="num">${c.worst_case_ms === null ? 'never ends' : fmtMs(c.worst_case_ms)}</td>
         <td class="num">${c.caller_window_ms === null ? '–' : fmtMs(c.caller_window_ms)}</td><td class="num">${c.tries_that_fit}</td>
