@@ -376,6 +376,13 @@ fn the_ca_is_rotated_under_traffic_without_a_failed_request() {
         ],
         &dir.join("a.log"),
     );
+    // Count from the first answer: until copy zero is healthy and in a's snapshot (slower on a
+    // busy machine), a answers no-endpoint, which says nothing about the rotation.
+    let t = Instant::now();
+    while !get(port).starts_with("HTTP/1.1 200") {
+        assert!(t.elapsed() < DEADLINE, "a never reached copy zero");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let traffic = Traffic::start(port, 3);
     traffic.until_answered_by("zero");
 
