@@ -9,15 +9,18 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{Proc, free};
 use hopwise_proxy::tls::{CertFiles, CertStore};
 
 const MESH: &str = "mesh: { name: rot, trust_domain: rot.local }
@@ -29,13 +32,6 @@ const OLD_ROOT: &str = "hopwise CA (rot)";
 const NEW_ROOT: &str = "hopwise CA (rot) #2";
 /// Long enough never to fire on a slow machine; the point is that it happens at all.
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 /// An app that answers every request with `name`.
 fn backend(name: &'static str) -> SocketAddr {
@@ -66,29 +62,9 @@ fn backend(name: &'static str) -> SocketAddr {
     addr
 }
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `hopwise ARGS` (its log in `log`) and waits for the first line of its output.
 fn spawn(args: &[&str], log: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(!line.is_empty(), "hopwise {args:?} printed nothing");
-    Proc(child)
+    common::spawn_with(args, std::fs::File::create(log).unwrap().into())
 }
 
 /// A copy of b: its proxy (inbound, admin, cache) in front of an app answering `name`.

@@ -27,10 +27,15 @@ impl Drop for Proc {
 
 /// Starts `hopwise ARGS` and waits for the first line of its output.
 pub fn spawn(args: &[&str]) -> Proc {
+    spawn_with(args, Stdio::null())
+}
+
+/// [`spawn`], with its log (stderr) sent to `stderr`.
+pub fn spawn_with(args: &[&str], stderr: Stdio) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let mut line = String::new();
