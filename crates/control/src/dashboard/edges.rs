@@ -131,6 +131,8 @@ pub struct CallCounts {
     pub limits: BTreeMap<String, f64>,
     /// Answers the proxy made itself, by reason (per-try-timeout, overflow, no-endpoint, …).
     pub local_replies: BTreeMap<String, f64>,
+    /// Copies taken out of the rotation by outlier detection.
+    pub ejections: f64,
 }
 
 impl CallCounts {
@@ -143,6 +145,7 @@ impl CallCounts {
         add_map(&mut self.skipped, &o.skipped);
         add_map(&mut self.limits, &o.limits);
         add_map(&mut self.local_replies, &o.local_replies);
+        self.ejections += o.ejections;
     }
 
     fn minus(&self, e: &CallCounts) -> CallCounts {
@@ -155,6 +158,7 @@ impl CallCounts {
             skipped: minus_map(&self.skipped, &e.skipped),
             limits: minus_map(&self.limits, &e.limits),
             local_replies: minus_map(&self.local_replies, &e.local_replies),
+            ejections: delta(self.ejections, Some(e.ejections)),
         }
     }
 }
@@ -227,6 +231,7 @@ impl Counts {
                         .entry(s.label("limit").unwrap_or("?").to_owned())
                         .or_default() += v;
                 }
+                "hopwise_ejections_total" => calls.ejections += v,
                 "hopwise_local_replies_total" => {
                     *calls
                         .local_replies
@@ -311,6 +316,8 @@ pub struct EdgeStats {
     pub retries_skipped: BTreeMap<String, u64>,
     pub limits: BTreeMap<String, u64>,
     pub local_replies: BTreeMap<String, u64>,
+    /// Copies of the callee the callers' proxies ejected (outlier detection), since start.
+    pub ejections: u64,
     /// Retries per second over the recent window.
     pub retries_per_s: f64,
     /// Time the two proxies on this hop added (caller outbound + callee inbound), median and
@@ -454,6 +461,7 @@ pub fn summarize(copies: &[CopyCounts<'_>], calls: &[(String, String)]) -> Summa
                 retries_skipped: whole_map(&t.skipped),
                 limits: whole_map(&t.limits),
                 local_replies: whole_map(&t.local_replies),
+                ejections: whole(t.ejections),
                 retries_per_s: round(retries_per_s, 2),
                 proxy_p50_ms: ms(sum(overhead(&from, 0.5, false), overhead(&to, 0.5, true))),
                 proxy_p99_ms: ms(sum(overhead(&from, 0.99, false), overhead(&to, 0.99, true))),

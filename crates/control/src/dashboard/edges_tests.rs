@@ -23,6 +23,7 @@ hopwise_retries_skipped_total{{service="b",route="b",reason="budget"}} 1
 hopwise_limits_tripped_total{{service="b",limit="max_requests"}} 2
 hopwise_local_replies_total{{direction="outbound",service="b",reason="per-try-timeout"}} 3
 hopwise_retries_total{{service="a",route="a",condition="reset"}} 5
+hopwise_ejections_total{{service="b"}} 1
 # EOF
 "#,
         ok = n - f,
@@ -103,6 +104,7 @@ fn an_edge_sums_copies_and_takes_rates_from_the_difference_between_scrapes() {
     assert_eq!(e.retries_skipped["budget"], 2);
     assert_eq!(e.limits["max_requests"], 4);
     assert_eq!(e.local_replies["per-try-timeout"], 6);
+    assert_eq!(e.ejections, 2);
     // a's own inbound retries are not an edge.
     assert!(!e.retries.contains_key("reset"));
     // Proxy time: a's outbound (≤ 0.1 ms) plus b's inbound (≤ 0.1 ms), medians 0.05 ms each.

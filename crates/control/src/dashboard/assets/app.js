@@ -143,6 +143,7 @@ function drawGraph(g) {
     if (retries) extra.push(`${fmtCount(retries)} retries`);
     const limits = Object.values(e.limits).reduce((s, v) => s + v, 0);
     if (limits) extra.push(`${fmtCount(limits)} limits tripped`);
+    if (e.ejections) extra.push(`${fmtCount(e.ejections)} ejected`);
     if (e.proxy_p50_ms !== null && e.requests) extra.push(`proxies +${fmtMs(e.proxy_p50_ms)}`);
     const lines = [label, extra.join(' · ')].filter(Boolean);
     const lx = mx, ly = (y1 + y2) / 2;
@@ -194,7 +195,7 @@ function drawGraph(g) {
 function drawEdgesTable(g) {
   const body = $('#edges-table tbody');
   if (!g.edges.length) {
-    body.innerHTML = '<tr><td colspan="11" class="empty">The mesh file has no calls.</td></tr>';
+    body.innerHTML = '<tr><td colspan="12" class="empty">The mesh file has no calls.</td></tr>';
     return;
   }
   body.innerHTML = g.edges.map((e) => {
@@ -211,6 +212,7 @@ function drawEdgesTable(g) {
       <td data-field="skipped">${esc(fmtMap(e.retries_skipped))}</td>
       <td data-field="limits">${esc(fmtMap(e.limits))}</td>
       <td data-field="local">${esc(fmtMap(e.local_replies))}</td>
+      <td class="num" data-field="ejections">${e.ejections ? fmtCount(e.ejections) : '–'}</td>
       <td class="num" data-field="proxy">${fmtMs(e.proxy_p50_ms)} / ${fmtMs(e.proxy_p99_ms)}</td>
     </tr>`;
   }).join('');
