@@ -7,8 +7,9 @@
 //   node tests/browser/dashboard.mjs '{"url":"http://127.0.0.1:P/",
 //     "proxies":[{"service":"a","admin":"127.0.0.1:Q"},…],
 //     "edges":[["a","b"],…], "fault":{"service":"b","copy":0,"knobs":"127.0.0.1:R"},
-//     "traffic":"127.0.0.1:S"}'
+//     "traffic":"127.0.0.1:S", "warmup":30}'
 //
+// `warmup`: requests sent to `traffic` first (GET /), when nothing else sends any.
 // Prints one line per check and ends with `N passed, M failed`; exits 1 on any failure.
 
 import { chromium } from 'playwright-core';
@@ -83,6 +84,7 @@ try {
   page.on('pageerror', (e) => errors.push(e.message));
   const external = [];
   page.on('request', (r) => { if (!r.url().startsWith(cfg.url.replace(/\/$/, '')) && !r.url().startsWith('data:')) external.push(r.url()); });
+  for (let i = 0; i < (cfg.warmup || 0); i += 1) await request(cfg.traffic, '/');
   await page.goto(cfg.url);
 
   // --- live: the page updates itself (the reading count grows without a reload) --------------

@@ -3,20 +3,22 @@
 //! sample with fault knobs), real traffic through a's proxy. One test reads the dashboard's
 //! JSON API and compares each edge with the proxies' own `/metrics`; the other drives the page
 //! in headless Chromium (`tests/browser/dashboard.mjs`, playwright-core): graph and numbers,
-//! keyboard, both calculators with the seed's samples, a fault set through the page.
+//! keyboard, both calculators with the seed's samples, a fault set through the page. The same
+//! browser test runs against `hopwise up` on the shop, with the fault on inventory.
 //!
 //! The browser test needs `/usr/bin/chromium` and `tests/browser/node_modules` (scripts/test
 //! installs both). Without them it fails under CI (`CI` set) and is skipped, saying so,
-//! elsewhere. `HOPWISE_SCREENSHOT=docs/dashboard.png` saves a screenshot.
+//! elsewhere. `HOPWISE_SCREENSHOT=docs/dashboard.png` saves a screenshot of `hopwise up`'s.
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+#![allow(clippy::print_stdout, clippy::print_stderr)] // what the browser saw, or why it was skipped
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -457,34 +459,31 @@ fn browser_tools(root: &Path) -> Result<PathBuf, String> {
     Ok(script)
 }
 
-#[test]
-fn the_dashboard_in_a_real_browser() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let script = match browser_tools(&root) {
-        Ok(s) => s,
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Whether the browser tools are here; outside CI a missing one skips the test, saying so.
+fn browser_ready() -> bool {
+    match browser_tools(&repo()) {
+        Ok(_) => true,
         Err(why) if std::env::var_os("CI").is_none() => {
             eprintln!("SKIPPED the browser test: {why}; scripts/test installs what it needs");
-            return;
+            false
         }
         Err(why) => panic!("the browser test cannot run: {why}"),
-    };
-    let m = mesh_up();
-    traffic(&m, 40, 15);
-    let proxies: Vec<Value> = m
-        .admins
-        .iter()
-        .map(|(s, a)| json!({"service": s, "admin": a.to_string()}))
-        .collect();
-    let cfg = json!({
-        "url": format!("http://{}/", m.dashboard),
-        "proxies": proxies,
-        "edges": [["a", "b"], ["a", "c"]],
-        "fault": {"service": "b", "copy": 0, "knobs": m.b_knobs.to_string()},
-        "traffic": m.to_b.to_string(),
-    });
+    }
+}
+
+/// Runs `tests/browser/dashboard.mjs` with `cfg` (see the script for its fields); with
+/// `screenshot`, passes `HOPWISE_SCREENSHOT` on (one test writes it, so two never race).
+fn run_browser(cfg: &Value, screenshot: bool) {
+    let root = repo();
+    let script = browser_tools(&root).unwrap();
     let mut cmd = Command::new("node");
     cmd.arg(&script).arg(cfg.to_string()).current_dir(&root);
-    if let Some(shot) = std::env::var_os("HOPWISE_SCREENSHOT") {
+    cmd.env_remove("HOPWISE_SCREENSHOT");
+    if let Some(shot) = std::env::var_os("HOPWISE_SCREENSHOT").filter(|_| screenshot) {
         // Relative to the repository, like the README's commands.
         cmd.env("HOPWISE_SCREENSHOT", root.join(shot));
     }
@@ -493,7 +492,114 @@ fn the_dashboard_in_a_real_browser() {
     println!("{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "the browser test failed:\n{text}");
     assert!(text.contains(" passed, 0 failed"), "{text}");
-    let _ = m.to_c;
+}
+
+#[test]
+fn the_dashboard_in_a_real_browser() {
+    if !browser_ready() {
+        return;
+    }
+    let m = mesh_up();
+    traffic(&m, 40, 15);
+    let proxies: Vec<Value> = m
+        .admins
+        .iter()
+        .map(|(s, a)| json!({"service": s, "admin": a.to_string()}))
+        .collect();
+    run_browser(
+        &json!({
+            "url": format!("http://{}/", m.dashboard),
+            "proxies": proxies,
+            "edges": [["a", "b"], ["a", "c"]],
+            "fault": {"service": "b", "copy": 0, "knobs": m.b_knobs.to_string()},
+            "traffic": m.to_b.to_string(),
+        }),
+        false,
+    );
+    assert_eq!(get(m.to_c, "/").1, "c", "c is untouched by b's fault");
+}
+
+/// `hopwise up` runs the shop with its dashboard; the same browser test passes against it, the
+/// fault set on inventory through the page.
+#[test]
+fn the_dashboard_of_hopwise_up_in_a_real_browser() {
+    if !browser_ready() {
+        return;
+    }
+    let root = repo();
+    let cwd = tempfile::tempdir().unwrap();
+    let dashboard = free();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .current_dir(cwd.path())
+        .arg("up")
+        .arg(root.join("examples/shop/mesh.yaml"))
+        .args(["--control", &free().to_string()])
+        .args(["--dashboard", &dashboard.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut up = Proc(child);
+    // Its output is read to the end (so it never blocks on a full pipe); "ready" once it says so.
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if line == "Ctrl-C stops everything." {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    ready
+        .recv_timeout(Duration::from_secs(120))
+        .expect("hopwise up never said it was running");
+    let run = std::fs::read_dir(cwd.path().join(".hopwise"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let samples: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("samples.json")).unwrap()).unwrap();
+    let services = samples["services"].as_object().unwrap();
+    let proxies: Vec<Value> = services
+        .iter()
+        .flat_map(|(name, s)| {
+            s["copies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["admin"].is_string())
+                .map(move |c| json!({"service": name, "admin": c["admin"]}))
+        })
+        .collect();
+    let graph: Value = serde_json::from_str(&get(dashboard, "/api/graph").1).unwrap();
+    let edges: Vec<Value> = graph["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["in_mesh"] == true)
+        .map(|e| json!([e["from"], e["to"]]))
+        .collect();
+    assert!(edges.len() >= 3, "the shop's calls: {edges:?}");
+    // The load goes into frontend's app (outside the mesh, as up's --load does); the fault is
+    // set on inventory, at the bottom.
+    run_browser(
+        &json!({
+            "url": format!("http://{dashboard}/"),
+            "proxies": proxies,
+            "edges": edges,
+            "fault": {"service": "inventory", "copy": 0, "knobs": services["inventory"]["copies"][0]["knobs"]},
+            "traffic": services["frontend"]["copies"][0]["app"],
+            "warmup": 30,
+        }),
+        true,
+    );
+    // Ctrl-C: up stops everything it started.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(up.0.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    assert!(up.0.wait().unwrap().success(), "up did not stop cleanly");
 }
 
 #[test]

@@ -72,7 +72,7 @@ function layout(services, edges) {
   names.forEach((n) => visit(n, new Set()));
   const layers = [];
   for (const n of names) (layers[depth.get(n)] ||= []).push(n);
-  const W = 180, H = 64, GX = 270, GY = 56, PAD = 24;
+  const W = 170, H = 74, GX = 250, GY = 48, PAD = 24;
   const pos = new Map();
   const tallest = Math.max(...layers.map((l) => l.length));
   const height = PAD * 2 + tallest * H + (tallest - 1) * GY;
@@ -146,8 +146,9 @@ function drawGraph(g) {
     if (e.ejections) extra.push(`${fmtCount(e.ejections)} ejected`);
     if (e.proxy_p50_ms !== null && e.requests) extra.push(`proxies +${fmtMs(e.proxy_p50_ms)}`);
     const lines = [label, extra.join(' · ')].filter(Boolean);
-    const lx = mx, ly = (y1 + y2) / 2;
     const boxW = Math.max(...lines.map((l) => l.length)) * 6.9 + 18, boxH = lines.length * 15 + 8;
+    // On a curve, the pill sits on its middle; on a straight wire, above it (the wire stays seen).
+    const lx = mx, ly = Math.abs(y2 - y1) < 4 ? y1 - boxH / 2 - 6 : (y1 + y2) / 2;
     grp.appendChild(el('rect', { x: lx - boxW / 2, y: ly - boxH / 2, width: boxW, height: boxH, rx: 6, class: 'edge-pill' }));
     const t = el('text', { x: lx, y: ly - boxH / 2 + 16, class: 'edge-label', 'text-anchor': 'middle' });
     lines.forEach((line, i) => t.appendChild(el('tspan', { x: lx, dy: i ? '15' : '0', class: i ? 'edge-extra' : '' }, line)));
@@ -173,12 +174,12 @@ function drawGraph(g) {
     });
     grp.appendChild(el('rect', { x: p.x, y: p.y, width: p.w, height: p.h, rx: 10 }));
     grp.appendChild(el('text', { x: p.x + 14, y: p.y + 24, class: 'node-name' }, s.name));
-    grp.appendChild(el('text', { x: p.x + p.w - 12, y: p.y + 24, class: 'node-proto', 'text-anchor': 'end' },
-      (s.entry ? 'entry · ' : '') + s.protocol));
+    grp.appendChild(el('text', { x: p.x + 14, y: p.y + 63, class: 'node-proto' },
+      (s.entry ? 'entry · ' : '') + s.protocol + (s.external ? ' · external' : '')));
     const line2 = s.external ? 'outside the mesh'
       : (copies.length || !clients ? `${healthy}/${copies.length} healthy` : `${clients} client proxy`) +
         (copies.length && stats.rps !== undefined ? ` · ${fmtRate(stats.rps)} req/s` : '');
-    grp.appendChild(el('text', { x: p.x + 14, y: p.y + 46, class: 'node-sub' }, line2));
+    grp.appendChild(el('text', { x: p.x + 14, y: p.y + 44, class: 'node-sub' }, line2));
     const select = () => selectService(s.name);
     grp.addEventListener('click', select);
     grp.addEventListener('keydown', (ev) => {
