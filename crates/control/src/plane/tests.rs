@@ -535,3 +535,39 @@ fn too_short_a_certificate_lifetime_is_refused_at_start() {
         Err(StartError::Lifetime(_))
     ));
 }
+
+#[test]
+fn a_copy_shared_through_etcd_brings_its_admin_address() {
+    use crate::store::etcd::CopyValue;
+    let mut r = Registry::new();
+    let far = Instant::now() + Duration::from_secs(3600);
+    let value = CopyValue {
+        addr: "127.0.0.1:7001".parse().unwrap(),
+        healthy: true,
+        ttl_ms: 2000,
+        admin: Some("127.0.0.1:9901".parse().unwrap()),
+    };
+    let put = Effect::CopyPut {
+        service: "pricing".into(),
+        lease: 7,
+        value: value.clone(),
+    };
+    put_copy(&mut r, put, far);
+    assert_eq!(r.copy(LeaseId(7)).and_then(|c| c.admin), value.admin);
+    // A record written before the field existed reads as a copy without an admin endpoint.
+    let old = CopyValue::decode(br#"{"addr":"127.0.0.1:7001","healthy":true,"ttl_ms":2000}"#);
+    assert_eq!(old.map(|v| v.admin), Some(None));
+    // The address a proxy sends: ip:port; 0.0.0.0 is read on loopback; port 0 is refused.
+    assert_eq!(
+        admin_addr("0.0.0.0:9901").unwrap(),
+        "127.0.0.1:9901".parse().unwrap()
+    );
+    assert!(matches!(
+        admin_addr("127.0.0.1:0"),
+        Err(ApiError::BadAddress(_))
+    ));
+    assert!(matches!(
+        admin_addr("pricing"),
+        Err(ApiError::BadAddress(_))
+    ));
+}
