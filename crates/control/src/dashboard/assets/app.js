@@ -96,16 +96,36 @@ function edgeLabel(e) {
   return `${fmtRate(e.rps)} req/s · ${fmtPct(e.success)} · p99 ${fmtMs(e.p99_ms)}`;
 }
 
+/// Draws the graph. When the services and calls are the ones already drawn, each service and
+/// edge is updated in place (same elements), so keyboard focus and screen-reader position stay
+/// where they are while the numbers change every second.
 function drawGraph(g) {
   const svg = $('#graph-svg');
-  const focused = document.activeElement && document.activeElement.dataset
-    ? document.activeElement.dataset.key : null;
+  const fresh = buildGraph(g);
+  const shape = JSON.stringify([g.services.map((s) => s.name), g.edges.map((e) => [e.from, e.to])]);
+  if (svg.dataset.shape !== shape) {
+    for (const a of ['viewBox', 'width', 'height']) svg.setAttribute(a, fresh.getAttribute(a));
+    svg.replaceChildren(...fresh.childNodes);
+    svg.dataset.shape = shape;
+    return;
+  }
+  for (const neu of fresh.querySelectorAll('[data-key]')) {
+    const old = svg.querySelector(`[data-key="${CSS.escape(neu.dataset.key)}"]`);
+    if (!old) continue;
+    for (const a of [...old.attributes]) if (!neu.hasAttribute(a.name)) old.removeAttribute(a.name);
+    for (const a of [...neu.attributes]) old.setAttribute(a.name, a.value);
+    old.replaceChildren(...neu.childNodes);
+  }
+}
+
+/// The graph as a detached <svg>: edges (a wire and a label each), then services.
+function buildGraph(g) {
+  const svg = document.createElementNS(SVG, 'svg');
   const { pos, width, height } = layout(g.services, g.edges);
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
   // A little larger than life, never wider than the panel.
   svg.setAttribute('width', String(Math.round(width * 1.2)));
   svg.setAttribute('height', String(Math.round(height * 1.2)));
-  svg.replaceChildren();
   const defs = el('defs');
   for (const h of ['ok', 'warn', 'bad', 'idle']) {
     const m = el('marker', { id: `arrow-${h}`, viewBox: '0 0 10 10', refX: '10', refY: '5',
@@ -187,10 +207,7 @@ function drawGraph(g) {
     });
     nodeGroup.appendChild(grp);
   }
-  if (focused) {
-    const again = svg.querySelector(`[data-key="${CSS.escape(focused)}"]`);
-    if (again) again.focus({ preventScroll: true });
-  }
+  return svg;
 }
 
 function drawEdgesTable(g) {
