@@ -28,9 +28,12 @@ use tonic::{Request, Response, Status};
 use crate::ca::{self, IssueError};
 use crate::pb;
 use crate::pb::control_server::{Control, ControlServer};
-use crate::plane::Followed;
 use crate::plane::{self, ApiError, Plane};
-use crate::store::etcd::{self as shared_store, Change, CopyValue, EtcdSpec, Key};
+
+// The shared store's calls and watch.
+mod etcd;
+
+use etcd::SharedEtcd;
 
 /// How often HTTP/2 pings check that a subscriber is still there.
 const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -57,17 +60,6 @@ struct Shared {
     etcd: Option<SharedEtcd>,
 }
 
-/// What the API needs of the shared store outside the plane's lock.
-struct SharedEtcd {
-    client: etcd_client::Client,
-    spec: EtcdSpec,
-    /// The highest revision this replica's watch has put in force.
-    applied: watch::Sender<i64>,
-}
-
-/// How long a call that wrote to etcd waits for this replica's watch to see the write.
-const CATCH_UP: Duration = Duration::from_secs(2);
-
 impl Shared {
     fn plane(&self) -> MutexGuard<'_, Plane> {
         match self.plane.lock() {
@@ -78,182 +70,6 @@ impl Shared {
 
     fn publish(&self, version: u64) {
         self.changes.send_replace(version);
-    }
-
-    /// Waits (a bounded time) until the watch has put revision `rev` in force.
-    async fn caught_up(&self, rev: i64) {
-        if let Some(e) = &self.etcd {
-            let mut applied = e.applied.subscribe();
-            let _ = tokio::time::timeout(CATCH_UP, applied.wait_for(|r| *r >= rev)).await;
-        }
-    }
-
-    /// Acts on what the watch brought: token files, the bundle file, the log, the streams.
-    fn react(&self, followed: Followed, rev: i64) {
-        let version = {
-            let plane = self.plane();
-            if followed.tokens
-                && let Err(e) = plane.store().write_tokens()
-            {
-                tracing::warn!("new join tokens, but the token files were not written: {e}");
-            }
-            if followed.bundle
-                && let Err(e) = plane.store().write_bundle(&plane.ca().trust_bundle_pem())
-            {
-                tracing::warn!("a new trust bundle, but the file was not written: {e}");
-            }
-            plane.version()
-        };
-        for p in &followed.problems {
-            tracing::warn!("{p}");
-        }
-        if followed.publish {
-            self.publish(version);
-        }
-        if let Some(e) = &self.etcd {
-            e.applied.send_if_modified(|r| {
-                let newer = rev > *r;
-                *r = (*r).max(rev);
-                newer
-            });
-        }
-    }
-}
-
-fn etcd_api_error(spec: &EtcdSpec, e: &etcd_client::Error) -> ApiError {
-    ApiError::Store(shared_store::etcd_error(spec, e).to_string())
-}
-
-/// etcd's answer for a lease it does not hold (expired, revoked, or never granted).
-fn lease_gone(e: &etcd_client::Error) -> bool {
-    match e {
-        etcd_client::Error::LeaseKeepAliveError(_) => true,
-        etcd_client::Error::GRpcStatus(s) => {
-            s.code() == tonic::Code::NotFound || s.message().contains("lease not found")
-        }
-        _ => false,
-    }
-}
-
-/// Writes a copy's record, attached to its lease. Returns the revision written.
-async fn put_copy(
-    client: &mut etcd_client::Client,
-    spec: &EtcdSpec,
-    service: String,
-    lease: u64,
-    value: &CopyValue,
-) -> Result<i64, etcd_client::Error> {
-    let key = spec.layout().key(&Key::Copy { service, lease });
-    let id = i64::try_from(lease).unwrap_or(0);
-    let put = client
-        .put(
-            key,
-            value.encode(),
-            Some(etcd_client::PutOptions::new().with_lease(id)),
-        )
-        .await?;
-    Ok(header_revision(put.header()))
-}
-
-fn header_revision(h: Option<&etcd_client::ResponseHeader>) -> i64 {
-    h.map_or(0, etcd_client::ResponseHeader::revision)
-}
-
-/// Follows the shared store: one watch on the prefix from the revision the plane holds; when
-/// it breaks (etcd restarting, a compaction), the whole prefix is read again and the watch
-/// resumes from there.
-async fn follow_etcd(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
-    let Some(etcd) = &shared.etcd else { return };
-    let mut client = etcd.client.clone();
-    let root = etcd.spec.layout().root();
-    let mut from = *etcd.applied.borrow();
-    let mut broken = false;
-    loop {
-        if broken {
-            match shared_store::read_all(&etcd.spec, &mut client).await {
-                Ok((changes, at)) => {
-                    let followed =
-                        shared
-                            .plane()
-                            .resync(changes, at, Instant::now(), SystemTime::now());
-                    tracing::info!(revision = at, "read the shared store again");
-                    shared.react(followed, at);
-                    from = at;
-                    broken = false;
-                }
-                Err(e) => {
-                    tracing::warn!("{e}; serving what this replica knows meanwhile");
-                }
-            }
-        }
-        if !broken {
-            let options = etcd_client::WatchOptions::new()
-                .with_prefix()
-                .with_start_revision(from + 1);
-            match client.watch(root.clone(), Some(options)).await {
-                Err(e) => {
-                    tracing::warn!("{}", shared_store::etcd_error(&etcd.spec, &e));
-                    broken = true;
-                }
-                Ok(mut stream) => loop {
-                    let msg = tokio::select! {
-                        msg = stream.message() => msg,
-                        _ = shutdown.wait_for(|stopped| *stopped) => return,
-                    };
-                    let resp = match msg {
-                        Ok(Some(resp)) => resp,
-                        Ok(None) => {
-                            tracing::warn!("the watch on {} ended", etcd.spec.url());
-                            broken = true;
-                            break;
-                        }
-                        Err(e) => {
-                            tracing::warn!("{}", shared_store::etcd_error(&etcd.spec, &e));
-                            broken = true;
-                            break;
-                        }
-                    };
-                    if resp.canceled() {
-                        tracing::warn!(
-                            compacted = resp.compact_revision(),
-                            "the watch on {} was cancelled: {}",
-                            etcd.spec.url(),
-                            resp.cancel_reason()
-                        );
-                        broken = true;
-                        break;
-                    }
-                    let changes: Vec<Change> = resp
-                        .events()
-                        .iter()
-                        .filter_map(|ev| {
-                            let kv = ev.kv()?;
-                            Some(Change {
-                                key: String::from_utf8_lossy(kv.key()).into_owned(),
-                                value: match ev.event_type() {
-                                    etcd_client::EventType::Put => Some(kv.value().to_vec()),
-                                    etcd_client::EventType::Delete => None,
-                                },
-                                revision: kv.mod_revision(),
-                            })
-                        })
-                        .collect();
-                    let Some(rev) = changes.iter().map(|c| c.revision).max() else {
-                        continue;
-                    };
-                    let followed =
-                        shared
-                            .plane()
-                            .follow(&changes, Instant::now(), SystemTime::now());
-                    shared.react(followed, rev);
-                    from = from.max(rev);
-                },
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-            _ = shutdown.wait_for(|stopped| *stopped) => return,
-        }
     }
 }
 
@@ -328,11 +144,7 @@ pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running,
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (changes, _) = watch::channel(plane.version());
-    let etcd = plane.store().etcd().map(|e| SharedEtcd {
-        client: e.client().clone(),
-        spec: e.spec().clone(),
-        applied: watch::channel(e.view().revision()).0,
-    });
+    let etcd = plane.store().etcd().map(SharedEtcd::new);
     let shared = Arc::new(Shared {
         plane: Mutex::new(plane),
         changes,
@@ -345,7 +157,7 @@ pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running,
     };
     // Leases expire here (embedded), or in etcd, which the watch follows (shared).
     let expiry = if shared.etcd.is_some() {
-        tokio::spawn(follow_etcd(shared.clone(), shutdown_rx.clone()))
+        tokio::spawn(etcd::follow(shared.clone(), shutdown_rx.clone()))
     } else {
         tokio::spawn(expire_leases(shared.clone(), shutdown_rx.clone()))
     };
@@ -447,117 +259,6 @@ impl ControlService {
     }
 }
 
-/// The registry's calls on a shared store: the plane checks the token, the address and the
-/// lease (its view), etcd holds the lease and the key, the watch brings the change back.
-impl ControlService {
-    fn etcd(&self) -> Result<&SharedEtcd, ApiError> {
-        self.shared
-            .etcd
-            .as_ref()
-            .ok_or_else(|| ApiError::Store("no shared store".into()))
-    }
-
-    async fn shared_register(
-        &self,
-        r: &pb::RegisterRequest,
-        admin: Option<std::net::SocketAddr>,
-    ) -> Result<(u64, Duration), ApiError> {
-        let etcd = self.etcd()?;
-        let (service, addr, ttl, stale) = {
-            let plane = self.shared.plane();
-            let (service, addr, ttl) = plane.lease_terms(&r.token, &r.inbound_addr, r.ttl_ms)?;
-            let stale = plane.leases_at(&service, addr);
-            (service, addr, ttl, stale)
-        };
-        let err = |e: etcd_client::Error| etcd_api_error(&etcd.spec, &e);
-        let mut client = etcd.client.clone();
-        // etcd counts leases in whole seconds.
-        let secs = i64::try_from(ttl.as_millis().div_ceil(1000)).unwrap_or(i64::MAX);
-        let grant = client.lease_grant(secs, None).await.map_err(err)?;
-        let id = grant.id();
-        let lease = u64::try_from(id).unwrap_or(0);
-        let granted = Duration::from_secs(u64::try_from(grant.ttl()).unwrap_or(0).max(1));
-        let value = CopyValue {
-            addr,
-            healthy: false,
-            ttl_ms: u64::try_from(granted.as_millis()).unwrap_or(u64::MAX),
-            admin,
-        };
-        let mut rev = put_copy(&mut client, &etcd.spec, service, lease, &value)
-            .await
-            .map_err(err)?;
-        // The same address registered again (a restarted copy): the old lease goes.
-        for old in stale {
-            match client.lease_revoke(i64::try_from(old).unwrap_or(0)).await {
-                Ok(resp) => rev = rev.max(header_revision(resp.header())),
-                Err(e) if lease_gone(&e) => {}
-                Err(e) => tracing::warn!("the old lease {old:x} at {addr} stays: {e}"),
-            }
-        }
-        self.shared.caught_up(rev).await;
-        Ok((lease, granted))
-    }
-
-    async fn shared_renew(&self, token: &str, lease: u64) -> Result<(), ApiError> {
-        let etcd = self.etcd()?;
-        self.shared.plane().leased_copy(token, lease)?;
-        let mut client = etcd.client.clone();
-        match client
-            .lease_keep_alive(i64::try_from(lease).unwrap_or(0))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if lease_gone(&e) => Err(ApiError::UnknownLease(lease)),
-            Err(e) => Err(etcd_api_error(&etcd.spec, &e)),
-        }
-    }
-
-    async fn shared_set_health(
-        &self,
-        token: &str,
-        lease: u64,
-        healthy: bool,
-    ) -> Result<(), ApiError> {
-        let etcd = self.etcd()?;
-        let copy = self.shared.plane().leased_copy(token, lease)?;
-        if copy.healthy == healthy {
-            return Ok(());
-        }
-        let value = CopyValue {
-            addr: copy.inbound,
-            healthy,
-            ttl_ms: u64::try_from(copy.ttl.as_millis()).unwrap_or(u64::MAX),
-            admin: copy.admin,
-        };
-        let mut client = etcd.client.clone();
-        let rev = put_copy(&mut client, &etcd.spec, copy.service, lease, &value)
-            .await
-            .map_err(|e| {
-                if lease_gone(&e) {
-                    ApiError::UnknownLease(lease)
-                } else {
-                    etcd_api_error(&etcd.spec, &e)
-                }
-            })?;
-        self.shared.caught_up(rev).await;
-        Ok(())
-    }
-
-    async fn shared_deregister(&self, token: &str, lease: u64) -> Result<(), ApiError> {
-        let etcd = self.etcd()?;
-        self.shared.plane().leased_copy(token, lease)?;
-        let mut client = etcd.client.clone();
-        match client.lease_revoke(i64::try_from(lease).unwrap_or(0)).await {
-            Ok(resp) => {
-                self.shared.caught_up(header_revision(resp.header())).await;
-                Ok(())
-            }
-            Err(e) if lease_gone(&e) => Ok(()),
-            Err(e) => Err(etcd_api_error(&etcd.spec, &e)),
-        }
-    }
-}
-
 /// Marks a subscriber's stream closed when its task ends, however it ends.
 struct StreamGuard {
     shared: Arc<Shared>,
@@ -633,9 +334,9 @@ impl Control for ControlService {
             "" => None,
             a => Some(plane::admin_addr(a).map_err(|e| api_status(&e))?),
         };
-        if self.shared.etcd.is_some() {
-            let (lease, ttl) = self
-                .shared_register(&r, admin)
+        if let Some(etcd) = &self.shared.etcd {
+            let (lease, ttl) = etcd
+                .register(&self.shared, &r, admin)
                 .await
                 .map_err(|e| api_status(&e))?;
             tracing::info!(lease, addr = %r.inbound_addr, "registered a copy (etcd lease)");
@@ -670,8 +371,8 @@ impl Control for ControlService {
         request: Request<pb::LeaseRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
         let r = request.into_inner();
-        if self.shared.etcd.is_some() {
-            self.shared_renew(&r.token, r.lease_id)
+        if let Some(etcd) = &self.shared.etcd {
+            etcd.renew(&self.shared, &r.token, r.lease_id)
                 .await
                 .map_err(|e| api_status(&e))?;
             return Ok(Response::new(pb::LeaseResponse {}));
@@ -684,8 +385,8 @@ impl Control for ControlService {
         request: Request<pb::SetHealthRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
         let r = request.into_inner();
-        if self.shared.etcd.is_some() {
-            self.shared_set_health(&r.token, r.lease_id, r.healthy)
+        if let Some(etcd) = &self.shared.etcd {
+            etcd.set_health(&self.shared, &r.token, r.lease_id, r.healthy)
                 .await
                 .map_err(|e| api_status(&e))?;
             return Ok(Response::new(pb::LeaseResponse {}));
@@ -698,8 +399,8 @@ impl Control for ControlService {
         request: Request<pb::LeaseRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
         let r = request.into_inner();
-        if self.shared.etcd.is_some() {
-            self.shared_deregister(&r.token, r.lease_id)
+        if let Some(etcd) = &self.shared.etcd {
+            etcd.deregister(&self.shared, &r.token, r.lease_id)
                 .await
                 .map_err(|e| api_status(&e))?;
             return Ok(Response::new(pb::LeaseResponse {}));
