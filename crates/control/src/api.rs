@@ -30,7 +30,12 @@ use crate::pb;
 use crate::pb::control_server::{Control, ControlServer};
 use crate::plane::{self, ApiError, Plane};
 
-// The shared store's calls and watch.
+// The shared store's calls and watch: with the `etcd` feature, on etcd; without it, a stand-in
+// with the same signatures that cannot be constructed (no `#[cfg]` below this).
+#[cfg(feature = "etcd")]
+mod etcd;
+#[cfg(not(feature = "etcd"))]
+#[path = "api/no_etcd.rs"]
 mod etcd;
 
 use etcd::SharedEtcd;

@@ -59,6 +59,7 @@ pub struct ControlArgs {
     /// Where the state is kept: in --state (the default), or in etcd, shared by several
     /// replicas: `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (prefix `/hopwise` by default).
     /// The first replica on an empty prefix needs --config; later ones take the stored state.
+    /// etcd needs a build with it: `cargo build --features etcd`.
     #[arg(long)]
     pub store: Option<String>,
     /// Where to listen: a loopback address (plain HTTP/2, no TLS yet).

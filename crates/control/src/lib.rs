@@ -4,11 +4,12 @@
 //! [`registry`] is the pure state machine of copies, leases and health (time is passed in, so
 //! it is tested on any clock). [`ca`] signs proxies' CSRs with their SPIFFE identity, [`store`]
 //! keeps the CA, the join tokens ([`token`]) and the mesh file across restarts (in `state.json`,
-//! or in etcd shared by several replicas: [`store::etcd`]), [`plane`] holds
-//! all of it and offers every operation of the API without a clock or a socket, [`api`] serves
-//! it over gRPC, and [`client`] and [`cli`] are the command line's side; [`bench`] measures it
-//! at scale (`hopwise control bench`); [`dashboard`] serves a web page over the running plane
-//! (`hopwise control --dashboard`). See docs/control.md and docs/dashboard.md.
+//! or in etcd shared by several replicas: [`store::etcd`], with the cargo feature `etcd`, whose
+//! client needs `protoc` to build), [`plane`] holds all of it and offers every operation of the
+//! API without a clock or a socket, [`api`] serves it over gRPC, and [`client`] and [`cli`] are
+//! the command line's side; [`bench`] measures it at scale (`hopwise control bench`);
+//! [`dashboard`] serves a web page over the running plane (`hopwise control --dashboard`). See
+//! docs/control.md and docs/dashboard.md.
 
 pub mod api;
 pub mod bench;

@@ -70,6 +70,11 @@ pub enum StoreError {
         .keys.join(", ")
     )]
     Conflict { url: String, keys: Vec<String> },
+    /// `--store etcd://…` asked of a build without the `etcd` feature.
+    #[error(
+        "--store {url}: this build of hopwise has no etcd support; rebuild with `cargo build --features etcd` (needs `protoc`: `apt-get install protobuf-compiler`)"
+    )]
+    NoEtcd { url: String },
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {

@@ -3,7 +3,8 @@
 //! `hopwise control apply` (a file `hopwise check` rejects exits 1 with the findings), stops on
 //! SIGTERM, and after a restart — clean or after SIGKILL — has the same CA, the same tokens and
 //! the applied configuration. A second control plane on the same state, or one asked to listen
-//! on a non-loopback address, is refused with exit 2.
+//! on a non-loopback address, is refused with exit 2, and so is `--store etcd://…` in a build
+//! without the `etcd` feature.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -369,4 +370,31 @@ services:
         "{}",
         text(&o.stderr)
     );
+}
+
+/// A build without the `etcd` feature refuses a shared store at once, saying how to get one,
+/// and leaves the state directory alone.
+#[cfg(not(feature = "etcd"))]
+#[test]
+fn without_the_etcd_feature_a_shared_store_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mesh = write(dir.path(), "mesh.yaml", MESH);
+    let o = output(&[
+        "control",
+        "--store",
+        "etcd://127.0.0.1:2379",
+        "--state",
+        state.to_str().unwrap(),
+        "--config",
+        mesh.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("no etcd support"), "{err}");
+    assert!(err.contains("--features etcd"), "{err}");
+    assert!(err.contains("protobuf-compiler"), "{err}");
+    assert!(!state.exists(), "nothing written: {err}");
 }

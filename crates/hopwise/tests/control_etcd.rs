@@ -9,8 +9,11 @@
 //!   CA, the tokens, the mesh file's version, the copies), which a replica started afterwards
 //!   shows, and traffic flows.
 //!
-//! Needs the `etcd` binary (Debian: `apt-get install etcd-server`; `scripts/test` installs it).
+//! Needs a build with the `etcd` feature (`cargo nextest run -p hopwise --features etcd --test
+//! control_etcd`, which needs `protoc`) and the `etcd` binary (Debian: `apt-get install
+//! etcd-server`; `scripts/test` installs both).
 
+#![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
 use std::collections::BTreeMap;

@@ -1,5 +1,6 @@
-//! The API on a shared store: the registry's calls as etcd leases and keys, and the watch that
-//! feeds the plane every change made through any replica.
+//! The API on a shared store (feature `etcd`): the registry's calls as etcd leases and keys,
+//! and the watch that feeds the plane every change made through any replica. Without the
+//! feature, `no_etcd.rs` stands in for this module.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

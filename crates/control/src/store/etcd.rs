@@ -18,8 +18,9 @@
 //! at once cannot overwrite each other: one gets
 //! [`StoreError::Conflict`](super::StoreError::Conflict) and nothing changes.
 //!
-//! The view and the key layout are pure (tested without etcd); [`EtcdStore`] is the thin I/O
-//! edge ([`client`]).
+//! The view and the key layout are pure (tested without etcd) and in every build; [`EtcdStore`]
+//! is the thin I/O edge ([`client`]), only in a build with the `etcd` feature (its client needs
+//! `protoc` to build). Without it, `--store etcd://…` is refused at once.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -436,7 +437,13 @@ impl View {
     }
 }
 
-// The etcd I/O.
+// The etcd I/O: with the `etcd` feature, the client; without it, a stand-in with the same
+// signatures that cannot be constructed, so `--store etcd://…` is refused at once and the code
+// that holds a store needs no `#[cfg]`.
+#[cfg(feature = "etcd")]
+pub mod client;
+#[cfg(not(feature = "etcd"))]
+#[path = "etcd/no_client.rs"]
 pub mod client;
 
 pub use client::EtcdStore;

@@ -1,6 +1,6 @@
-//! The etcd I/O of the shared store: connecting, reading the prefix, and the replica's
-//! [`EtcdStore`], whose writes are guarded transactions planned by the pure
-//! [`View`](super::View).
+//! The etcd I/O of the shared store (feature `etcd`): connecting, reading the prefix, and the
+//! replica's [`EtcdStore`], whose writes are guarded transactions planned by the pure
+//! [`View`]. Without the feature, `no_client.rs` stands in for this module.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
