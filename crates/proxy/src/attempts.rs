@@ -22,8 +22,8 @@ use crate::deadline;
 use crate::error::ProxyError;
 use crate::forward::{Body, ClusterState, rewrite};
 use crate::metrics::RouteMetrics;
-use crate::replay::Replay;
-use crate::upstream::{self, Pool};
+use crate::replay::{Replay, ReplayBody};
+use crate::upstream::{self, Dest, H1Pool, Pool};
 
 /// How much of a gRPC response the proxy reads ahead looking for its trailers.
 const PEEK_LIMIT: usize = 64 * 1024;
@@ -89,11 +89,7 @@ fn is_gateway_failure(o: Outcome) -> bool {
 }
 
 /// Builds one try's request from the saved head.
-fn try_request(
-    r: &Tries<'_>,
-    attempt: u32,
-    left: Option<Duration>,
-) -> Request<crate::replay::ReplayBody> {
+fn try_request(r: &Tries<'_>, attempt: u32, left: Option<Duration>) -> Request<ReplayBody> {
     let mut req = Request::new(r.replay.body(attempt));
     *req.method_mut() = r.head.method.clone();
     *req.uri_mut() = r.head.uri.clone();
@@ -133,25 +129,31 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
                 ProxyError::RouteTimeout
             });
         }
-        let Destination {
-            pool,
-            scheme,
-            authority,
-            endpoint,
-        } = match pick(&r, &tried) {
+        let Destination { via, endpoint } = match pick(&r, &tried) {
             Ok(d) => d,
             Err(e) => break Err(e),
         };
         if let Some(e) = &endpoint {
             tried.push(e.addr);
         }
-        let req = match rewrite(
-            try_request(&r, attempt, left),
-            scheme,
-            &authority,
-            is_h2(pool, r.state),
-            matches!(r.state.cluster.target, Target::External { .. }) && !is_h2(pool, r.state),
-        ) {
+        let req = match &via {
+            Via::H1(_, dest) => rewrite(
+                try_request(&r, attempt, left),
+                Scheme::HTTP,
+                &dest.to_string(),
+                false,
+                matches!(r.state.cluster.target, Target::External { .. }),
+            )
+            .map(origin_form),
+            Via::H2(_, scheme, authority) => rewrite(
+                try_request(&r, attempt, left),
+                scheme.clone(),
+                authority,
+                true,
+                false,
+            ),
+        };
+        let req = match req {
             Ok(req) => req,
             Err(e) => break Err(e),
         };
@@ -167,7 +169,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
         r.rm.try_sent();
         let in_flight = endpoint.as_ref().map(crate::balance::Endpoints::start);
         let sent = Instant::now();
-        let mut result = send(pool, req, limit, on_expiry)
+        let mut result = send(&via, req, limit, on_expiry)
             .await
             .map(|resp| resp.map(Body::Upstream));
         // A gRPC error may come in trailers after a 200: read ahead to them (bounded) when a
@@ -315,15 +317,17 @@ fn outcome_is_success(parts: &http::response::Parts) -> bool {
     parts.status.as_u16() < 500 && grpc_ok
 }
 
-fn is_h2(pool: &Pool, state: &ClusterState) -> bool {
-    std::ptr::eq(pool, &state.h2)
+/// How one try travels: on a kept-alive HTTP/1.1 connection to a destination, or on the h2
+/// pool (HTTP/2 and gRPC) with the scheme and authority of its absolute URI.
+#[derive(Debug)]
+pub enum Via<'s> {
+    H1(&'s H1Pool, Dest),
+    H2(&'s Pool, Scheme, String),
 }
 
-/// Where one try goes: the pool, the scheme and authority, and the copy (mesh services only).
+/// Where one try goes, and the copy (mesh services only).
 struct Destination<'s> {
-    pool: &'s Pool,
-    scheme: Scheme,
-    authority: String,
+    via: Via<'s>,
     endpoint: Option<Arc<Endpoint>>,
 }
 
@@ -342,11 +346,13 @@ fn pick<'s>(
                 .ok_or_else(|| ProxyError::NoEndpoint(state.cluster.service.clone()))?;
             let h2 =
                 r.head.version == http::Version::HTTP_2 || state.cluster.protocol == Protocol::Grpc;
-            let pool = if h2 { &state.h2 } else { &state.h1 };
+            let via = if h2 {
+                Via::H2(&state.h2, Scheme::HTTPS, e.addr.to_string())
+            } else {
+                Via::H1(&state.h1, Dest::Addr(e.addr))
+            };
             Ok(Destination {
-                pool,
-                scheme: Scheme::HTTPS,
-                authority: e.addr.to_string(),
+                via,
                 endpoint: Some(e),
             })
         }
@@ -357,37 +363,47 @@ fn pick<'s>(
                 Scheme::HTTP
             };
             // gRPC outside the mesh is h2c (or h2 over TLS); everything else HTTP/1.1.
-            let h2 = state.cluster.protocol == Protocol::Grpc;
-            let pool = if h2 { &state.h2 } else { &state.h1 };
+            let via = if state.cluster.protocol == Protocol::Grpc {
+                Via::H2(&state.h2, scheme, address.clone())
+            } else {
+                Via::H1(&state.h1, Dest::Name(Arc::from(address.as_str())))
+            };
             Ok(Destination {
-                pool,
-                scheme,
-                authority: address.clone(),
+                via,
                 endpoint: None,
             })
         }
     }
 }
 
+/// An HTTP/1.1 request names only the path (and query) on the request line, as hyper-util's
+/// pooled client did.
+pub(crate) fn origin_form<B>(mut req: Request<B>) -> Request<B> {
+    let uri = req.uri_mut();
+    if uri.scheme().is_some() || uri.authority().is_some() {
+        *uri = match uri.path_and_query() {
+            Some(p) if p.as_str() != "/" => http::Uri::from(p.clone()),
+            _ => http::Uri::default(),
+        };
+    }
+    req
+}
+
 /// Sends one try, bounded by `limit`.
-pub async fn send<B>(
-    pool: &hyper_util::client::legacy::Client<upstream::Connector, B>,
-    req: Request<B>,
+pub async fn send(
+    via: &Via<'_>,
+    req: Request<ReplayBody>,
     limit: Option<Duration>,
     on_expiry: ProxyError,
-) -> Result<Response<Incoming>, ProxyError>
-where
-    B: http_body::Body + Send + Unpin + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let fut = pool.request(req);
-    let result = match limit {
-        Some(l) => match tokio::time::timeout(l, fut).await {
-            Ok(r) => r,
-            Err(_) => return Err(on_expiry),
-        },
-        None => fut.await,
+) -> Result<Response<Incoming>, ProxyError> {
+    let fut = async {
+        match via {
+            Via::H1(pool, dest) => pool.send(dest, req).await,
+            Via::H2(pool, ..) => pool.request(req).await.map_err(|e| upstream::classify(&e)),
+        }
     };
-    result.map_err(|e| upstream::classify(&e))
+    match limit {
+        Some(l) => tokio::time::timeout(l, fut).await.unwrap_or(Err(on_expiry)),
+        None => fut.await,
+    }
 }

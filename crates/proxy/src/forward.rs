@@ -22,7 +22,8 @@ use hyper::body::Incoming;
 use indexmap::IndexMap;
 use rustls_pki_types::ServerName;
 
-use crate::attempts;
+use crate::attempts::Via;
+use crate::attempts::{self, origin_form};
 use crate::balance::Endpoints;
 use crate::budget::RetryBudget;
 use crate::config::{Cluster, ProxyConfig, Target};
@@ -32,7 +33,7 @@ use crate::limits::Gauges;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError, external_client_config};
-use crate::upstream::{self, Connector, Pool};
+use crate::upstream::{self, Connector, Dest, H1Pool, Pool};
 
 pub use crate::body::Body;
 
@@ -83,7 +84,7 @@ impl ClusterShared {
 #[derive(Debug)]
 pub struct ClusterState {
     pub cluster: Cluster,
-    pub h1: Pool,
+    pub h1: H1Pool,
     pub h2: Pool,
     pub shared: Arc<ClusterShared>,
     routes: Vec<RouteMetrics>,
@@ -135,18 +136,12 @@ impl Outbound {
                             connect_timeout,
                             metrics.clone(),
                         );
-                        (
-                            upstream::pool(c1, false, idle),
-                            upstream::pool(c2, true, idle),
-                        )
+                        (H1Pool::new(c1, idle), upstream::pool(c2, true, idle))
                     }
                     // Without certificates the mesh runs in plain text (tests, benchmarks).
                     None => {
                         let c = Connector::plain(connect_timeout);
-                        (
-                            upstream::pool(c.clone(), false, idle),
-                            upstream::pool(c, true, idle),
-                        )
+                        (H1Pool::new(c.clone(), idle), upstream::pool(c, true, idle))
                     }
                 },
                 Target::External { tls, .. } => {
@@ -173,7 +168,7 @@ impl Outbound {
                             })
                         };
                     (
-                        upstream::pool(connector(b"http/1.1")?, false, idle),
+                        H1Pool::new(connector(b"http/1.1")?, idle),
                         upstream::pool(connector(b"h2")?, true, idle),
                     )
                 }
@@ -340,7 +335,10 @@ fn local(err: ProxyError, grpc: bool, on_timeout: GrpcCode) -> Response<Body> {
 pub struct Inbound {
     config: Arc<ProxyConfig>,
     app: Option<SocketAddr>,
-    pool: Pool,
+    /// HTTP/1.1 apps.
+    h1: H1Pool,
+    /// gRPC apps (h2c).
+    h2: Pool,
     routes: IndexMap<String, RouteMetrics>,
     metrics: Arc<Metrics>,
 }
@@ -353,12 +351,9 @@ impl std::fmt::Debug for Inbound {
 
 impl Inbound {
     pub fn new(config: Arc<ProxyConfig>, metrics: Arc<Metrics>) -> Self {
-        let h2c = config.protocol == Protocol::Grpc;
-        let pool = upstream::pool(
-            Connector::plain(Duration::from_secs(1)),
-            h2c,
-            config.timeouts.pool_idle,
-        );
+        let connector = Connector::plain(Duration::from_secs(1));
+        let h1 = H1Pool::new(connector.clone(), config.timeouts.pool_idle);
+        let h2 = upstream::pool(connector, true, config.timeouts.pool_idle);
         let mut routes = IndexMap::new();
         let names: Vec<&str> = if config.inbound.is_some() {
             config
@@ -378,7 +373,8 @@ impl Inbound {
         Inbound {
             app: config.app,
             config,
-            pool,
+            h1,
+            h2,
             routes,
             metrics,
         }
@@ -447,11 +443,23 @@ impl Inbound {
             *req.uri_mut() = head.uri.clone();
             *req.version_mut() = head.version;
             *req.headers_mut() = head.headers.clone();
-            let upstream_req = match rewrite(req, Scheme::HTTP, &app.to_string(), h2c, false) {
+            let authority = app.to_string();
+            let (upstream_req, via) = if h2c {
+                (
+                    rewrite(req, Scheme::HTTP, &authority, true, false),
+                    Via::H2(&self.h2, Scheme::HTTP, authority),
+                )
+            } else {
+                (
+                    rewrite(req, Scheme::HTTP, &authority, false, false).map(origin_form),
+                    Via::H1(&self.h1, Dest::Addr(app)),
+                )
+            };
+            let upstream_req = match upstream_req {
                 Ok(r) => r,
                 Err(e) => return local(e, grpc, on_timeout),
             };
-            result = attempts::send(&self.pool, upstream_req, None, ProxyError::RouteTimeout).await;
+            result = attempts::send(&via, upstream_req, None, ProxyError::RouteTimeout).await;
             // The app closed a pooled connection just as we picked it (its idle timeout): the
             // request never left, so sending it again on a fresh connection is always safe.
             if !matches!(result, Err(ProxyError::ResetBeforeRequest)) || !replay.can_replay() {

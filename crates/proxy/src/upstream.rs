@@ -6,11 +6,13 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::Uri;
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -18,11 +20,13 @@ use rustls::ClientConfig;
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::error::ProxyError;
 use crate::metrics::{Direction, Metrics};
+use crate::replay::ReplayBody;
 
 /// A transport to an upstream: plain TCP or TLS over TCP.
 #[derive(Debug)]
@@ -159,20 +163,20 @@ impl Connector {
         }
     }
 
-    async fn connect(self, uri: Uri) -> Result<TokioIo<Stream>, ConnectError> {
-        let authority = uri
-            .authority()
-            .map(|a| a.as_str().to_owned())
-            .ok_or_else(|| ConnectError::BadAddress(uri.to_string()))?;
-        let addr = resolve(&authority).await?;
+    async fn connect(&self, dest: &Dest) -> Result<TokioIo<Stream>, ConnectError> {
+        let addr = match dest {
+            Dest::Addr(a) => *a,
+            Dest::Name(name) => resolve(name).await?,
+        };
+        let authority = || dest.to_string();
         let tcp = match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
-            Err(_) => return Err(ConnectError::Timeout(authority)),
+            Err(_) => return Err(ConnectError::Timeout(authority())),
             Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                return Err(ConnectError::Refused(authority));
+                return Err(ConnectError::Refused(authority()));
             }
             Ok(Err(source)) => {
                 return Err(ConnectError::Io {
-                    addr: authority,
+                    addr: authority(),
                     source,
                 });
             }
@@ -180,11 +184,13 @@ impl Connector {
         };
         // One write per message; Nagle would hold the second small write of a response.
         let _ = tcp.set_nodelay(true);
-        let Some((config, name)) = self.tls else {
+        let Some((config, name)) = &self.tls else {
             return Ok(TokioIo::new(Stream::Plain(tcp)));
         };
-        let name = name.unwrap_or_else(|| ServerName::IpAddress(addr.ip().into()));
-        let handshake = TlsConnector::from(config).connect(name, tcp);
+        let name = name
+            .clone()
+            .unwrap_or_else(|| ServerName::IpAddress(addr.ip().into()));
+        let handshake = TlsConnector::from(config.clone()).connect(name, tcp);
         let result = tokio::time::timeout(self.connect_timeout, handshake).await;
         let ok = matches!(result, Ok(Ok(_)));
         if let Some(m) = &self.metrics {
@@ -193,10 +199,10 @@ impl Connector {
         match result {
             Ok(Ok(tls)) => Ok(TokioIo::new(Stream::Tls(Box::new(tls)))),
             Ok(Err(e)) => Err(ConnectError::Tls {
-                addr: authority,
+                addr: authority(),
                 reason: e.to_string(),
             }),
-            Err(_) => Err(ConnectError::Timeout(authority)),
+            Err(_) => Err(ConnectError::Timeout(authority())),
         }
     }
 }
@@ -227,11 +233,18 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        Box::pin(self.clone().connect(uri))
+        let connector = self.clone();
+        Box::pin(async move {
+            let dest = uri
+                .authority()
+                .map(|a| Dest::Name(Arc::from(a.as_str())))
+                .ok_or_else(|| ConnectError::BadAddress(uri.to_string()))?;
+            connector.connect(&dest).await
+        })
     }
 }
 
-pub type Pool = Client<Connector, crate::replay::ReplayBody>;
+pub type Pool = Client<Connector, ReplayBody>;
 
 /// A pooled client: keep-alive connections per address, HTTP/1.1 or HTTP/2 only.
 pub fn pool(connector: Connector, h2: bool, idle: Duration) -> Pool {
@@ -255,21 +268,12 @@ pub fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = source {
         if let Some(c) = e.downcast_ref::<ConnectError>() {
-            return match c {
-                ConnectError::Refused(_) => ProxyError::ConnectRefused,
-                ConnectError::Timeout(_) => ProxyError::ConnectTimeout,
-                ConnectError::Tls { reason, .. } => ProxyError::Tls(reason.clone()),
-                ConnectError::Io { .. } | ConnectError::BadAddress(_) => ProxyError::ConnectRefused,
-            };
+            return classify_connect(c);
         }
-        if let Some(h) = e.downcast_ref::<hyper::Error>() {
-            // The pooled connection closed before our request went out: nothing was sent.
-            if h.is_canceled() {
-                return ProxyError::ResetBeforeRequest;
-            }
-            if h.is_parse() || h.is_parse_status() || h.is_user() {
-                return ProxyError::Protocol;
-            }
+        if let Some(h) = e.downcast_ref::<hyper::Error>()
+            && let Some(p) = classify_hyper(h)
+        {
+            return p;
         }
         source = e.source();
     }
@@ -277,5 +281,187 @@ pub fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
         ProxyError::ConnectRefused
     } else {
         ProxyError::Reset
+    }
+}
+
+fn classify_connect(c: &ConnectError) -> ProxyError {
+    match c {
+        ConnectError::Refused(_) => ProxyError::ConnectRefused,
+        ConnectError::Timeout(_) => ProxyError::ConnectTimeout,
+        ConnectError::Tls { reason, .. } => ProxyError::Tls(reason.clone()),
+        ConnectError::Io { .. } | ConnectError::BadAddress(_) => ProxyError::ConnectRefused,
+    }
+}
+
+fn classify_hyper(h: &hyper::Error) -> Option<ProxyError> {
+    // The pooled connection closed before our request went out: nothing was sent.
+    if h.is_canceled() {
+        return Some(ProxyError::ResetBeforeRequest);
+    }
+    if h.is_parse() || h.is_parse_status() || h.is_user() {
+        return Some(ProxyError::Protocol);
+    }
+    None
+}
+
+/// Where a pooled HTTP/1.1 connection goes: a copy's address, or a name resolved when a
+/// connection is made (a service outside the mesh).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dest {
+    Addr(SocketAddr),
+    Name(Arc<str>),
+}
+
+impl std::fmt::Display for Dest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dest::Addr(a) => a.fmt(f),
+            Dest::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<ReplayBody>;
+
+struct Idle {
+    send: Sender,
+    /// Since when it is known to be idle (given back, or last seen busy).
+    since: Instant,
+}
+
+type Stacks = Vec<(Dest, Vec<Idle>)>;
+
+/// One worker's kept-alive HTTP/1.1 connections, a stack per destination, taken and given
+/// back by the requests' own tasks. hyper-util's legacy pool cost a spawned task, a pool lock
+/// and two SipHash rounds per request (docs/performance.md); this is a short scan of a few
+/// destinations under a lock nobody else holds (one worker, one thread).
+pub struct H1Pool {
+    connector: Connector,
+    idle_timeout: Duration,
+    stacks: Arc<Mutex<Stacks>>,
+    reaper: AtomicBool,
+}
+
+impl std::fmt::Debug for H1Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H1Pool")
+            .field("connector", &self.connector)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
+}
+
+fn lock(m: &Mutex<Stacks>) -> MutexGuard<'_, Stacks> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Drops closed connections and those idle for `timeout` (the server may be closing them just
+/// now); a connection still busy counts as idle from now.
+fn prune(stack: &mut Vec<Idle>, now: Instant, timeout: Duration) {
+    stack.retain_mut(|i| {
+        if i.send.is_closed() {
+            return false;
+        }
+        if !i.send.is_ready() {
+            i.since = now;
+        }
+        now.saturating_duration_since(i.since) < timeout
+    });
+}
+
+impl H1Pool {
+    /// Connections idle longer than `idle_timeout` are closed, never reused.
+    pub fn new(connector: Connector, idle_timeout: Duration) -> Self {
+        H1Pool {
+            connector,
+            idle_timeout,
+            stacks: Arc::new(Mutex::new(Vec::new())),
+            reaper: AtomicBool::new(false),
+        }
+    }
+
+    /// Sends `req` (origin-form, with its `Host`) on an idle connection to `dest`, or a new one.
+    pub async fn send(
+        &self,
+        dest: &Dest,
+        req: Request<ReplayBody>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let mut send = match self.take(dest) {
+            Some(s) => s,
+            None => self.connect(dest).await.map_err(|e| classify_connect(&e))?,
+        };
+        let response = send.try_send_request(req);
+        // Back at once: it is not ready again until this exchange is over, so no other request
+        // takes it before, and nothing has to run when the response body ends.
+        self.give_back(dest, send);
+        response.await.map_err(|e| {
+            if e.message().is_some() {
+                ProxyError::ResetBeforeRequest
+            } else {
+                classify_hyper(e.error()).unwrap_or(ProxyError::Reset)
+            }
+        })
+    }
+
+    fn take(&self, dest: &Dest) -> Option<Sender> {
+        let now = Instant::now();
+        let mut stacks = lock(&self.stacks);
+        let stack = stacks
+            .iter_mut()
+            .find_map(|(d, s)| (d == dest).then_some(s))?;
+        prune(stack, now, self.idle_timeout);
+        let i = stack.iter().rposition(|i| i.send.is_ready())?;
+        Some(stack.remove(i).send)
+    }
+
+    fn give_back(&self, dest: &Dest, send: Sender) {
+        let idle = Idle {
+            send,
+            since: Instant::now(),
+        };
+        let mut stacks = lock(&self.stacks);
+        match stacks.iter_mut().find(|(d, _)| d == dest) {
+            Some((_, stack)) => stack.push(idle),
+            None => stacks.push((dest.clone(), vec![idle])),
+        }
+        drop(stacks);
+        if !self.reaper.swap(true, Ordering::Relaxed) {
+            tokio::spawn(reap(Arc::downgrade(&self.stacks), self.idle_timeout));
+        }
+    }
+
+    async fn connect(&self, dest: &Dest) -> Result<Sender, ConnectError> {
+        let io = self.connector.connect(dest).await?;
+        let (send, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| ConnectError::Io {
+                addr: dest.to_string(),
+                source: io::Error::other(e),
+            })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("upstream connection ended: {e}");
+            }
+        });
+        Ok(send)
+    }
+}
+
+/// Closes idle connections past the timeout even when no request comes to find them.
+async fn reap(stacks: Weak<Mutex<Stacks>>, timeout: Duration) {
+    loop {
+        tokio::time::sleep(timeout).await;
+        let Some(stacks) = stacks.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut s = lock(&stacks);
+        for (_, stack) in s.iter_mut() {
+            prune(stack, now, timeout);
+        }
+        s.retain(|(_, stack)| !stack.is_empty());
     }
 }
