@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use crate::balance::Endpoint;
 use crate::config::{Route, Target};
 use crate::deadline;
-use crate::error::ProxyError;
-use crate::forward::{Body, ClusterState, rewrite};
+use crate::error::{GRPC_STATUS, ProxyError};
+use crate::forward::{Body, ClusterState, rewrite, rewrite_h1};
 use crate::metrics::RouteMetrics;
 use crate::replay::{Replay, ReplayBody};
 use crate::upstream::{self, Dest, H1Pool, Pool};
@@ -34,6 +34,8 @@ pub const ATTEMPT_HEADER: &str = "x-hopwise-attempt";
 pub const EXHAUSTED_HEADER: &str = "x-hopwise-retries-exhausted";
 /// Names the cap that refused a request.
 pub const LIMIT_HEADER: &str = "x-hopwise-limit";
+const ATTEMPT: HeaderName = HeaderName::from_static(ATTEMPT_HEADER);
+const EXHAUSTED: HeaderName = HeaderName::from_static(EXHAUSTED_HEADER);
 
 /// What one request carries into its tries.
 #[derive(Debug)]
@@ -62,8 +64,8 @@ fn outcome_of(resp: &Response<Body>) -> Outcome {
     };
     let grpc = resp
         .headers()
-        .get("grpc-status")
-        .or_else(|| trailers.and_then(|t| t.get("grpc-status")))
+        .get(GRPC_STATUS)
+        .or_else(|| trailers.and_then(|t| t.get(GRPC_STATUS)))
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u8>().ok())
         .map(|n| match n {
@@ -96,10 +98,7 @@ fn try_request(r: &Tries<'_>, attempt: u32, left: Option<Duration>) -> Request<R
     *req.version_mut() = r.head.version;
     *req.headers_mut() = r.head.headers.clone();
     let h = req.headers_mut();
-    h.insert(
-        HeaderName::from_static(ATTEMPT_HEADER),
-        HeaderValue::from(attempt),
-    );
+    h.insert(ATTEMPT, HeaderValue::from(attempt));
     if r.route.policy.propagate_deadline
         && let Some(left) = left
     {
@@ -137,14 +136,10 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             tried.push(e.addr);
         }
         let req = match &via {
-            Via::H1(_, dest) => rewrite(
+            Via::H1(..) => Ok(rewrite_h1(
                 try_request(&r, attempt, left),
-                Scheme::HTTP,
-                &dest.to_string(),
-                false,
-                matches!(r.state.cluster.target, Target::External { .. }),
-            )
-            .map(origin_form),
+                r.state.external_host.as_ref(),
+            )),
             Via::H2(_, scheme, authority) => rewrite(
                 try_request(&r, attempt, left),
                 scheme.clone(),
@@ -182,7 +177,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             && r.replay.can_replay()
             && r.replay.complete()
             && result.as_ref().is_ok_and(|resp| {
-                resp.status() == http::StatusCode::OK && !resp.headers().contains_key("grpc-status")
+                resp.status() == http::StatusCode::OK && !resp.headers().contains_key(GRPC_STATUS)
             });
         if read_ahead && let Ok(resp) = result {
             let (parts, body) = resp.into_parts();
@@ -202,10 +197,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
         }
         drop(in_flight);
         let (outcome, marked) = match &result {
-            Ok(resp) => (
-                outcome_of(resp),
-                resp.headers().contains_key(EXHAUSTED_HEADER),
-            ),
+            Ok(resp) => (outcome_of(resp), resp.headers().contains_key(EXHAUSTED)),
             Err(e) => (e.outcome(), false),
         };
         if let Some(e) = &endpoint
@@ -288,10 +280,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             let (mut parts, body) = resp.into_parts();
             crate::forward::strip_hop_by_hop(&mut parts.headers);
             if exhausted && !outcome_is_success(&parts) {
-                parts.headers.insert(
-                    HeaderName::from_static(EXHAUSTED_HEADER),
-                    HeaderValue::from(attempt),
-                );
+                parts.headers.insert(EXHAUSTED, HeaderValue::from(attempt));
             }
             Response::from_parts(parts, body)
         }
@@ -299,10 +288,8 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             r.rm.local_reply(e.reason());
             let mut resp = e.response(r.grpc, on_timeout);
             if exhausted {
-                resp.headers_mut().insert(
-                    HeaderName::from_static(EXHAUSTED_HEADER),
-                    HeaderValue::from(attempt),
-                );
+                resp.headers_mut()
+                    .insert(EXHAUSTED, HeaderValue::from(attempt));
             }
             resp.map(Body::from)
         }
@@ -312,7 +299,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
 fn outcome_is_success(parts: &http::response::Parts) -> bool {
     let grpc_ok = parts
         .headers
-        .get("grpc-status")
+        .get(GRPC_STATUS)
         .is_none_or(|v| v.as_bytes() == b"0");
     parts.status.as_u16() < 500 && grpc_ok
 }
@@ -366,7 +353,10 @@ fn pick<'s>(
             let via = if state.cluster.protocol == Protocol::Grpc {
                 Via::H2(&state.h2, scheme, address.clone())
             } else {
-                Via::H1(&state.h1, Dest::Name(Arc::from(address.as_str())))
+                let (Some(dest), Some(_)) = (&state.external_dest, &state.external_host) else {
+                    return Err(ProxyError::NoRoute(address.clone()));
+                };
+                Via::H1(&state.h1, dest.clone())
             };
             Ok(Destination {
                 via,
@@ -374,19 +364,6 @@ fn pick<'s>(
             })
         }
     }
-}
-
-/// An HTTP/1.1 request names only the path (and query) on the request line, as hyper-util's
-/// pooled client did.
-pub(crate) fn origin_form<B>(mut req: Request<B>) -> Request<B> {
-    let uri = req.uri_mut();
-    if uri.scheme().is_some() || uri.authority().is_some() {
-        *uri = match uri.path_and_query() {
-            Some(p) if p.as_str() != "/" => http::Uri::from(p.clone()),
-            _ => http::Uri::default(),
-        };
-    }
-    req
 }
 
 /// Sends one try, bounded by `limit`.

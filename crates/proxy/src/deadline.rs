@@ -4,18 +4,20 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 pub const TIMEOUT_HEADER: &str = "x-hopwise-timeout-ms";
 pub const GRPC_TIMEOUT: &str = "grpc-timeout";
+const TIMEOUT_NAME: HeaderName = HeaderName::from_static(TIMEOUT_HEADER);
+const GRPC_TIMEOUT_NAME: HeaderName = HeaderName::from_static(GRPC_TIMEOUT);
 
 /// The time the caller has left, if it said.
 pub fn incoming(headers: &HeaderMap, grpc: bool) -> Option<Duration> {
-    if grpc && let Some(v) = headers.get(GRPC_TIMEOUT) {
+    if grpc && let Some(v) = headers.get(GRPC_TIMEOUT_NAME) {
         return parse_grpc_timeout(v.to_str().ok()?);
     }
     let ms: u64 = headers
-        .get(TIMEOUT_HEADER)?
+        .get(TIMEOUT_NAME)?
         .to_str()
         .ok()?
         .trim()
@@ -29,10 +31,10 @@ pub fn outgoing(headers: &mut HeaderMap, grpc: bool, left: Duration) {
     let ms = left.as_millis().min(99_999_999) as u64;
     if grpc {
         if let Ok(v) = HeaderValue::from_str(&format!("{ms}m")) {
-            headers.insert(GRPC_TIMEOUT, v);
+            headers.insert(GRPC_TIMEOUT_NAME, v);
         }
     } else {
-        headers.insert(TIMEOUT_HEADER, HeaderValue::from(ms));
+        headers.insert(TIMEOUT_NAME, HeaderValue::from(ms));
     }
 }
 

@@ -9,6 +9,9 @@ use hopwise_model::{GrpcCode, Outcome};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
+/// Parsed once: a `&str` name is validated and lower-cased again on every lookup.
+pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+
 pub const ERROR_HEADER: &str = "x-hopwise-error";
 
 /// Why the proxy answered itself instead of forwarding the upstream's answer.
@@ -135,7 +138,7 @@ impl ProxyError {
                 HeaderValue::from_static("application/grpc"),
             );
             h.insert(
-                "grpc-status",
+                GRPC_STATUS,
                 HeaderValue::from(u16::from(self.grpc_code(on_timeout))),
             );
             if let Ok(v) = HeaderValue::from_str(&percent_encode(&message)) {

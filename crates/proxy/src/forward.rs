@@ -22,8 +22,8 @@ use hyper::body::Incoming;
 use indexmap::IndexMap;
 use rustls_pki_types::ServerName;
 
+use crate::attempts;
 use crate::attempts::Via;
-use crate::attempts::{self, origin_form};
 use crate::balance::Endpoints;
 use crate::budget::RetryBudget;
 use crate::config::{Cluster, ProxyConfig, Target};
@@ -39,6 +39,22 @@ pub use crate::body::Body;
 
 /// The header that carries the caller's verified SPIFFE identity to the app.
 pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
+const PEER: HeaderName = HeaderName::from_static(PEER_IDENTITY);
+
+/// The caller's verified identity, with its header value built once per connection.
+#[derive(Debug)]
+pub struct Peer {
+    pub id: Arc<str>,
+    /// `None` if the identity cannot be a header value: then the app gets no identity.
+    header: Option<HeaderValue>,
+}
+
+impl Peer {
+    pub fn new(id: Arc<str>) -> Peer {
+        let header = HeaderValue::from_str(&id).ok();
+        Peer { id, header }
+    }
+}
 
 /// Which outbound listener a request arrived on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +102,10 @@ pub struct ClusterState {
     pub cluster: Cluster,
     pub h1: H1Pool,
     pub h2: Pool,
+    /// A service outside the mesh: where HTTP/1.1 connections go, and the `Host` they carry
+    /// (none if its address is not a valid authority). Built once, not per request.
+    pub external_dest: Option<Dest>,
+    pub external_host: Option<HeaderValue>,
     pub shared: Arc<ClusterShared>,
     routes: Vec<RouteMetrics>,
 }
@@ -178,12 +198,24 @@ impl Outbound {
                 .iter()
                 .map(|r| metrics.route(Direction::Outbound, name, &r.name))
                 .collect();
+            let (external_dest, external_host) = match &cluster.target {
+                Target::External { address, .. } => (
+                    Some(Dest::Name(Arc::from(address.as_str()))),
+                    address
+                        .parse::<Authority>()
+                        .ok()
+                        .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
+                ),
+                Target::Mesh { .. } => (None, None),
+            };
             clusters.insert(
                 name.clone(),
                 ClusterState {
                     cluster: cluster.clone(),
                     h1,
                     h2,
+                    external_dest,
+                    external_host,
                     shared: shared
                         .get(name)
                         .cloned()
@@ -278,7 +310,7 @@ impl Outbound {
             || (policy.retry.honor_idempotency_key
                 && req.headers().contains_key("idempotency-key"));
         let (mut head, body) = req.into_parts();
-        head.headers.remove(PEER_IDENTITY);
+        head.headers.remove(PEER);
         let keep = if policy.retry.count > 0 {
             policy.retry.max_replay_bytes as usize
         } else {
@@ -380,19 +412,19 @@ impl Inbound {
         }
     }
 
-    pub async fn handle(&self, peer: Option<&str>, req: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, peer: Option<&Peer>, req: Request<Incoming>) -> Response<Body> {
         let version = req.version();
         let mut resp = self.forward(peer, req).await;
         *resp.version_mut() = version;
         resp
     }
 
-    async fn forward(&self, peer: Option<&str>, mut req: Request<Incoming>) -> Response<Body> {
+    async fn forward(&self, peer: Option<&Peer>, mut req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
         let on_timeout = GrpcCode::DeadlineExceeded;
         let allowed = match peer {
-            Some(id) => self.config.authorizes(id, req.uri().path()),
+            Some(p) => self.config.authorizes(&p.id, req.uri().path()),
             // Plain-text mesh (no certificates): nothing to check.
             None => true,
         };
@@ -405,7 +437,7 @@ impl Inbound {
             rm.request();
         }
         if !allowed {
-            let err = ProxyError::Forbidden(peer.unwrap_or("unknown").to_owned());
+            let err = ProxyError::Forbidden(peer.map_or("unknown", |p| &p.id).to_owned());
             self.metrics
                 .local_reply(Direction::Inbound, &self.config.service, err.reason());
             let resp = err.response(grpc, on_timeout);
@@ -427,9 +459,14 @@ impl Inbound {
             );
         };
         let headers = req.headers_mut();
-        headers.remove(PEER_IDENTITY);
-        if let Some(id) = peer.and_then(|p| HeaderValue::from_str(p).ok()) {
-            headers.insert(PEER_IDENTITY, id);
+        // `insert` replaces whatever the caller claimed.
+        match peer.and_then(|p| p.header.clone()) {
+            Some(v) => {
+                headers.insert(PEER, v);
+            }
+            None => {
+                headers.remove(PEER);
+            }
         }
         let h2c = self.config.protocol == Protocol::Grpc;
         let (head, body) = req.into_parts();
@@ -443,15 +480,15 @@ impl Inbound {
             *req.uri_mut() = head.uri.clone();
             *req.version_mut() = head.version;
             *req.headers_mut() = head.headers.clone();
-            let authority = app.to_string();
             let (upstream_req, via) = if h2c {
+                let authority = app.to_string();
                 (
                     rewrite(req, Scheme::HTTP, &authority, true, false),
                     Via::H2(&self.h2, Scheme::HTTP, authority),
                 )
             } else {
                 (
-                    rewrite(req, Scheme::HTTP, &authority, false, false).map(origin_form),
+                    Ok(rewrite_h1(req, None)),
                     Via::H1(&self.h1, Dest::Addr(app)),
                 )
             };
@@ -560,9 +597,53 @@ pub(crate) fn rewrite<B>(
     Ok(Request::from_parts(parts, body))
 }
 
+/// An HTTP/1.1 request for a kept-alive connection to its destination: origin-form (the
+/// connection says where), the caller's `Host` kept — from the URI's authority if it sent
+/// none (HTTP/2 callers) — or `host` for a service outside the mesh, and nothing that must not
+/// cross a hop. The endpoint's address is never formatted or parsed here.
+pub(crate) fn rewrite_h1<B>(req: Request<B>, host: Option<&HeaderValue>) -> Request<B> {
+    let (mut parts, body) = req.into_parts();
+    if let Some(h) = host {
+        parts.headers.insert(header::HOST, h.clone());
+    } else if !parts.headers.contains_key(header::HOST)
+        && let Some(h) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        parts.headers.insert(header::HOST, h);
+    }
+    if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
+        parts.uri = match parts.uri.path_and_query() {
+            Some(p) if p.as_str() != "/" => Uri::from(p.clone()),
+            _ => Uri::default(),
+        };
+    }
+    strip_hop_by_hop(&mut parts.headers);
+    parts.version = Version::HTTP_11;
+    Request::from_parts(parts, body)
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authorization"
+            | "transfer-encoding"
+            | "upgrade"
+            | "te"
+    )
+}
+
 /// Removes connection-specific headers (RFC 9110 §7.6.1), which must not be forwarded and
 /// which HTTP/2 forbids. `te: trailers` survives: gRPC needs it.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages carry none: one pass over the names instead of a hashed removal each.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()

@@ -341,7 +341,7 @@ impl RouteMetrics {
         upstream: Duration,
     ) {
         let grpc_error = headers
-            .get("grpc-status")
+            .get(crate::error::GRPC_STATUS)
             .is_some_and(|v| v.as_bytes() != b"0");
         let i = if grpc_error {
             5

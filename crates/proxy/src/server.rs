@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
 use crate::config::ProxyConfig;
-use crate::forward::{ClusterShared, Entry, Inbound, Outbound};
+use crate::forward::{ClusterShared, Entry, Inbound, Outbound, Peer};
 use crate::metrics::{Direction, Metrics};
 use crate::tls::{CertStore, TlsError, spiffe_id};
 
@@ -435,13 +435,13 @@ impl Conn {
                         }
                     };
                     metrics.handshake(Direction::Inbound, true);
-                    let peer: Option<Arc<str>> = tls
+                    let peer: Option<Arc<Peer>> = tls
                         .get_ref()
                         .1
                         .peer_certificates()
                         .and_then(|c| c.first())
                         .and_then(spiffe_id)
-                        .map(Arc::from);
+                        .map(|id| Arc::new(Peer::new(Arc::from(id))));
                     let inbound = self.inbound.clone();
                     let svc = service_fn(move |req: hyper::Request<Incoming>| {
                         let inbound = inbound.clone();
