@@ -196,7 +196,6 @@ impl Endpoints {
         e.outstanding.fetch_add(1, Ordering::Relaxed);
         InFlight {
             endpoint: e.clone(),
-            started: Instant::now(),
         }
     }
 
@@ -264,13 +263,6 @@ impl Endpoints {
 #[derive(Debug)]
 pub struct InFlight {
     endpoint: Arc<Endpoint>,
-    started: Instant,
-}
-
-impl InFlight {
-    pub fn elapsed(&self) -> Duration {
-        self.started.elapsed()
-    }
 }
 
 impl Drop for InFlight {

@@ -293,11 +293,18 @@ impl ProxyConfig {
 
     /// The inbound route name for metrics: the longest matching prefix among callers' routes.
     pub fn inbound_route(&self, path: &str) -> &str {
+        self.inbound_route_index(path)
+            .map_or("inbound", |i| self.inbound_routes[i].0.as_str())
+    }
+
+    /// The index in `inbound_routes` of the longest matching prefix, if any matches.
+    pub fn inbound_route_index(&self, path: &str) -> Option<usize> {
         self.inbound_routes
             .iter()
-            .filter(|(_, p)| path.starts_with(p.as_str()))
-            .max_by_key(|(_, p)| p.len())
-            .map_or("inbound", |(n, _)| n.as_str())
+            .enumerate()
+            .filter(|(_, (_, p))| path.starts_with(p.as_str()))
+            .max_by_key(|(_, (_, p))| p.len())
+            .map(|(i, _)| i)
     }
 }
 

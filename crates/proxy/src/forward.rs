@@ -65,6 +65,16 @@ pub enum Entry {
     HttpProxy,
 }
 
+/// A listener's [`Entry`] resolved against one worker's clusters once, so a request does not
+/// hash the upstream's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// The index of the cluster (none: a name this proxy has no cluster for).
+    Cluster(Option<usize>),
+    /// By `Host` / `:authority`.
+    ByHost,
+}
+
 /// What all workers share about one upstream: its copies (load, ejections), the retry budget,
 /// the caps.
 #[derive(Debug)]
@@ -232,14 +242,22 @@ impl Outbound {
         })
     }
 
-    pub async fn handle(&self, entry: &Entry, req: Request<Incoming>) -> Response<Body> {
+    /// Where requests from a listener for `entry` go.
+    pub fn dispatch(&self, entry: &Entry) -> Dispatch {
+        match entry {
+            Entry::Upstream(name) => Dispatch::Cluster(self.clusters.get_index_of(name)),
+            Entry::HttpProxy => Dispatch::ByHost,
+        }
+    }
+
+    pub async fn handle(&self, dispatch: Dispatch, req: Request<Incoming>) -> Response<Body> {
         let version = req.version();
-        let mut resp = self.forward(entry, req).await;
+        let mut resp = self.forward(dispatch, req).await;
         *resp.version_mut() = version;
         resp
     }
 
-    async fn forward(&self, entry: &Entry, req: Request<Incoming>) -> Response<Body> {
+    async fn forward(&self, dispatch: Dispatch, req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
         // Tunnels would carry traffic past every policy: refused here, before any upstream.
@@ -248,13 +266,13 @@ impl Outbound {
                 .local_reply(Direction::Outbound, &self.service, "connect-unsupported");
             return local(ProxyError::ConnectMethod, grpc, GrpcCode::Unavailable);
         }
-        let name = match entry {
-            Entry::Upstream(name) => Some(name.as_str()),
-            Entry::HttpProxy => host_of(&req)
+        let state = match dispatch {
+            Dispatch::Cluster(i) => i.and_then(|i| self.clusters.get_index(i)).map(|(_, s)| s),
+            Dispatch::ByHost => host_of(&req)
                 .and_then(|h| self.by_host.cluster_for_host(&h))
-                .map(|c| c.service.as_str()),
+                .and_then(|c| self.clusters.get(&c.service)),
         };
-        let Some(state) = name.and_then(|n| self.clusters.get(n)) else {
+        let Some(state) = state else {
             let host = host_of(&req).unwrap_or_default();
             self.metrics
                 .local_reply(Direction::Outbound, &self.service, "no-route");
@@ -371,7 +389,10 @@ pub struct Inbound {
     h1: H1Pool,
     /// gRPC apps (h2c).
     h2: Pool,
-    routes: IndexMap<String, RouteMetrics>,
+    /// Metrics handles by index into `config.inbound_routes`, then the catch-all `inbound`
+    /// (none when there is no inbound port).
+    routes: Vec<RouteMetrics>,
+    fallback: Option<RouteMetrics>,
     metrics: Arc<Metrics>,
 }
 
@@ -386,28 +407,26 @@ impl Inbound {
         let connector = Connector::plain(Duration::from_secs(1));
         let h1 = H1Pool::new(connector.clone(), config.timeouts.pool_idle);
         let h2 = upstream::pool(connector, true, config.timeouts.pool_idle);
-        let mut routes = IndexMap::new();
-        let names: Vec<&str> = if config.inbound.is_some() {
-            config
-                .inbound_routes
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .chain(["inbound"])
-                .collect()
+        let (routes, fallback) = if config.inbound.is_some() {
+            let route = |name: &str| metrics.route(Direction::Inbound, &config.service, name);
+            (
+                config
+                    .inbound_routes
+                    .iter()
+                    .map(|(n, _)| route(n))
+                    .collect(),
+                Some(route("inbound")),
+            )
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
-        for name in names {
-            routes
-                .entry(name.to_owned())
-                .or_insert_with(|| metrics.route(Direction::Inbound, &config.service, name));
-        }
         Inbound {
             app: config.app,
             config,
             h1,
             h2,
             routes,
+            fallback,
             metrics,
         }
     }
@@ -428,11 +447,11 @@ impl Inbound {
             // Plain-text mesh (no certificates): nothing to check.
             None => true,
         };
-        let route_name = self.config.inbound_route(req.uri().path()).to_owned();
         let rm = self
-            .routes
-            .get(&route_name)
-            .or_else(|| self.routes.get("inbound"));
+            .config
+            .inbound_route_index(req.uri().path())
+            .and_then(|i| self.routes.get(i))
+            .or(self.fallback.as_ref());
         if let Some(rm) = rm {
             rm.request();
         }

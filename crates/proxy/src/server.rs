@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
 use crate::config::ProxyConfig;
-use crate::forward::{ClusterShared, Entry, Inbound, Outbound, Peer};
+use crate::forward::{ClusterShared, Dispatch, Entry, Inbound, Outbound, Peer};
 use crate::metrics::{Direction, Metrics};
 use crate::tls::{CertStore, TlsError, spiffe_id};
 
@@ -306,7 +306,7 @@ impl Worker {
         for (kind, entry, listener) in listeners {
             let ctx = Conn {
                 kind,
-                entry,
+                dispatch: entry.as_ref().map(|e| self.outbound.dispatch(e)),
                 outbound: self.outbound.clone(),
                 inbound: self.inbound.clone(),
                 acceptor: self.acceptor.clone(),
@@ -377,7 +377,8 @@ fn server_builder(config: &ProxyConfig) -> auto::Builder<TokioExecutor> {
 #[derive(Clone)]
 struct Conn {
     kind: Kind,
-    entry: Option<Entry>,
+    /// Outbound listeners: where their requests go, resolved once.
+    dispatch: Option<Dispatch>,
     outbound: Arc<Outbound>,
     inbound: Arc<Inbound>,
     acceptor: Option<TlsAcceptor>,
@@ -408,11 +409,10 @@ impl Conn {
             }
             Kind::Outbound => {
                 let outbound = self.outbound.clone();
-                let entry = self.entry.clone().unwrap_or(Entry::HttpProxy);
+                let dispatch = self.dispatch.unwrap_or(Dispatch::ByHost);
                 let svc = service_fn(move |req: hyper::Request<Incoming>| {
                     let outbound = outbound.clone();
-                    let entry = entry.clone();
-                    async move { Ok::<_, Infallible>(outbound.handle(&entry, req).await) }
+                    async move { Ok::<_, Infallible>(outbound.handle(dispatch, req).await) }
                 });
                 let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
                 let _ = watcher.watch(conn.into_owned()).await;
