@@ -31,9 +31,9 @@ use crate::deadline;
 use crate::error::ProxyError;
 use crate::limits::Gauges;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
-use crate::replay::Replay;
+use crate::replay::{Replay, ReplayBody};
 use crate::tls::{CertStore, TlsError, external_client_config};
-use crate::upstream::{self, Connector, Dest, H1Pool, Pool};
+use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
 pub use crate::body::Body;
 
@@ -487,41 +487,12 @@ impl Inbound {
                 headers.remove(PEER);
             }
         }
-        let h2c = self.config.protocol == Protocol::Grpc;
-        let (head, body) = req.into_parts();
-        // Nothing is kept for replay: only a request that was never sent is sent again.
-        let replay = Replay::new(body, 0);
         let sent = Instant::now();
-        let mut result = Err(ProxyError::ResetBeforeRequest);
-        for attempt in 1..=2 {
-            let mut req = Request::new(replay.body(attempt));
-            *req.method_mut() = head.method.clone();
-            *req.uri_mut() = head.uri.clone();
-            *req.version_mut() = head.version;
-            *req.headers_mut() = head.headers.clone();
-            let (upstream_req, via) = if h2c {
-                let authority = app.to_string();
-                (
-                    rewrite(req, Scheme::HTTP, &authority, true, false),
-                    Via::H2(&self.h2, Scheme::HTTP, authority),
-                )
-            } else {
-                (
-                    Ok(rewrite_h1(req, None)),
-                    Via::H1(&self.h1, Dest::Addr(app)),
-                )
-            };
-            let upstream_req = match upstream_req {
-                Ok(r) => r,
-                Err(e) => return local(e, grpc, on_timeout),
-            };
-            result = attempts::send(&via, upstream_req, None, ProxyError::RouteTimeout).await;
-            // The app closed a pooled connection just as we picked it (its idle timeout): the
-            // request never left, so sending it again on a fresh connection is always safe.
-            if !matches!(result, Err(ProxyError::ResetBeforeRequest)) || !replay.can_replay() {
-                break;
-            }
-        }
+        let result = if self.config.protocol == Protocol::Grpc {
+            self.send_h2c(app, req).await
+        } else {
+            self.send_h1(app, req).await
+        };
         let upstream_time = sent.elapsed();
         let resp = match result {
             Ok(resp) => {
@@ -544,6 +515,53 @@ impl Inbound {
             );
         }
         resp
+    }
+
+    /// HTTP/1.1 to the app. A request the connection never took (the app closed it just as we
+    /// picked it: its idle timeout) comes back from the pool and goes once more — always safe,
+    /// and no copy of the request is made in advance.
+    async fn send_h1(
+        &self,
+        app: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let dest = Dest::Addr(app);
+        let req = rewrite_h1(req.map(ReplayBody::passthrough), None);
+        match self.h1.try_send(&dest, req).await {
+            Ok(resp) => Ok(resp),
+            Err(Failed {
+                error: ProxyError::ResetBeforeRequest,
+                unsent: Some(req),
+            }) => self.h1.send(&dest, req).await,
+            Err(f) => Err(f.error),
+        }
+    }
+
+    /// gRPC to the app (h2c); a request that was never sent goes once more.
+    async fn send_h2c(
+        &self,
+        app: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let (head, body) = req.into_parts();
+        // Nothing is kept for replay: only a request that was never sent is sent again.
+        let replay = Replay::new(body, 0);
+        let authority = app.to_string();
+        let via = Via::H2(&self.h2, Scheme::HTTP, authority.clone());
+        let mut result = Err(ProxyError::ResetBeforeRequest);
+        for attempt in 1..=2 {
+            let mut req = Request::new(replay.body(attempt));
+            *req.method_mut() = head.method.clone();
+            *req.uri_mut() = head.uri.clone();
+            *req.version_mut() = head.version;
+            *req.headers_mut() = head.headers.clone();
+            let req = rewrite(req, Scheme::HTTP, &authority, true, false)?;
+            result = attempts::send(&via, req, None, ProxyError::RouteTimeout).await;
+            if !matches!(result, Err(ProxyError::ResetBeforeRequest)) || !replay.can_replay() {
+                break;
+            }
+        }
+        result
     }
 }
 

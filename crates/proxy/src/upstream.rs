@@ -323,6 +323,13 @@ impl std::fmt::Display for Dest {
 
 type Sender = hyper::client::conn::http1::SendRequest<ReplayBody>;
 
+/// Why a request failed on an HTTP/1.1 connection, and the request itself if it never left.
+#[derive(Debug)]
+pub struct Failed {
+    pub error: ProxyError,
+    pub unsent: Option<Request<ReplayBody>>,
+}
+
 struct Idle {
     send: Sender,
     /// Since when it is known to be idle (given back, or last seen busy).
@@ -389,20 +396,40 @@ impl H1Pool {
         dest: &Dest,
         req: Request<ReplayBody>,
     ) -> Result<Response<Incoming>, ProxyError> {
+        self.try_send(dest, req).await.map_err(|f| f.error)
+    }
+
+    /// As [`H1Pool::send`]; a request that never left comes back with the error.
+    pub async fn try_send(
+        &self,
+        dest: &Dest,
+        req: Request<ReplayBody>,
+    ) -> Result<Response<Incoming>, Failed> {
         let mut send = match self.take(dest) {
             Some(s) => s,
-            None => self.connect(dest).await.map_err(|e| classify_connect(&e))?,
+            None => match self.connect(dest).await {
+                Ok(s) => s,
+                Err(e) => {
+                    return Err(Failed {
+                        error: classify_connect(&e),
+                        unsent: Some(req),
+                    });
+                }
+            },
         };
         let response = send.try_send_request(req);
         // Back at once: it is not ready again until this exchange is over, so no other request
         // takes it before, and nothing has to run when the response body ends.
         self.give_back(dest, send);
-        response.await.map_err(|e| {
-            if e.message().is_some() {
-                ProxyError::ResetBeforeRequest
-            } else {
-                classify_hyper(e.error()).unwrap_or(ProxyError::Reset)
-            }
+        response.await.map_err(|mut e| match e.take_message() {
+            Some(req) => Failed {
+                error: ProxyError::ResetBeforeRequest,
+                unsent: Some(req),
+            },
+            None => Failed {
+                error: classify_hyper(e.error()).unwrap_or(ProxyError::Reset),
+                unsent: None,
+            },
         })
     }
 
