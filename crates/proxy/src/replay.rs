@@ -116,6 +116,19 @@ impl ReplayBody {
     pub fn passthrough(body: Incoming) -> ReplayBody {
         Replay::new(body, 0).body(1)
     }
+
+    /// No body (tests, which have no `Incoming` to make one from).
+    #[cfg(test)]
+    pub(crate) fn empty() -> ReplayBody {
+        ReplayBody {
+            shared: None,
+            attempt: 1,
+            pos: 0,
+            trailers_sent: false,
+            hint: SizeHint::with_exact(0),
+            empty: true,
+        }
+    }
 }
 
 /// The body of an earlier try was polled after a newer try took over; it is dead anyway.

@@ -492,3 +492,72 @@ async fn reap(stacks: Weak<Mutex<Stacks>>, timeout: Duration) {
         s.retain(|(_, stack)| !stack.is_empty());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A server that answers 200 and counts the connections it accepted.
+    async fn server() -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Full::new(
+                            bytes::Bytes::from_static(b"ok"),
+                        )))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), svc)
+                        .await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn get(pool: &H1Pool, dest: &Dest) -> u16 {
+        use http_body_util::BodyExt;
+        let req = Request::builder()
+            .uri("/")
+            .header(http::header::HOST, "test")
+            .body(ReplayBody::empty())
+            .unwrap();
+        let resp = pool.send(dest, req).await.unwrap();
+        let status = resp.status().as_u16();
+        resp.into_body().collect().await.unwrap();
+        status
+    }
+
+    #[tokio::test]
+    async fn connections_are_reused_and_dropped_after_the_idle_timeout() {
+        let (addr, accepted) = server().await;
+        let pool = H1Pool::new(
+            Connector::plain(Duration::from_secs(1)),
+            Duration::from_millis(300),
+        );
+        let dest = Dest::Addr(addr);
+        for _ in 0..3 {
+            assert_eq!(get(&pool, &dest).await, 200);
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "one kept-alive connection"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(get(&pool, &dest).await, 200);
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            2,
+            "idle past the timeout: a new one"
+        );
+    }
+}
