@@ -1,6 +1,8 @@
 //! The admin endpoint (bind it to localhost): `/metrics` (Prometheus text), `/ready` (200 once
 //! every worker listens, 503 while draining), `/live`, `/config` (the effective configuration).
 
+use std::sync::atomic::Ordering;
+
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
 use hyper::body::Incoming;
@@ -14,6 +16,24 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Respons
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
+}
+
+/// The configuration in force, with the control plane's versions of it: `version` (the last
+/// snapshot accepted) and `config_version` (the mesh file's); 0 when not from a control plane.
+fn config_json(state: &State) -> Result<String, serde_json::Error> {
+    let live = state.live();
+    let mut json = serde_json::to_value(&*live.config)?;
+    if let Some(map) = json.as_object_mut() {
+        map.insert(
+            "version".into(),
+            state.version.load(Ordering::Acquire).into(),
+        );
+        map.insert(
+            "config_version".into(),
+            state.config_version.load(Ordering::Acquire).into(),
+        );
+    }
+    serde_json::to_string_pretty(&json)
 }
 
 pub fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
@@ -37,7 +57,7 @@ pub fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
             "not ready\n".to_owned(),
         ),
         "/live" => text(StatusCode::OK, "text/plain", "live\n".to_owned()),
-        "/config" => match serde_json::to_string_pretty(&*state.config) {
+        "/config" => match config_json(state) {
             Ok(json) => text(StatusCode::OK, "application/json", json + "\n"),
             Err(e) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -21,6 +21,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hopwise_model::Mesh;
@@ -85,6 +86,9 @@ pub struct ControlOptions {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cached {
     pub version: u64,
+    /// The control plane's version of the mesh file (0 in caches written before it was kept).
+    #[serde(default)]
+    pub config_version: u64,
     pub mesh_yaml: String,
     /// Endpoints by upstream service.
     pub upstreams: IndexMap<String, Vec<SocketAddr>>,
@@ -241,6 +245,7 @@ impl ControlOptions {
     fn to_cached(&self, s: &pb::Snapshot) -> Cached {
         Cached {
             version: s.version,
+            config_version: s.config_version,
             mesh_yaml: s.mesh_yaml.clone(),
             upstreams: s
                 .upstreams
@@ -318,6 +323,9 @@ fn apply_endpoints(config: &mut ProxyConfig, upstreams: &IndexMap<String, Vec<So
 pub struct Session {
     opts: ControlOptions,
     cached: Cached,
+    /// What the mesh file in force gives this copy, before the command line's overrides: a new
+    /// file is compared with it to tell what can change live.
+    base: ProxyConfig,
     cert: Option<Cert>,
     online: bool,
     /// The replica that answered first (an index into `opts.servers`).
@@ -355,10 +363,11 @@ pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), C
     };
     let config = opts.config(&cached)?;
     Ok((
-        config,
+        config.clone(),
         Session {
             opts,
             cached,
+            base: config,
             cert,
             online,
             server,
@@ -400,6 +409,7 @@ impl Session {
         let Session {
             opts,
             mut cached,
+            mut base,
             cert,
             online,
             server: mut current,
@@ -407,6 +417,10 @@ impl Session {
         let replicas = opts.servers.len().max(1);
         // Failed sessions in a row, across replicas.
         let mut failures = 0usize;
+        state.version.store(cached.version, Ordering::Release);
+        state
+            .config_version
+            .store(cached.config_version, Ordering::Release);
         if !online {
             tracing::info!("serving snapshot {} from the cache", cached.version);
         }
@@ -459,9 +473,17 @@ impl Session {
                                 }
                             }
                             let fresh = opts.to_cached(&snapshot);
-                            let (accepted, reason) = apply(&state, &cached, &fresh);
+                            let (accepted, reason) = match apply(&opts, &state, &mut base, &cached, &fresh) {
+                                Ok(()) => (true, String::new()),
+                                Err(reason) => {
+                                    tracing::warn!("snapshot {} refused: {reason}", fresh.version);
+                                    (false, reason)
+                                }
+                            };
                             if accepted {
                                 cached = fresh;
+                                state.version.store(cached.version, Ordering::Release);
+                                state.config_version.store(cached.config_version, Ordering::Release);
                                 let _ = opts.save_cache(&cached);
                             }
                             let ack = pb::AckRequest {
@@ -624,7 +646,7 @@ async fn keep_lease(
             id
         }
     };
-    let now_healthy = state.ready() && probe(state.config.app, &opts.health_path).await;
+    let now_healthy = state.ready() && probe(state.config().app, &opts.health_path).await;
     if *healthy != Some(now_healthy) {
         client
             .set_health(pb::SetHealthRequest {
@@ -658,21 +680,44 @@ async fn probe(app: Option<SocketAddr>, path: &str) -> bool {
     )
 }
 
-/// Applies a new snapshot: new copies of upstreams take effect at once. A changed mesh file
-/// whose policy differs is refused for now (it needs a restart), and the reason is acked.
-fn apply(state: &State, old: &Cached, fresh: &Cached) -> (bool, String) {
+/// Applies a new snapshot. New copies of the upstreams in force take effect at once (they are
+/// the registry's, not policy: they follow it whatever becomes of the mesh file). A changed mesh
+/// file is derived as at start and put in force whole for new requests — or, when something the
+/// running process fixed at start would change (see [`crate::live::next_config`]), or it cannot
+/// be used, refused whole with the reason, the configuration in force staying as it was.
+fn apply(
+    opts: &ControlOptions,
+    state: &State,
+    base: &mut ProxyConfig,
+    old: &Cached,
+    fresh: &Cached,
+) -> Result<(), String> {
+    let live = state.live();
     for (service, addrs) in &fresh.upstreams {
-        if let Some(shared) = state.clusters.get(service) {
+        if let Some(shared) = live.clusters.get(service) {
             shared.endpoints.update(addrs);
         }
     }
-    if fresh.mesh_yaml != old.mesh_yaml {
-        return (
-            false,
-            "copies applied; this proxy applies policy changes on restart".to_owned(),
-        );
+    if fresh.mesh_yaml == old.mesh_yaml {
+        return Ok(());
     }
-    (true, String::new())
+    let keeping = |why: String| {
+        format!(
+            "mesh version {} not applied, keeping version {}: {why}",
+            fresh.config_version, old.config_version
+        )
+    };
+    let new_base = opts.config(fresh).map_err(|e| keeping(e.to_string()))?;
+    let next = crate::live::next_config(&live.config, base, new_base.clone())
+        .map_err(|e| keeping(e.to_string()))?;
+    state.replace(next).map_err(|e| keeping(e.to_string()))?;
+    tracing::info!(
+        "mesh version {} in force (snapshot {})",
+        fresh.config_version,
+        fresh.version
+    );
+    *base = new_base;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hopwise_model::{GrpcCode, Protocol};
+use hopwise_model::{Balancer, Budget, GrpcCode, Limits, Outlier, Protocol};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri, Version};
@@ -65,52 +65,115 @@ pub enum Entry {
     HttpProxy,
 }
 
-/// A listener's [`Entry`] resolved against one worker's clusters once, so a request does not
-/// hash the upstream's name.
+/// A listener's [`Entry`] resolved once, so a request does not hash the upstream's name: the
+/// listener's index, which each configuration maps to its cluster (clusters come and go with
+/// live policy changes; per-upstream listeners do not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
-    /// The index of the cluster (none: a name this proxy has no cluster for).
-    Cluster(Option<usize>),
+    /// The index of the per-upstream listener (none: a name this proxy has no listener for).
+    Port(Option<usize>),
     /// By `Host` / `:authority`.
     ByHost,
 }
 
 /// What all workers share about one upstream: its copies (load, ejections), the retry budget,
-/// the caps.
+/// the caps. Each part is kept across a live policy change whose parameters for it are the same.
 #[derive(Debug)]
 pub struct ClusterShared {
-    pub endpoints: Endpoints,
-    pub budget: Option<RetryBudget>,
-    pub gauges: Gauges,
+    pub endpoints: Arc<Endpoints>,
+    pub budget: Option<Arc<RetryBudget>>,
+    pub gauges: Arc<Gauges>,
+    params: SharedParams,
+}
+
+/// The parameters the shared parts were made with: a part whose parameters change is rebuilt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SharedParams {
+    balancer: Balancer,
+    outlier: Option<Outlier>,
+    budget: Option<Budget>,
+    limits: Limits,
+}
+
+impl SharedParams {
+    /// Per-upstream policies come from its first route.
+    fn of(cluster: &Cluster) -> SharedParams {
+        let from = |p: &hopwise_model::Policy| SharedParams {
+            balancer: p.balancer,
+            outlier: p.outlier,
+            budget: p.budget,
+            limits: p.limits,
+        };
+        match cluster.routes.first() {
+            Some(r) => from(&r.policy),
+            None => from(&hopwise_model::Preset::Hopwise.policy()),
+        }
+    }
 }
 
 impl ClusterShared {
     /// One per upstream per proxy; policies that are per-upstream come from its first route.
     pub fn new(cluster: &Cluster) -> Arc<ClusterShared> {
-        let policy = cluster.routes.first().map(|r| r.policy.clone());
-        let endpoints = match &cluster.target {
-            Target::Mesh { endpoints, .. } => endpoints.clone(),
-            Target::External { .. } => Vec::new(),
+        ClusterShared::next(cluster, None)
+    }
+
+    /// The shared state of `cluster` under a new configuration: what `previous` knows (copies
+    /// with their load, latency and ejections; the budget's counts; requests in flight for the
+    /// caps) is kept for each part whose parameters did not change, and the copies are those of
+    /// `cluster`.
+    pub fn next(cluster: &Cluster, previous: Option<&ClusterShared>) -> Arc<ClusterShared> {
+        let params = SharedParams::of(cluster);
+        let addrs: &[SocketAddr] = match &cluster.target {
+            Target::Mesh { endpoints, .. } => endpoints,
+            Target::External { .. } => &[],
         };
-        let (balancer, outlier, budget, limits) = match &policy {
-            Some(p) => (p.balancer, p.outlier, p.budget, p.limits),
-            None => {
-                let p = hopwise_model::Preset::Hopwise.policy();
-                (p.balancer, p.outlier, p.budget, p.limits)
+        let endpoints = match previous {
+            Some(p)
+                if p.params.balancer == params.balancer && p.params.outlier == params.outlier =>
+            {
+                p.endpoints.update(addrs);
+                p.endpoints.clone()
             }
+            _ => Arc::new(Endpoints::new(addrs, params.balancer, params.outlier)),
+        };
+        let budget = match previous {
+            Some(p) if p.params.budget == params.budget => p.budget.clone(),
+            _ => params
+                .budget
+                .as_ref()
+                .map(|b| Arc::new(RetryBudget::new(b))),
+        };
+        let gauges = match previous {
+            Some(p) if p.params.limits == params.limits => p.gauges.clone(),
+            _ => Arc::new(Gauges::new(params.limits)),
         };
         Arc::new(ClusterShared {
-            endpoints: Endpoints::new(&endpoints, balancer, outlier),
-            budget: budget.as_ref().map(RetryBudget::new),
-            gauges: Gauges::new(limits),
+            endpoints,
+            budget,
+            gauges,
+            params,
         })
+    }
+
+    /// Whether `next` kept `previous`'s copies, budget and caps (for tests and logs).
+    pub fn kept_from(&self, previous: &ClusterShared) -> [bool; 3] {
+        [
+            Arc::ptr_eq(&self.endpoints, &previous.endpoints),
+            match (&self.budget, &previous.budget) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            },
+            Arc::ptr_eq(&self.gauges, &previous.gauges),
+        ]
     }
 }
 
 #[derive(Debug)]
 pub struct ClusterState {
     pub cluster: Cluster,
-    pub h1: H1Pool,
+    /// Shared with the next configuration's when the connection parameters stay the same.
+    pub h1: Arc<H1Pool>,
     pub h2: Pool,
     /// A service outside the mesh: where HTTP/1.1 connections go, and the `Host` they carry
     /// (none if its address is not a valid authority). Built once, not per request.
@@ -124,6 +187,8 @@ pub struct ClusterState {
 pub struct Outbound {
     service: String,
     clusters: IndexMap<String, ClusterState>,
+    /// By the index of a per-upstream listener (`Dispatch::Port`): the index of its cluster.
+    ports: Vec<Option<usize>>,
     by_host: Arc<ProxyConfig>,
     metrics: Arc<Metrics>,
 }
@@ -138,70 +203,28 @@ impl std::fmt::Debug for Outbound {
 }
 
 impl Outbound {
+    /// One worker's outbound state for `config`. `ports` names the per-upstream listeners in
+    /// the order their [`Dispatch::Port`] indices refer to. A cluster of `previous` (the
+    /// configuration this one replaces) that connects the same way lends its pools, so a
+    /// policy change does not drop warm connections.
     pub fn new(
         config: Arc<ProxyConfig>,
         certs: Option<&Arc<CertStore>>,
         metrics: Arc<Metrics>,
         shared: &IndexMap<String, Arc<ClusterShared>>,
+        ports: &[String],
+        previous: Option<&Outbound>,
     ) -> Result<Self, TlsError> {
         let mut clusters = IndexMap::new();
         let idle = config.timeouts.pool_idle;
         for (name, cluster) in &config.clusters {
-            let connect_timeout = cluster
-                .routes
-                .first()
-                .map_or(Duration::from_secs(1), |r| r.policy.connect_timeout.get());
-            let (h1, h2) = match &cluster.target {
-                Target::Mesh { identity, .. } => match certs {
-                    Some(store) => {
-                        let c1 = Connector::tls(
-                            store.client_config(identity, b"http/1.1")?,
-                            None,
-                            connect_timeout,
-                            metrics.clone(),
-                        );
-                        let c2 = Connector::tls(
-                            store.client_config(identity, b"h2")?,
-                            None,
-                            connect_timeout,
-                            metrics.clone(),
-                        );
-                        (H1Pool::new(c1, idle), upstream::pool(c2, true, idle))
-                    }
-                    // Without certificates the mesh runs in plain text (tests, benchmarks).
-                    None => {
-                        let c = Connector::plain(connect_timeout);
-                        (H1Pool::new(c.clone(), idle), upstream::pool(c, true, idle))
-                    }
-                },
-                Target::External { tls, .. } => {
-                    let connector =
-                        |alpn: &[u8]| -> Result<Connector, TlsError> {
-                            Ok(match tls {
-                                Some(t) => {
-                                    let name = ServerName::try_from(t.server_name.clone())
-                                        .map_err(|_| TlsError::Bundle {
-                                            path: t.ca_file.clone(),
-                                            reason: format!(
-                                                "`{}` is not a server name",
-                                                t.server_name
-                                            ),
-                                        })?;
-                                    Connector::tls(
-                                        external_client_config(&t.ca_file, alpn)?,
-                                        Some(name),
-                                        connect_timeout,
-                                        metrics.clone(),
-                                    )
-                                }
-                                None => Connector::plain(connect_timeout),
-                            })
-                        };
-                    (
-                        H1Pool::new(connector(b"http/1.1")?, idle),
-                        upstream::pool(connector(b"h2")?, true, idle),
-                    )
-                }
+            let connect_timeout = connect_timeout(cluster);
+            let reuse = previous
+                .and_then(|p| p.clusters.get(name))
+                .filter(|p| connects_alike(&p.cluster, cluster));
+            let (h1, h2) = match reuse {
+                Some(p) => (p.h1.clone(), p.h2.clone()),
+                None => pools(cluster, certs, &metrics, connect_timeout, idle)?,
             };
             let routes = cluster
                 .routes
@@ -234,18 +257,21 @@ impl Outbound {
                 },
             );
         }
+        let ports = ports.iter().map(|n| clusters.get_index_of(n)).collect();
         Ok(Outbound {
             service: config.service.clone(),
             clusters,
+            ports,
             by_host: config,
             metrics,
         })
     }
-
     /// Where requests from a listener for `entry` go.
-    pub fn dispatch(&self, entry: &Entry) -> Dispatch {
+    /// Where requests from a listener for `entry` go, given the per-upstream listeners' names
+    /// in order (the same list every [`Outbound`] of this proxy is built with).
+    pub fn dispatch(entry: &Entry, ports: &[String]) -> Dispatch {
         match entry {
-            Entry::Upstream(name) => Dispatch::Cluster(self.clusters.get_index_of(name)),
+            Entry::Upstream(name) => Dispatch::Port(ports.iter().position(|p| p == name)),
             Entry::HttpProxy => Dispatch::ByHost,
         }
     }
@@ -267,7 +293,10 @@ impl Outbound {
             return local(ProxyError::ConnectMethod, grpc, GrpcCode::Unavailable);
         }
         let state = match dispatch {
-            Dispatch::Cluster(i) => i.and_then(|i| self.clusters.get_index(i)).map(|(_, s)| s),
+            Dispatch::Port(p) => p
+                .and_then(|p| self.ports.get(p).copied().flatten())
+                .and_then(|i| self.clusters.get_index(i))
+                .map(|(_, s)| s),
             Dispatch::ByHost => host_of(&req)
                 .and_then(|h| self.by_host.cluster_for_host(&h))
                 .and_then(|c| self.clusters.get(&c.service)),
@@ -359,6 +388,89 @@ impl Outbound {
     }
 }
 
+fn connect_timeout(cluster: &Cluster) -> Duration {
+    cluster
+        .routes
+        .first()
+        .map_or(Duration::from_secs(1), |r| r.policy.connect_timeout.get())
+}
+
+/// Whether two versions of a cluster connect the same way (same identity or address, TLS and
+/// connect timeout), so the new one may use the old one's pooled connections.
+fn connects_alike(old: &Cluster, new: &Cluster) -> bool {
+    let target = match (&old.target, &new.target) {
+        (Target::Mesh { identity: a, .. }, Target::Mesh { identity: b, .. }) => a == b,
+        (a @ Target::External { .. }, b @ Target::External { .. }) => a == b,
+        _ => false,
+    };
+    target && connect_timeout(old) == connect_timeout(new)
+}
+
+/// A cluster's HTTP/1.1 pool and its HTTP/2 (and gRPC) pool.
+fn pools(
+    cluster: &Cluster,
+    certs: Option<&Arc<CertStore>>,
+    metrics: &Arc<Metrics>,
+    connect_timeout: Duration,
+    idle: Duration,
+) -> Result<(Arc<H1Pool>, Pool), TlsError> {
+    Ok(match &cluster.target {
+        Target::Mesh { identity, .. } => match certs {
+            Some(store) => {
+                let c1 = Connector::tls(
+                    store.client_config(identity, b"http/1.1")?,
+                    None,
+                    connect_timeout,
+                    metrics.clone(),
+                );
+                let c2 = Connector::tls(
+                    store.client_config(identity, b"h2")?,
+                    None,
+                    connect_timeout,
+                    metrics.clone(),
+                );
+                (
+                    Arc::new(H1Pool::new(c1, idle)),
+                    upstream::pool(c2, true, idle),
+                )
+            }
+            // Without certificates the mesh runs in plain text (tests, benchmarks).
+            None => {
+                let c = Connector::plain(connect_timeout);
+                (
+                    Arc::new(H1Pool::new(c.clone(), idle)),
+                    upstream::pool(c, true, idle),
+                )
+            }
+        },
+        Target::External { tls, .. } => {
+            let connector = |alpn: &[u8]| -> Result<Connector, TlsError> {
+                Ok(match tls {
+                    Some(t) => {
+                        let name = ServerName::try_from(t.server_name.clone()).map_err(|_| {
+                            TlsError::Bundle {
+                                path: t.ca_file.clone(),
+                                reason: format!("`{}` is not a server name", t.server_name),
+                            }
+                        })?;
+                        Connector::tls(
+                            external_client_config(&t.ca_file, alpn)?,
+                            Some(name),
+                            connect_timeout,
+                            metrics.clone(),
+                        )
+                    }
+                    None => Connector::plain(connect_timeout),
+                })
+            };
+            (
+                Arc::new(H1Pool::new(connector(b"http/1.1")?, idle)),
+                upstream::pool(connector(b"h2")?, true, idle),
+            )
+        }
+    })
+}
+
 fn finish_local(
     rm: &RouteMetrics,
     err: ProxyError,
@@ -386,7 +498,7 @@ pub struct Inbound {
     config: Arc<ProxyConfig>,
     app: Option<SocketAddr>,
     /// HTTP/1.1 apps.
-    h1: H1Pool,
+    h1: Arc<H1Pool>,
     /// gRPC apps (h2c).
     h2: Pool,
     /// Metrics handles by index into `config.inbound_routes`, then the catch-all `inbound`
@@ -403,10 +515,23 @@ impl std::fmt::Debug for Inbound {
 }
 
 impl Inbound {
-    pub fn new(config: Arc<ProxyConfig>, metrics: Arc<Metrics>) -> Self {
-        let connector = Connector::plain(Duration::from_secs(1));
-        let h1 = H1Pool::new(connector.clone(), config.timeouts.pool_idle);
-        let h2 = upstream::pool(connector, true, config.timeouts.pool_idle);
+    /// One worker's inbound state for `config`; the pools to the app are `previous`'s (the
+    /// configuration this one replaces) when the app's address is the same.
+    pub fn new(
+        config: Arc<ProxyConfig>,
+        metrics: Arc<Metrics>,
+        previous: Option<&Inbound>,
+    ) -> Self {
+        let (h1, h2) = match previous.filter(|p| p.app == config.app) {
+            Some(p) => (p.h1.clone(), p.h2.clone()),
+            None => {
+                let connector = Connector::plain(Duration::from_secs(1));
+                (
+                    Arc::new(H1Pool::new(connector.clone(), config.timeouts.pool_idle)),
+                    upstream::pool(connector, true, config.timeouts.pool_idle),
+                )
+            }
+        };
         let (routes, fallback) = if config.inbound.is_some() {
             let route = |name: &str| metrics.route(Direction::Inbound, &config.service, name);
             (

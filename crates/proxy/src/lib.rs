@@ -21,6 +21,7 @@ pub mod deadline;
 pub mod error;
 pub mod forward;
 pub mod limits;
+pub mod live;
 pub mod metrics;
 pub mod replay;
 pub mod server;

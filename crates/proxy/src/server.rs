@@ -3,13 +3,15 @@
 //! measured cheaper per hop than one multi-threaded runtime (docs/performance-notes). Shutdown:
 //! stop accepting, let requests in flight finish (up to the drain timeout), exit.
 
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use arc_swap::{ArcSwap, Cache};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -23,7 +25,8 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
 use crate::config::ProxyConfig;
-use crate::forward::{ClusterShared, Dispatch, Entry, Inbound, Outbound, Peer};
+use crate::forward::{Dispatch, Entry, Outbound, Peer};
+use crate::live::Live;
 use crate::metrics::{Direction, Metrics};
 use crate::tls::{CertStore, TlsError, spiffe_id};
 
@@ -55,14 +58,23 @@ pub struct Bound {
     pub upstreams: IndexMap<String, SocketAddr>,
 }
 
-/// Shared between workers and the admin endpoint.
+/// Loads the [`Live`] in force: compares one pointer with the one it holds (a relaxed atomic
+/// load) and only on a change loads the new one.
+type LiveCache = Cache<Arc<ArcSwap<Live>>, Arc<Live>>;
+
+/// Shared between workers, the admin endpoint and the control plane's session.
 #[derive(Debug)]
 pub struct State {
-    pub config: Arc<ProxyConfig>,
+    /// The configuration in force with every worker's forwarding state: loaded once per
+    /// request (through a connection's [`LiveCache`]), replaced whole by [`State::replace`].
+    live: Arc<ArcSwap<Live>>,
+    /// The control plane's snapshot version last accepted, and the version of the mesh file in
+    /// force (0: not from a control plane). For `/config`.
+    pub version: AtomicU64,
+    pub config_version: AtomicU64,
+    /// The names of the per-upstream listeners, in the order of their [`Dispatch::Port`].
+    ports: Vec<String>,
     pub metrics: Arc<Metrics>,
-    /// What all workers share about each upstream (copies, budget, caps); the control plane's
-    /// snapshots update the copies here.
-    pub clusters: IndexMap<String, Arc<ClusterShared>>,
     pub workers: usize,
     pub ready_workers: AtomicUsize,
     pub draining: AtomicBool,
@@ -72,6 +84,39 @@ pub struct State {
 }
 
 impl State {
+    /// The configuration in force and every worker's state under it.
+    pub fn live(&self) -> Arc<Live> {
+        self.live.load_full()
+    }
+
+    /// A handle that loads the configuration in force with one atomic load while it stays the
+    /// same (one per connection: loading takes `&mut`).
+    fn cache(&self) -> LiveCache {
+        Cache::new(self.live.clone())
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<ProxyConfig> {
+        self.live.load().config.clone()
+    }
+
+    /// Puts `config` in force for new requests (requests in flight finish under the one they
+    /// started with). Upstreams that stay keep what they learnt and their pooled connections.
+    /// On an error nothing changes. Only one caller at a time (the control plane's session).
+    pub fn replace(&self, config: ProxyConfig) -> Result<(), TlsError> {
+        let previous = self.live.load_full();
+        let next = Live::build(
+            config,
+            self.certs.as_ref(),
+            &self.metrics,
+            self.workers,
+            &self.ports,
+            Some(&previous),
+        )?;
+        self.live.store(Arc::new(next));
+        Ok(())
+    }
+
     pub fn ready(&self) -> bool {
         self.ready_workers.load(Ordering::Acquire) == self.workers
             && !self.draining.load(Ordering::Acquire)
@@ -212,17 +257,17 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     };
 
     let metrics = Metrics::new();
-    let config = Arc::new(config);
-    // Budgets, caps and what we know of each copy are per proxy, shared by its workers.
-    let shared: IndexMap<String, Arc<ClusterShared>> = config
-        .clusters
-        .iter()
-        .map(|(name, c)| (name.clone(), ClusterShared::new(c)))
-        .collect();
+    let header_read = config.timeouts.header_read;
+    let ports: Vec<String> = config.upstream_ports.keys().cloned().collect();
+    // Budgets, caps and what we know of each copy are per proxy, shared by its workers; pools
+    // are per worker.
+    let live = Live::build(config, certs.as_ref(), &metrics, workers, &ports, None)?;
     let state = Arc::new(State {
-        config: config.clone(),
+        live: Arc::new(ArcSwap::from_pointee(live)),
+        version: AtomicU64::new(0),
+        config_version: AtomicU64::new(0),
+        ports: ports.clone(),
         metrics: metrics.clone(),
-        clusters: shared.clone(),
         workers,
         ready_workers: AtomicUsize::new(0),
         draining: AtomicBool::new(false),
@@ -232,13 +277,6 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     let mut threads = Vec::new();
     let mut admin_socket = admin_socket;
     for w in 0..workers {
-        let outbound = Arc::new(Outbound::new(
-            config.clone(),
-            certs.as_ref(),
-            metrics.clone(),
-            &shared,
-        )?);
-        let inbound = Arc::new(Inbound::new(config.clone(), metrics.clone()));
         let mine: Vec<(Kind, Option<Entry>, std::net::TcpListener)> = listens
             .iter_mut()
             .filter_map(|l| {
@@ -248,10 +286,11 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
             .collect();
         let admin = if w == 0 { admin_socket.take() } else { None };
         let worker = Worker {
+            index: w,
             listeners: mine,
             admin,
-            outbound,
-            inbound,
+            ports: ports.clone(),
+            header_read,
             acceptor: acceptor.clone(),
             certs: if w == 0 { certs.clone() } else { None },
             state: state.clone(),
@@ -276,10 +315,11 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
 }
 
 struct Worker {
+    index: usize,
     listeners: Vec<(Kind, Option<Entry>, std::net::TcpListener)>,
     admin: Option<std::net::TcpListener>,
-    outbound: Arc<Outbound>,
-    inbound: Arc<Inbound>,
+    ports: Vec<String>,
+    header_read: Duration,
     acceptor: Option<TlsAcceptor>,
     certs: Option<Arc<CertStore>>,
     state: Arc<State>,
@@ -290,7 +330,7 @@ impl Worker {
     async fn run(self) {
         let graceful = Arc::new(GracefulShutdown::new());
         let mut tasks = tokio::task::JoinSet::new();
-        let builder = Arc::new(server_builder(&self.state.config));
+        let builder = Arc::new(server_builder(self.header_read));
         let listeners: Vec<_> = self
             .listeners
             .into_iter()
@@ -306,9 +346,9 @@ impl Worker {
         for (kind, entry, listener) in listeners {
             let ctx = Conn {
                 kind,
-                dispatch: entry.as_ref().map(|e| self.outbound.dispatch(e)),
-                outbound: self.outbound.clone(),
-                inbound: self.inbound.clone(),
+                worker: self.index,
+                dispatch: entry.as_ref().map(|e| Outbound::dispatch(e, &self.ports)),
+                header_read: self.header_read,
                 acceptor: self.acceptor.clone(),
                 state: self.state.clone(),
                 builder: builder.clone(),
@@ -354,17 +394,17 @@ impl Worker {
         self.state.ready_workers.fetch_add(1, Ordering::AcqRel);
         while tasks.join_next().await.is_some() {}
         // Listeners are closed; let requests in flight finish.
-        let drain = self.state.config.timeouts.drain;
+        let drain = self.state.config().timeouts.drain;
         let graceful = Arc::try_unwrap(graceful).unwrap_or_else(|_| GracefulShutdown::new());
         let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
     }
 }
 
-fn server_builder(config: &ProxyConfig) -> auto::Builder<TokioExecutor> {
+fn server_builder(header_read: Duration) -> auto::Builder<TokioExecutor> {
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(config.timeouts.header_read)
+        .header_read_timeout(header_read)
         .max_buf_size(MAX_HEAD)
         .keep_alive(true);
     b.http2()
@@ -377,10 +417,11 @@ fn server_builder(config: &ProxyConfig) -> auto::Builder<TokioExecutor> {
 #[derive(Clone)]
 struct Conn {
     kind: Kind,
+    /// The worker serving this connection: its forwarding state in each configuration.
+    worker: usize,
     /// Outbound listeners: where their requests go, resolved once.
     dispatch: Option<Dispatch>,
-    outbound: Arc<Outbound>,
-    inbound: Arc<Inbound>,
+    header_read: Duration,
     acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
     builder: Arc<auto::Builder<TokioExecutor>>,
@@ -408,18 +449,22 @@ impl Conn {
                 let _ = watcher.watch(conn.into_owned()).await;
             }
             Kind::Outbound => {
-                let outbound = self.outbound.clone();
-                let dispatch = self.dispatch.unwrap_or(Dispatch::ByHost);
+                let live = RefCell::new(self.state.cache());
+                let (w, dispatch) = (self.worker, self.dispatch.unwrap_or(Dispatch::ByHost));
                 let svc = service_fn(move |req: hyper::Request<Incoming>| {
-                    let outbound = outbound.clone();
-                    async move { Ok::<_, Infallible>(outbound.handle(dispatch, req).await) }
+                    // The configuration in force now, kept by this request to its end: one
+                    // atomic load and the reference count (as the handler's own `Arc` was).
+                    let live = live.borrow_mut().load().clone();
+                    async move {
+                        Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await)
+                    }
                 });
                 let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
                 let _ = watcher.watch(conn.into_owned()).await;
             }
             Kind::Inbound => match &self.acceptor {
                 Some(acceptor) => {
-                    let timeout = self.state.config.timeouts.header_read;
+                    let timeout = self.header_read;
                     let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(tls)) => tls,
                         Ok(Err(e)) => {
@@ -442,20 +487,26 @@ impl Conn {
                         .and_then(|c| c.first())
                         .and_then(spiffe_id)
                         .map(|id| Arc::new(Peer::new(Arc::from(id))));
-                    let inbound = self.inbound.clone();
+                    let (live, w) = (RefCell::new(self.state.cache()), self.worker);
                     let svc = service_fn(move |req: hyper::Request<Incoming>| {
-                        let inbound = inbound.clone();
+                        let live = live.borrow_mut().load().clone();
                         let peer = peer.clone();
-                        async move { Ok::<_, Infallible>(inbound.handle(peer.as_deref(), req).await) }
+                        async move {
+                            Ok::<_, Infallible>(
+                                live.worker(w).inbound.handle(peer.as_deref(), req).await,
+                            )
+                        }
                     });
                     let conn = self.builder.serve_connection(TokioIo::new(tls), svc);
                     let _ = watcher.watch(conn.into_owned()).await;
                 }
                 None => {
-                    let inbound = self.inbound.clone();
+                    let (live, w) = (RefCell::new(self.state.cache()), self.worker);
                     let svc = service_fn(move |req: hyper::Request<Incoming>| {
-                        let inbound = inbound.clone();
-                        async move { Ok::<_, Infallible>(inbound.handle(None, req).await) }
+                        let live = live.borrow_mut().load().clone();
+                        async move {
+                            Ok::<_, Infallible>(live.worker(w).inbound.handle(None, req).await)
+                        }
                     });
                     let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
                     let _ = watcher.watch(conn.into_owned()).await;

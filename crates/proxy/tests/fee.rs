@@ -292,7 +292,7 @@ async fn library_with(f: Fixture, fee: Fee) -> Library {
 async fn the_seed_through_the_sidecar() {
     let lib = library("{ server_name: localhost }").await;
     // The CA was not named: it is the mesh's own, `<certs>/ca.pem`.
-    let c = &lib.sidecar.state.config.clusters["fee"];
+    let c = &lib.sidecar.state.config().clusters["fee"];
     match &c.target {
         hopwise_proxy::config::Target::External { tls: Some(t), .. } => {
             assert_eq!(t.ca_file, lib.f.certs().join("ca.pem"));
