@@ -49,7 +49,8 @@ pub struct ControlArgs {
     #[command(subcommand)]
     pub action: Option<ControlAction>,
     /// The mesh file. Required on the first start; afterwards the state directory's copy is in
-    /// force and changes go through `hopwise control apply`.
+    /// force and changes go through `hopwise control apply`. While the control plane runs, this
+    /// file is watched: an edit is checked and applied as `hopwise control apply` would.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// The state directory: CA, join tokens (`DIR/tokens/<service>`), the mesh file in force.
@@ -283,6 +284,7 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+    let watched = args.config.clone();
     let config = match &args.config {
         Some(path) => Some(ConfigFile {
             name: path.display().to_string(),
@@ -365,7 +367,12 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
             plane.store().dir().join(TOKENS_DIR).display(),
             started.token_files.len(),
         );
+        let local = listener.local_addr().map_or(args.listen, |a| a);
         let running = api::spawn(plane, listener)?;
+        if let Some(path) = watched {
+            let seen = std::fs::read_to_string(&path).ok();
+            tokio::spawn(watch_file(path, seen, local.to_string()));
+        }
         let mut text = summary;
         let dashboard = match args.dashboard {
             Some(addr) => {
@@ -392,6 +399,52 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         running.shutdown().await?;
         Ok(EXIT_OK)
     })
+}
+
+/// How often `--config FILE` is looked at for edits.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+/// Watches the mesh file the control plane was started with: whenever its content differs from
+/// what was last seen, it goes to the running control plane exactly as `hopwise control apply`
+/// sends it (checked, refused with the findings on error), and the outcome is logged. Polls the
+/// content (a small file) rather than trusting timestamps: editors that write in place, write a
+/// new file and rename it, or keep the mtime are all seen. A file caught half-written is refused
+/// and applied at the next look, once complete.
+async fn watch_file(path: PathBuf, mut seen: Option<String>, server: String) {
+    let name = path.display().to_string();
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // Gone for a moment (an editor's rename), or unreadable: look again later.
+        // A small file: reading it blocks this worker for microseconds.
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if seen.as_deref() == Some(text.as_str()) {
+            continue;
+        }
+        match client::apply(&server, &text, &name).await {
+            Ok(r) if r.applied && r.unchanged => {
+                tracing::info!("{name} changed on disk; the mesh file in force is the same");
+            }
+            Ok(r) if r.applied => tracing::info!(
+                "{name} changed on disk: applied as config version {} (version {})",
+                r.config_version,
+                r.version
+            ),
+            Ok(r) => tracing::warn!(
+                "{name} changed on disk: refused, nothing changed\n{}",
+                client::render_apply(&r).trim_end()
+            ),
+            Err(e) => {
+                // The control plane is not answering: try this content again next time.
+                tracing::warn!("{name} changed on disk, but it could not be applied: {e}");
+                continue;
+            }
+        }
+        seen = Some(text);
+    }
 }
 
 async fn wait_for_signal() {
