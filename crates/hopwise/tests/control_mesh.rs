@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Proc, free, spawn};
+use common::{Proc, free, metric, spawn};
 
 /// A backend that answers every request with `name`.
 fn backend(name: &'static str) -> SocketAddr {
@@ -175,18 +175,6 @@ services:
         "the new copy never got traffic"
     );
     drop(cp);
-}
-
-fn metric(admin: SocketAddr, name_and_labels: &str) -> u64 {
-    let mut s = TcpStream::connect(admin).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.lines()
-        .filter(|l| l.starts_with(name_and_labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
 }
 
 /// Tries that met a refused connection at a's proxy while `requests` requests were sent after

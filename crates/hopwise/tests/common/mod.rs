@@ -3,8 +3,8 @@
 
 #![allow(dead_code, clippy::unwrap_used)] // each test file uses its own subset
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 /// A loopback port nothing listens on (yet).
@@ -44,4 +44,18 @@ pub fn spawn_with(args: &[&str], stderr: Stdio) -> Proc {
         .unwrap();
     assert!(!line.is_empty(), "hopwise {args:?} printed nothing");
     Proc(child)
+}
+
+/// The sum of the samples in a proxy's `/metrics` (on `admin`) whose line starts with
+/// `name_and_labels`.
+pub fn metric(admin: SocketAddr, name_and_labels: &str) -> u64 {
+    let mut s = TcpStream::connect(admin).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out.lines()
+        .filter(|l| l.starts_with(name_and_labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
 }
