@@ -6,8 +6,8 @@
 use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -74,6 +74,8 @@ pub struct State {
     pub config_version: AtomicU64,
     /// The names of the per-upstream listeners, in the order of their [`Dispatch::Port`].
     ports: Vec<String>,
+    /// Held while a new configuration is built and put in force (never by a request).
+    replacing: Mutex<()>,
     pub metrics: Arc<Metrics>,
     pub workers: usize,
     pub ready_workers: AtomicUsize,
@@ -102,8 +104,13 @@ impl State {
 
     /// Puts `config` in force for new requests (requests in flight finish under the one they
     /// started with). Upstreams that stay keep what they learnt and their pooled connections.
-    /// On an error nothing changes. Only one caller at a time (the control plane's session).
+    /// On an error nothing changes. Concurrent callers take turns, so none loses what another
+    /// put in force.
     pub fn replace(&self, config: ProxyConfig) -> Result<(), TlsError> {
+        let _turn = match self.replacing.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
         let previous = self.live.load_full();
         let next = Live::build(
             config,
@@ -267,6 +274,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         version: AtomicU64::new(0),
         config_version: AtomicU64::new(0),
         ports: ports.clone(),
+        replacing: Mutex::new(()),
         metrics: metrics.clone(),
         workers,
         ready_workers: AtomicUsize::new(0),
