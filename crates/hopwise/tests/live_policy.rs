@@ -229,7 +229,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     };
     let (a_admin, a_port, server) = (ports.admin, ports.b, free());
     let v1_calls = "b: { timeout: 10s, retries: { count: 0 } }";
-    let v2_calls = "b: { timeout: 300ms, retries: { count: 2, on: [5xx] } }, c: { timeout: 3s }";
+    let v2_calls = "b: { timeout: 1s, retries: { count: 2, on: [5xx] } }, c: { timeout: 3s }";
     let v1 = mesh(ports, v1_calls, "");
     std::fs::write(d.join("mesh.yaml"), &v1).unwrap();
     let _cp = spawn(
@@ -303,7 +303,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     assert!(text.contains("x-hopwise-error: no-route"), "{text}");
     let traffic = Traffic::start(a_port);
 
-    // Version 2, by `hopwise control apply`: a timeout of 300 ms, two retries on 5xx, a calls c
+    // Version 2, by `hopwise control apply`: a timeout of 1 s, two retries on 5xx, a calls c
     // too, and only c may call b's /private.
     let v2 = mesh(ports, v2_calls, "allow_paths: { /private: [c] }");
     std::fs::write(d.join("v2.yaml"), &v2).unwrap();
@@ -314,7 +314,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     for p in &proxies {
         assert!(p.last_ack_accepted, "{p:?}");
     }
-    // The hanging backend now times out at 300 ms, said so by a.
+    // The hanging backend now times out at 1 s, said so by a.
     let (code, text) = get(a_port, "/hang");
     assert_eq!(code, 504, "{text}");
     assert!(text.contains("x-hopwise-error: route-timeout"), "{text}");
@@ -334,7 +334,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     assert_eq!(config["config_version"], 2, "{config}");
     assert_eq!(
         config["clusters"]["b"]["routes"][0]["policy"]["timeout"],
-        "300ms"
+        "1s"
     );
 
     // Version 3 moves a's admin port: a cannot apply that without a restart. It says so, and
@@ -372,7 +372,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
         "{shown}"
     );
     assert!(shown.contains("the admin listener changed"), "{shown}");
-    // a still runs version 2: 300 ms timeout, retries, and b now lets a call /private again
+    // a still runs version 2: 1 s timeout, retries, and b now lets a call /private again
     // (b took version 3, which has no path rule).
     let (code, text) = get(a_port, "/hang");
     assert_eq!(
@@ -386,11 +386,11 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     assert_eq!(admin_config(a_admin)["config_version"], 2);
 
     // Version 4: the file the control plane was started with is edited on disk (a's admin port
-    // as at start; a timeout of 400 ms and no retries; a no longer calls c; /private closed to
+    // as at start; a timeout of 5 s and no retries; a no longer calls c; /private closed to
     // a again).
     let v4 = mesh(
         ports,
-        &v1_calls.replace("10s", "400ms"),
+        &v1_calls.replace("10s", "5s"),
         "allow_paths: { /private: [c] }",
     );
     let version = status(&rt, server).version;
@@ -408,7 +408,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     assert_eq!(config["config_version"], 4, "{config}");
     assert_eq!(
         config["clusters"]["b"]["routes"][0]["policy"]["timeout"],
-        "400ms"
+        "5s"
     );
 
     // An edit `hopwise check` refuses (a gives c 1 s, c gives b 2 s) is refused like `apply`:
