@@ -13,14 +13,14 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proc, free};
+use common::{Proc, backend, free, get, spawn_logged as spawn};
 use hopwise_proxy::tls::{CertFiles, CertStore};
 
 const MESH: &str = "mesh: { name: rot, trust_domain: rot.local }
@@ -32,40 +32,6 @@ const OLD_ROOT: &str = "hopwise CA (rot)";
 const NEW_ROOT: &str = "hopwise CA (rot) #2";
 /// Long enough never to fire on a slow machine; the point is that it happens at all.
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// An app that answers every request with `name`.
-fn backend(name: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = conn.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    let body = name.as_bytes();
-                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
-                    if conn
-                        .write_all(head.as_bytes())
-                        .and_then(|_| conn.write_all(body))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
-/// Starts `hopwise ARGS` (its log in `log`) and waits for the first line of its output.
-fn spawn(args: &[&str], log: &Path) -> Proc {
-    common::spawn_with(args, std::fs::File::create(log).unwrap().into())
-}
 
 /// A copy of b: its proxy (inbound, admin, cache) in front of an app answering `name`.
 struct CopyOfB {
@@ -110,17 +76,6 @@ fn copy_of_b(dir: &Path, server: SocketAddr, copy: usize, name: &'static str) ->
         admin,
         cache,
     }
-}
-
-fn get(port: SocketAddr) -> String {
-    let Ok(mut s) = TcpStream::connect(port) else {
-        return "no connection".to_owned();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(b"GET / HTTP/1.1\r\nhost: b\r\nconnection: close\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
 }
 
 /// Requests sent through a → b without a pause, from a few threads, while the test runs.

@@ -16,87 +16,17 @@
 #![cfg(feature = "etcd")]
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// A backend that answers every request with `name`.
-fn backend(name: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let _ = conn.set_nodelay(true);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = conn.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    let body = name.as_bytes();
-                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
-                    if conn
-                        .write_all(head.as_bytes())
-                        .and_then(|_| conn.write_all(body))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
-struct Proc(Child);
-
-impl Proc {
-    /// SIGKILL: no goodbye.
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Starts `hopwise ARGS` and waits for the first line of its output.
-fn spawn(args: &[&str], log: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(
-        !line.is_empty(),
-        "hopwise {args:?} printed nothing; its log:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
-    Proc(child)
-}
+use common::{Proc, backend, free, get, http_get, spawn_logged as spawn, until_all};
 
 /// The `etcd` binary, or a failure that says how to get it.
 fn etcd_binary() -> PathBuf {
@@ -186,42 +116,6 @@ impl Etcd {
     fn url(&self) -> String {
         format!("etcd://{}/hopwise-test", self.client)
     }
-}
-
-fn http_get(addr: SocketAddr, path: &str, host: &str) -> String {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return "no connection".to_owned();
-    };
-    let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(
-        format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").as_bytes(),
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
-fn get(port: SocketAddr) -> String {
-    http_get(port, "/", "b")
-}
-
-fn body(resp: &str) -> &str {
-    resp.split("\r\n\r\n").nth(1).unwrap_or("")
-}
-
-/// Sends requests until every one of `want` has answered, or `limit` passes.
-fn until_all(port: SocketAddr, want: &[&str], limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    let mut seen: Vec<String> = Vec::new();
-    while Instant::now() < deadline {
-        seen.push(body(&get(port)).to_owned());
-        if want.iter().all(|w| seen.iter().any(|s| s == w)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
 }
 
 /// Runs `hopwise ARGS` to the end (a command that hangs fails the test after 30 s).

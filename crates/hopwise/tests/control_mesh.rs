@@ -7,42 +7,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Proc, free, metric, spawn};
-
-/// A backend that answers every request with `name`.
-fn backend(name: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = conn.read(&mut buf) {
-                    if n == 0 {
-                        return;
-                    }
-                    let body = name.as_bytes();
-                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
-                    if conn
-                        .write_all(head.as_bytes())
-                        .and_then(|_| conn.write_all(body))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
+use common::{Proc, backend, body, free, get, metric, spawn, until_all};
 
 fn control(dir: &Path, listen: SocketAddr) -> Proc {
     spawn(&[
@@ -77,36 +47,6 @@ fn copy_of_b(dir: &Path, server: SocketAddr, copy: usize, app: SocketAddr) -> Pr
         "--lease-ttl",
         "2s",
     ])
-}
-
-fn get(port: SocketAddr) -> String {
-    let Ok(mut s) = TcpStream::connect(port) else {
-        return "no connection".to_owned();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(b"GET / HTTP/1.1\r\nhost: b\r\nconnection: close\r\n\r\n");
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
-}
-
-fn body(resp: &str) -> &str {
-    resp.split("\r\n\r\n").nth(1).unwrap_or("")
-}
-
-/// Sends requests until every one of `want` has answered, or `limit` passes.
-fn until_all(port: SocketAddr, want: &[&str], limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    let mut seen: Vec<String> = Vec::new();
-    while Instant::now() < deadline {
-        let r = get(port);
-        seen.push(body(&r).to_owned());
-        if want.iter().all(|w| seen.iter().any(|s| s == w)) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
 }
 
 #[test]

@@ -18,10 +18,17 @@ pub fn free() -> SocketAddr {
 /// A child process, killed when dropped (a failing test leaves nothing behind).
 pub struct Proc(pub Child);
 
-impl Drop for Proc {
-    fn drop(&mut self) {
+impl Proc {
+    /// SIGKILL: no goodbye.
+    pub fn kill(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
 
@@ -44,6 +51,96 @@ pub fn spawn_with(args: &[&str], stderr: Stdio) -> Proc {
         .unwrap();
     assert!(!line.is_empty(), "hopwise {args:?} printed nothing");
     Proc(child)
+}
+
+/// [`spawn`], with its log (stderr) written to the file `log`, shown if it prints nothing.
+pub fn spawn_logged(args: &[&str], log: &std::path::Path) -> Proc {
+    let file = std::fs::File::create(log).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(
+        !line.is_empty(),
+        "hopwise {args:?} printed nothing; its log:\n{}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    Proc(child)
+}
+
+/// An app that answers every request with `name` (HTTP/1.1, keep-alive).
+pub fn backend(name: &'static str) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let _ = conn.set_nodelay(true);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    let body = name.as_bytes();
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+                    if conn
+                        .write_all(head.as_bytes())
+                        .and_then(|_| conn.write_all(body))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// One GET on its own connection; the whole response as text ("no connection" when refused).
+pub fn http_get(addr: SocketAddr, path: &str, host: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return "no connection".to_owned();
+    };
+    let _ = s.set_nodelay(true);
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let _ = s.write_all(
+        format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n").as_bytes(),
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// `GET /` to service b through a caller's port for it.
+pub fn get(port: SocketAddr) -> String {
+    http_get(port, "/", "b")
+}
+
+/// The body of a response read by [`http_get`].
+pub fn body(resp: &str) -> &str {
+    resp.split("\r\n\r\n").nth(1).unwrap_or("")
+}
+
+/// Sends requests until every one of `want` has answered, or `limit` passes.
+pub fn until_all(port: SocketAddr, want: &[&str], limit: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    let mut seen: Vec<String> = Vec::new();
+    while std::time::Instant::now() < deadline {
+        seen.push(body(&get(port)).to_owned());
+        if want.iter().all(|w| seen.iter().any(|s| s == w)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
 }
 
 /// The sum of the samples in a proxy's `/metrics` (on `admin`) whose line starts with
