@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use hopwise_control::pb;
 
 mod common;
-use common::{Proc, free, metric};
+use common::{free, metric, spawn_logged as spawn};
 
 /// b's app: `/hang` never answers, `/fail` answers 503, anything else 200 `ok`.
 fn backend() -> SocketAddr {
@@ -68,11 +68,6 @@ fn backend() -> SocketAddr {
         }
     });
     addr
-}
-
-/// Starts `hopwise ARGS` (its log in `log`) and waits for the first line of its output.
-fn spawn(args: &[&str], log: &Path) -> Proc {
-    common::spawn_with(args, std::fs::File::create(log).unwrap().into())
 }
 
 /// One request through a's local port for b: (status, the whole answer).

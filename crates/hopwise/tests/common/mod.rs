@@ -39,6 +39,15 @@ pub fn spawn(args: &[&str]) -> Proc {
 
 /// [`spawn`], with its log (stderr) sent to `stderr`.
 pub fn spawn_with(args: &[&str], stderr: Stdio) -> Proc {
+    start(args, stderr, None)
+}
+
+/// [`spawn`], with its log (stderr) written to the file `log`, shown if it prints nothing.
+pub fn spawn_logged(args: &[&str], log: &std::path::Path) -> Proc {
+    start(args, std::fs::File::create(log).unwrap().into(), Some(log))
+}
+
+fn start(args: &[&str], stderr: Stdio, log: Option<&std::path::Path>) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(args)
         .stdout(Stdio::piped())
@@ -49,27 +58,11 @@ pub fn spawn_with(args: &[&str], stderr: Stdio) -> Proc {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(!line.is_empty(), "hopwise {args:?} printed nothing");
-    Proc(child)
-}
-
-/// [`spawn`], with its log (stderr) written to the file `log`, shown if it prints nothing.
-pub fn spawn_logged(args: &[&str], log: &std::path::Path) -> Proc {
-    let file = std::fs::File::create(log).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(file)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
     assert!(
         !line.is_empty(),
         "hopwise {args:?} printed nothing; its log:\n{}",
-        std::fs::read_to_string(log).unwrap_or_default()
+        log.and_then(|l| std::fs::read_to_string(l).ok())
+            .unwrap_or_default()
     );
     Proc(child)
 }
