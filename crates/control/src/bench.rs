@@ -6,7 +6,10 @@
 //! Then it measures, over several rounds, how long a configuration change (`Apply`) and a
 //! registry change (a new copy of a service every other service calls turns healthy) take to
 //! reach every subscriber: from the call to each subscriber's receipt of the snapshot that
-//! carries it (p50, p99, max — the max being the last subscriber).
+//! carries it (p50, p99, max — the max being the last subscriber). Last, the sustainable rate
+//! of health changes: the copies of `svc-001` (called by `svc-000` only) turn unhealthy and
+//! healthy again, `--rounds` times, as fast as the calls go; the time runs until every caller
+//! has the final state, and the control plane's CPU time is divided by the changes.
 //!
 //! The control plane is, by default, a child process — the real `hopwise control` (this same
 //! executable) — so its memory is its own: VmRSS and VmHWM from `/proc/<pid>/status`. With
@@ -38,6 +41,10 @@ use crate::store::{Store, TOKENS_DIR};
 
 /// The service every other one calls.
 const SHARED: &str = "shared";
+/// The service whose copies flip health (`svc-001`: only `svc-000` calls it).
+const PROBE: usize = 1;
+/// Clock ticks per second of `/proc/<pid>/stat` (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
 /// Leases long enough that no renewal is needed while the benchmark runs.
 const TTL_MS: u64 = 600_000;
 /// How long any phase may take before the benchmark gives up.
@@ -167,6 +174,26 @@ pub struct Spread {
     pub last_receipt_ms: Vec<f64>,
 }
 
+/// Health flips of one service's copies, as fast as they go: how many the plane sustains.
+#[derive(Debug, Clone, Serialize)]
+pub struct Flips {
+    /// What was changed, and whom it concerns.
+    pub change: String,
+    /// SetHealth calls, each one changing an endpoint set.
+    pub changes: usize,
+    /// Subscribers whose snapshot holds the copies (they must see the final state).
+    pub callers: usize,
+    /// From the first call until every caller had the final state of the last pass.
+    pub seconds: f64,
+    pub per_second: f64,
+    /// The control plane's CPU time (user + system) per change.
+    pub cpu_ms_per_change: f64,
+    /// Snapshots the callers received meanwhile (intermediate states coalesce).
+    pub snapshots_to_callers: usize,
+    /// Snapshots every other subscriber received meanwhile (their content never changed).
+    pub snapshots_to_others: usize,
+}
+
 /// The control plane's memory, in KiB.
 #[derive(Debug, Clone, Serialize)]
 pub struct Memory {
@@ -215,6 +242,8 @@ pub struct Report {
     pub memory: Memory,
     pub config_change: Spread,
     pub registry_change: Spread,
+    /// `None` when `svc-001` holds no copy (one service, or fewer copies than proxies).
+    pub health_flips: Option<Flips>,
     pub notes: Vec<String>,
 }
 
@@ -324,6 +353,18 @@ impl Server {
 
     fn hwm(&self) -> u64 {
         status_kib(&self.status_file(), "VmHWM:")
+    }
+
+    /// CPU time used so far (user + system, every thread), in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        let path = self.status_file().replace("/status", "/stat");
+        let stat = std::fs::read_to_string(path).unwrap_or_default();
+        // After the command's name in parentheses: state is field 3, utime 14, stime 15.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        let field = |i: usize| -> u64 { fields.get(i).and_then(|f| f.parse().ok()).unwrap_or(0) };
+        field(11) + field(12)
     }
 
     fn stop(self) {
@@ -508,6 +549,8 @@ struct Seen {
     config_version: u64,
     /// Endpoints of `shared` in the snapshot.
     shared: usize,
+    /// Endpoints of the flipping service (`svc-001`) in the snapshot.
+    probe: usize,
     bytes: usize,
 }
 
@@ -540,17 +583,22 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                 }
             };
             let at = Instant::now();
-            let shared = snapshot
-                .upstreams
-                .iter()
-                .find(|u| u.service == SHARED)
-                .map_or(0, |u| u.endpoints.len());
+            let endpoints = |service: &str| {
+                snapshot
+                    .upstreams
+                    .iter()
+                    .find(|u| u.service == service)
+                    .map_or(0, |u| u.endpoints.len())
+            };
+            let shared = endpoints(SHARED);
+            let probe = endpoints(&service_name(PROBE));
             if seen
                 .send(Ok(Seen {
                     proxy: idx,
                     at,
                     config_version: snapshot.config_version,
                     shared,
+                    probe,
                     bytes: snapshot.encoded_len(),
                 }))
                 .is_err()
@@ -574,6 +622,13 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
     });
 }
 
+/// Snapshots received while waiting: by the subscribers waited for, and by the others.
+#[derive(Debug, Clone, Copy, Default)]
+struct Received {
+    wanted: usize,
+    others: usize,
+}
+
 /// Waits until every one of `proxies` subscribers has seen a snapshot for which `reached`
 /// holds; returns each one's time from `t0`.
 async fn until_all(
@@ -583,7 +638,23 @@ async fn until_all(
     what: &str,
     reached: impl Fn(&Seen) -> bool,
 ) -> Result<(Vec<Duration>, Vec<Seen>), BenchError> {
-    let mut first: Vec<Option<Seen>> = vec![None; proxies];
+    let wanted = vec![true; proxies];
+    let (times, firsts, _) = until_these(seen, &wanted, t0, what, reached).await?;
+    Ok((times, firsts))
+}
+
+/// Waits until every subscriber `i` with `wanted[i]` has seen a snapshot for which `reached`
+/// holds; returns each one's time from `t0`, and what every subscriber received meanwhile.
+async fn until_these(
+    seen: &mut mpsc::UnboundedReceiver<Result<Seen, String>>,
+    wanted: &[bool],
+    t0: Instant,
+    what: &str,
+    reached: impl Fn(&Seen) -> bool,
+) -> Result<(Vec<Duration>, Vec<Seen>, Received), BenchError> {
+    let proxies = wanted.iter().filter(|w| **w).count();
+    let mut first: Vec<Option<Seen>> = vec![None; wanted.len()];
+    let mut received = Received::default();
     let mut missing = proxies;
     let deadline = tokio::time::Instant::now() + PHASE_LIMIT;
     while missing > 0 {
@@ -607,6 +678,11 @@ async fn until_all(
                 )));
             }
         };
+        if !wanted.get(s.proxy).copied().unwrap_or(false) {
+            received.others += 1;
+            continue;
+        }
+        received.wanted += 1;
         if let Some(slot) = first.get_mut(s.proxy)
             && slot.is_none()
             && reached(&s)
@@ -620,7 +696,7 @@ async fn until_all(
         .iter()
         .map(|s| s.at.saturating_duration_since(t0))
         .collect();
-    Ok((times, firsts))
+    Ok((times, firsts, received))
 }
 
 /// Drops what subscribers reported so far (before a measured change).
@@ -776,7 +852,7 @@ fn drive(
         let set_health = Rate::of(args.copies, wall, args.concurrency, &lat);
 
         // --- Renew: what keeping 10,000 leases alive costs, once round ---------------------------
-        let (_, lat, wall) = batch(leases, args.concurrency, |(sim, lease)| async move {
+        let (_, lat, wall) = batch(leases.clone(), args.concurrency, |(sim, lease)| async move {
             let mut c = sim.client.clone();
             c.renew(pb::LeaseRequest {
                 lease_id: lease,
@@ -857,6 +933,87 @@ fn drive(
             config_last.push(times.iter().max().copied().unwrap_or_default());
             config_times.extend(times);
         }
+
+        // --- health flips: the copies of `svc-001` down and up again, `rounds` times -------------
+        let probe = service_name(PROBE);
+        let copies: Vec<(Sim, u64)> =
+            leases.into_iter().filter(|(s, _)| s.service == probe).collect();
+        // Without copies of `svc-001` (one service, or fewer copies than proxies) nothing flips.
+        let health_flips = if !copies.is_empty() {
+            let callers: Vec<bool> = (0..args.proxies).map(|i| i % args.services == 0).collect();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            drain(&mut seen)?;
+            let mut received = Received::default();
+            let cpu0 = server.cpu_ticks();
+            let t0 = Instant::now();
+            for pass in 0..2 * args.rounds {
+                let healthy = pass % 2 == 1;
+                batch(copies.clone(), args.concurrency, move |(sim, lease)| async move {
+                    let mut c = sim.client.clone();
+                    c.set_health(pb::SetHealthRequest {
+                        lease_id: lease,
+                        healthy,
+                        token: sim.token.clone(),
+                    })
+                    .await
+                    .map_err(call("SetHealth"))?;
+                    Ok(())
+                })
+                .await?;
+                let want = if healthy { copies.len() } else { 0 };
+                let (_, _, r) = until_these(&mut seen, &callers, t0, "the flipped copies", |s| {
+                    s.probe == want
+                })
+                .await?;
+                received.wanted += r.wanted;
+                received.others += r.others;
+            }
+            let wall = t0.elapsed().as_secs_f64();
+            let cpu = server.cpu_ticks().saturating_sub(cpu0) as f64 / USER_HZ;
+            // Whatever else arrived by now (nothing should: no other snapshot changed).
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            while let Ok(s) = seen.try_recv() {
+                match s {
+                    Ok(s) if callers.get(s.proxy).copied().unwrap_or(false) => received.wanted += 1,
+                    Ok(_) => received.others += 1,
+                    Err(e) => {
+                        return Err(BenchError::Call {
+                            what: "a snapshot stream",
+                            message: e,
+                        });
+                    }
+                }
+            }
+            let changes = 2 * args.rounds * copies.len();
+            Some(Flips {
+                change: format!(
+                    "SetHealth of the {} copies of `{probe}` (only `{}` calls it): down, then up, \
+                     {} times, {} in flight; until every caller has the final state",
+                    copies.len(),
+                    service_name(0),
+                    args.rounds,
+                    args.concurrency.min(copies.len().max(1)),
+                ),
+                changes,
+                callers: callers.iter().filter(|c| **c).count(),
+                seconds: round3(wall),
+                per_second: if wall > 0.0 {
+                    (changes as f64 / wall).round()
+                } else {
+                    0.0
+                },
+                cpu_ms_per_change: if changes > 0 {
+                    round3(cpu * 1e3 / changes as f64)
+                } else {
+                    0.0
+                },
+                snapshots_to_callers: received.wanted,
+                snapshots_to_others: received.others,
+            })
+        } else {
+            None
+        };
+
         let rss_end = server.rss();
         let ms = |ds: &[Duration]| -> Vec<f64> {
             ds.iter().map(|d| round3(d.as_secs_f64() * 1e3)).collect()
@@ -864,7 +1021,8 @@ fn drive(
         let in_process = matches!(server, Server::InProcess { .. });
         if in_process {
             notes.push(
-                "memory is this process's: the control plane and the simulated proxies together"
+                "memory and CPU time are this process's: the control plane and the simulated \
+                 proxies together"
                     .into(),
             );
         }
@@ -924,6 +1082,7 @@ fn drive(
                 latency_ms: Percentiles::of(&registry_times),
                 last_receipt_ms: ms(&registry_last),
             },
+            health_flips,
             notes,
         })
     })
@@ -995,6 +1154,20 @@ pub fn render(r: &Report) -> String {
     ));
     out.push_str(&spread("configuration change", &r.config_change));
     out.push_str(&spread("registry change", &r.registry_change));
+    if let Some(f) = &r.health_flips {
+        out.push_str(&format!(
+            "health flips: {}\n  {} changes in {:.3} s: {} changes/s; control plane CPU {:.3} ms a change; \
+             snapshots: {} to the {} callers, {} to the others\n",
+            f.change,
+            f.changes,
+            f.seconds,
+            f.per_second,
+            f.cpu_ms_per_change,
+            f.snapshots_to_callers,
+            f.callers,
+            f.snapshots_to_others
+        ));
+    }
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }
@@ -1070,7 +1243,12 @@ mod tests {
         assert_eq!(r.registry_change.subscribers, 6);
         assert!(r.memory.hwm_kib > 0);
         assert!(r.snapshot_bytes[0] > 0);
+        let flips = r.health_flips.as_ref().unwrap();
+        // 12 copies over 6 proxies of 3 services: `svc-001` holds 4, flipped down and up twice.
+        assert_eq!(flips.changes, 16);
+        assert_eq!(flips.callers, 2);
         let text = render(&r);
         assert!(text.contains("registry change"), "{text}");
+        assert!(text.contains("health flips"), "{text}");
     }
 }
