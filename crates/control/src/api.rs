@@ -1,6 +1,8 @@
 //! The gRPC server (`proto/control.proto`) over a [`Plane`]: each call locks the plane, does its
-//! work with the real clock's `now`, and — when what proxies are sent changed — publishes the new
-//! version, which wakes every `Subscribe` stream. A stream sends a snapshot only when its
+//! work with the real clock's `now`, and — when what proxies are sent changed — publishes: it
+//! wakes the `Subscribe` streams the change concerns ([`Plane::take_wake`]: the callers of a
+//! service whose copies changed; everyone when the mesh file or the CA changed), through one
+//! `watch` channel per subscribed service. A woken stream sends a snapshot only when its
 //! content (everything but the version) differs from the last one it sent, so a proxy hears of
 //! the changes that concern it and of no others. A background task drops expired leases at the
 //! moment they expire, so a copy that stops renewing leaves the snapshots at once.
@@ -16,6 +18,7 @@
 //! calls, subscriptions and acknowledgements; `Apply`, `RotateCa` and `Status` are open to
 //! anyone who can connect (see docs/control.md).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -56,8 +59,9 @@ pub enum ServeError {
 
 struct Shared {
     plane: Mutex<Plane>,
-    /// The version proxies are sent; every Subscribe stream watches it.
-    changes: watch::Sender<u64>,
+    /// Per subscribed service, a counter of the changes that concerned it; the service's
+    /// Subscribe streams watch it.
+    wakes: Mutex<BTreeMap<String, watch::Sender<u64>>>,
     /// Wakes the expiry task when a lease is granted (it may expire before the one it waits for).
     kick: Notify,
     shutdown: watch::Receiver<bool>,
@@ -73,8 +77,30 @@ impl Shared {
         }
     }
 
-    fn publish(&self, version: u64) {
-        self.changes.send_replace(version);
+    /// Wakes the streams that the changes made since the last call concern. Call it after
+    /// every change, without holding the plane's lock.
+    fn publish(&self) {
+        let wake = self.plane().take_wake();
+        let wakes = self.wakes();
+        let woken = wakes.iter().filter(|(service, _)| wake.wakes(service));
+        for (_, sender) in woken {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn wakes(&self) -> MutexGuard<'_, BTreeMap<String, watch::Sender<u64>>> {
+        match self.wakes.lock() {
+            Ok(w) => w,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// A receiver that sees every change that concerns `service`'s streams from now on.
+    fn watch(&self, service: &str) -> watch::Receiver<u64> {
+        self.wakes()
+            .entry(service.to_owned())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
     }
 }
 
@@ -148,11 +174,10 @@ impl Running {
 pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let (changes, _) = watch::channel(plane.version());
     let etcd = plane.store().etcd().map(SharedEtcd::new);
     let shared = Arc::new(Shared {
         plane: Mutex::new(plane),
-        changes,
+        wakes: Mutex::new(BTreeMap::new()),
         kick: Notify::new(),
         shutdown: shutdown_rx.clone(),
         etcd,
@@ -207,7 +232,7 @@ async fn expire_leases(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
         };
         if let Some(v) = published {
             tracing::info!(version = v, "a lease expired");
-            shared.publish(v);
+            shared.publish();
         }
     }
 }
@@ -257,8 +282,8 @@ impl ControlService {
             let changed = op(&mut plane, Instant::now()).map_err(|e| api_status(&e))?;
             changed.then(|| plane.version())
         };
-        if let Some(v) = published {
-            self.shared.publish(v);
+        if published.is_some() {
+            self.shared.publish();
         }
         Ok(Response::new(pb::LeaseResponse {}))
     }
@@ -361,8 +386,8 @@ impl Control for ControlService {
             (lease, ttl, changed.then(|| plane.version()))
         };
         self.shared.kick.notify_one();
-        if let Some(v) = published {
-            self.shared.publish(v);
+        if published.is_some() {
+            self.shared.publish();
         }
         tracing::info!(lease = lease.0, addr = %r.inbound_addr, "registered a copy");
         Ok(Response::new(pb::RegisterResponse {
@@ -444,7 +469,7 @@ impl Control for ControlService {
             proxy: r.proxy,
         };
         let (tx, rx) = mpsc::channel(4);
-        let mut changes = self.shared.changes.subscribe();
+        let mut changes = self.shared.watch(&guard.service);
         let mut shutdown = self.shared.shutdown.clone();
         tokio::spawn(async move {
             let guard = guard;
@@ -515,7 +540,7 @@ impl Control for ControlService {
         .map_err(|e| api_status(&e))?;
         if response.applied && !response.unchanged {
             tracing::info!(version = response.version, "{}", response.message);
-            self.shared.publish(response.version);
+            self.shared.publish();
         } else if !response.applied {
             tracing::warn!("{}", response.message);
         }
@@ -550,7 +575,7 @@ impl Control for ControlService {
                 stage.name(),
                 response.message
             );
-            self.shared.publish(response.version);
+            self.shared.publish();
         } else if !response.done {
             tracing::warn!("rotate-ca {} refused: {}", stage.name(), response.message);
         }

@@ -6,7 +6,9 @@
 //! ([`crate::api`]) wraps it in a mutex.
 //!
 //! Versions: every change that can alter what a proxy is sent (a copy joins or leaves, the mesh
-//! file changes) increments the version. Its high 32 bits are the number of control-plane starts
+//! file changes) increments the version, and [`Plane::take_wake`] tells whose streams it
+//! concerns ([`wake`]): a copy's change, the callers of its service; the mesh file or the CA,
+//! everyone. Its high 32 bits are the number of control-plane starts
 //! on this state directory and its low 32 bits count changes since this start, so versions (and
 //! lease ids, numbered the same way) never repeat across restarts.
 //!
@@ -31,6 +33,9 @@ use crate::registry::{LeaseId, Registry, RegistryError};
 use crate::store::etcd::{Change, Effect};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store, StoreError};
 use crate::token::{self, RandomError};
+
+pub mod wake;
+pub use wake::Wake;
 
 /// A lease's TTL when the request gives none.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
@@ -74,7 +79,8 @@ fn put_copy(registry: &mut Registry, effect: Effect, far: Instant) {
 /// What a batch of changes seen on the shared store did to this replica.
 #[derive(Debug, Default)]
 pub struct Followed {
-    /// Something proxies may be sent changed: wake the streams.
+    /// Something proxies may be sent changed: wake the streams it concerns
+    /// ([`Plane::take_wake`]).
     pub publish: bool,
     /// Tokens changed: write the token files.
     pub tokens: bool,
@@ -343,6 +349,8 @@ pub struct Plane {
     mesh_text_in_force: String,
     /// The tokens last written to the token files (shared store: to notice new ones).
     tokens_seen: BTreeMap<String, Secret>,
+    /// The mesh file or the CA changed since [`Plane::take_wake`]: every stream is concerned.
+    wake_everyone: bool,
 }
 
 fn read(path: &Path) -> Result<String, StartError> {
@@ -570,6 +578,7 @@ impl Plane {
             issued: BTreeMap::new(),
             mesh_text_in_force: String::new(),
             tokens_seen: BTreeMap::new(),
+            wake_everyone: false,
         };
         plane.mesh_text_in_force = plane.mesh_text().to_owned();
         plane.tokens_seen = plane.store.state().tokens.clone();
@@ -595,6 +604,18 @@ impl Plane {
             Some(rev) if self.store.etcd().is_some() => self.changes = self.changes.max(rev),
             _ if self.store.etcd().is_some() => {}
             _ => self.changes += 1,
+        }
+    }
+
+    /// Whose snapshot streams the changes since the last call concern: every stream after a
+    /// change of the mesh file, the trust bundle or the CA generation; else the callers of the
+    /// services whose endpoint sets changed. The caller wakes those streams.
+    pub fn take_wake(&mut self) -> Wake {
+        let copies_of = self.registry.take_touched();
+        if std::mem::take(&mut self.wake_everyone) {
+            Wake::Everyone
+        } else {
+            Wake::Services(wake::concerned(&self.mesh, &copies_of))
         }
     }
 
@@ -837,27 +858,20 @@ impl Plane {
         if s.external.is_some() {
             return Err(ApiError::External(service.to_owned()));
         }
-        let mut upstreams: Vec<pb::Upstream> = Vec::new();
-        for call in &s.calls {
-            let internal = self
-                .mesh
-                .services
-                .get(&call.to)
-                .is_some_and(|c| c.external.is_none());
-            if !internal || upstreams.iter().any(|u| u.service == call.to) {
-                continue;
-            }
-            upstreams.push(pb::Upstream {
-                service: call.to.clone(),
-                identity: self.mesh.identity(&call.to),
+        // The only part that comes from the registry: what `wake::concerned` follows.
+        let upstreams: Vec<pb::Upstream> = wake::upstreams(&self.mesh, s)
+            .into_iter()
+            .map(|to| pb::Upstream {
+                service: to.to_owned(),
+                identity: self.mesh.identity(to),
                 endpoints: self
                     .registry
-                    .endpoints(&call.to, now)
+                    .endpoints(to, now)
                     .iter()
                     .map(SocketAddr::to_string)
                     .collect(),
-            });
-        }
+            })
+            .collect();
         let mut allowed_callers: Vec<String> = self
             .mesh
             .calls()
@@ -1224,6 +1238,7 @@ impl Plane {
         self.ca = Arc::new(ca);
         self.ca_generation = generation;
         self.bump(written);
+        self.wake_everyone = true;
         let mut message = what;
         if bundle_changed {
             self.bundle_version = self.version();
@@ -1351,6 +1366,7 @@ impl Plane {
         self.mesh_text_in_force = self.mesh_text().to_owned();
         self.tokens_seen = self.store.state().tokens.clone();
         self.bump(written);
+        self.wake_everyone = true;
         Ok(pb::ApplyResponse {
             applied: true,
             unchanged: false,
@@ -1481,6 +1497,7 @@ impl Plane {
                 Ok(mesh) => {
                     self.mesh = Arc::new(mesh);
                     self.mesh_text_in_force = m.text.clone();
+                    self.wake_everyone = true;
                     out.publish = true;
                 }
                 Err(d) => out.problems.push(format!(
@@ -1503,6 +1520,7 @@ impl Plane {
                     {
                         self.ca = Arc::new(ca);
                         self.ca_generation = state.ca_generation;
+                        self.wake_everyone = true;
                         out.publish = true;
                     }
                     if bundle != bundle_before {

@@ -1,10 +1,12 @@
 //! Which copies of each service exist: each registers with a lease it must renew, reports its
 //! app's health, and leaves the endpoint sets the moment its lease expires, it turns unhealthy,
-//! or it deregisters. Every change to an endpoint set bumps the version proxies are sent.
+//! or it deregisters. Every change to an endpoint set bumps the version proxies are sent, and
+//! names the service whose set changed ([`Registry::take_touched`]), so only the proxies that
+//! call it are woken.
 //!
 //! Pure: the caller passes `now`, so leases are tested on a synthetic clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -55,6 +57,8 @@ pub struct Registry {
     copies: BTreeMap<LeaseId, Copy>,
     next: u64,
     version: u64,
+    /// The services whose endpoint set changed since [`Registry::take_touched`].
+    touched: BTreeSet<String>,
 }
 
 impl Registry {
@@ -74,6 +78,19 @@ impl Registry {
     /// The version of the endpoint sets; it grows on every change.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// The endpoint set of `service` changed.
+    fn changed(&mut self, service: &str) {
+        self.version += 1;
+        if !self.touched.contains(service) {
+            self.touched.insert(service.to_owned());
+        }
+    }
+
+    /// The services whose endpoint set changed since the last call.
+    pub fn take_touched(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.touched)
     }
 
     /// Registers a copy. It serves traffic once it reports healthy (a new copy is unhealthy
@@ -99,7 +116,7 @@ impl Registry {
             if let Some(old) = self.copies.remove(&id)
                 && old.healthy
             {
-                self.version += 1;
+                self.changed(&old.service);
             }
         }
         self.next += 1;
@@ -129,12 +146,14 @@ impl Registry {
         ttl: Duration,
         expires: Instant,
     ) -> bool {
-        let changed = match self.copies.get(&id) {
-            None => healthy,
-            Some(old) => {
+        let (changed, old_service) = match self.copies.get(&id) {
+            None => (healthy, None),
+            Some(old) => (
                 (old.healthy || healthy)
-                    && (old.healthy != healthy || old.service != service || old.inbound != inbound)
-            }
+                    && (old.healthy != healthy || old.service != service || old.inbound != inbound),
+                // A copy that moves to another service leaves the old one's set.
+                (old.healthy && old.service != service).then(|| old.service.clone()),
+            ),
         };
         self.copies.insert(
             id,
@@ -149,7 +168,10 @@ impl Registry {
             },
         );
         if changed {
-            self.version += 1;
+            self.changed(service);
+            if let Some(old) = old_service {
+                self.touched.insert(old);
+            }
         }
         changed
     }
@@ -189,8 +211,8 @@ impl Registry {
             .ok_or(RegistryError::UnknownLease(id))?;
         if copy.healthy != healthy {
             copy.healthy = healthy;
-            self.version += 1;
             let entry = (copy.service.clone(), copy.inbound);
+            self.changed(&entry.0);
             if healthy {
                 changes.added.push(entry);
             } else {
@@ -206,7 +228,7 @@ impl Registry {
         if let Some(c) = self.copies.remove(&id)
             && c.healthy
         {
-            self.version += 1;
+            self.changed(&c.service);
             changes.removed.push((c.service, c.inbound));
         }
         changes
@@ -362,6 +384,39 @@ mod tests {
         );
         assert!(!r.deregister(LeaseId(9)).is_empty());
         assert!(r.endpoints("b", t0).is_empty());
+    }
+
+    #[test]
+    fn each_change_names_the_service_whose_endpoints_changed() {
+        let t0 = Instant::now();
+        let far = t0 + Duration::from_secs(3600);
+        let mut r = Registry::new();
+        let a = r.register("pricing", addr(1), TTL, t0).unwrap();
+        let b = r.register("stock", addr(2), TTL, t0).unwrap();
+        assert!(
+            r.take_touched().is_empty(),
+            "unhealthy copies are in no endpoint set"
+        );
+        r.set_health(a, true, t0).unwrap();
+        r.renew(b, t0).unwrap();
+        assert_eq!(r.take_touched(), BTreeSet::from(["pricing".to_owned()]));
+        assert!(r.take_touched().is_empty(), "taken");
+        r.set_health(b, true, t0).unwrap();
+        r.deregister(a);
+        assert_eq!(
+            r.take_touched(),
+            BTreeSet::from(["pricing".to_owned(), "stock".to_owned()])
+        );
+        // A shared store's copy that moves to another service leaves the old one's set too.
+        r.put(LeaseId(99), "stock", addr(9), true, TTL, far);
+        r.take_touched();
+        r.put(LeaseId(99), "pricing", addr(9), true, TTL, far);
+        assert_eq!(
+            r.take_touched(),
+            BTreeSet::from(["pricing".to_owned(), "stock".to_owned()])
+        );
+        r.expire(t0 + TTL);
+        assert_eq!(r.take_touched(), BTreeSet::from(["stock".to_owned()]));
     }
 
     #[test]

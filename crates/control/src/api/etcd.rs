@@ -153,7 +153,7 @@ impl SharedEtcd {
 
 /// Acts on what the watch brought: token files, the bundle file, the log, the streams.
 fn react(shared: &Shared, etcd: &SharedEtcd, followed: Followed, rev: i64) {
-    let version = {
+    {
         let plane = shared.plane();
         if followed.tokens
             && let Err(e) = plane.store().write_tokens()
@@ -165,13 +165,12 @@ fn react(shared: &Shared, etcd: &SharedEtcd, followed: Followed, rev: i64) {
         {
             tracing::warn!("a new trust bundle, but the file was not written: {e}");
         }
-        plane.version()
-    };
+    }
     for p in &followed.problems {
         tracing::warn!("{p}");
     }
     if followed.publish {
-        shared.publish(version);
+        shared.publish();
     }
     etcd.applied.send_if_modified(|r| {
         let newer = rev > *r;

@@ -499,3 +499,35 @@ fn an_unknown_stage_is_named() {
         Err(ApiError::BadStage("rollback".into()))
     );
 }
+
+#[test]
+fn every_stage_of_a_rotation_wakes_every_stream() {
+    let mut f = fixture();
+    let t0 = Instant::now();
+    let token = f.plane.token("pricing").unwrap().to_owned();
+    let (lease, _, _) = f.plane.register(&token, "127.0.0.1:7001", 0, t0).unwrap();
+    f.plane.set_health(&token, lease.0, true, t0).unwrap();
+    let only_checkout = Wake::Services(["checkout".to_owned()].into());
+    assert_eq!(f.plane.take_wake(), only_checkout);
+    // A refused stage changes nothing and wakes nobody.
+    let r = f
+        .plane
+        .rotate_ca(RotateStage::Retire, false, f.now)
+        .unwrap();
+    assert!(!r.done, "{r:?}");
+    assert_eq!(f.plane.take_wake(), Wake::Services(Default::default()));
+    // The bundle (add, retire) or the CA generation (reissue) changes in every snapshot.
+    for stage in [RotateStage::Add, RotateStage::Reissue, RotateStage::Retire] {
+        let before = f.plane.snapshot("pricing", t0).unwrap();
+        let r = f.plane.rotate_ca(stage, true, f.now).unwrap();
+        assert!(r.done && !r.unchanged, "{r:?}");
+        assert_eq!(f.plane.take_wake(), Wake::Everyone, "{}", stage.name());
+        let after = f.plane.snapshot("pricing", t0).unwrap();
+        assert!(
+            before.trust_bundle_pem != after.trust_bundle_pem
+                || before.ca_generation != after.ca_generation,
+            "{}",
+            stage.name()
+        );
+    }
+}

@@ -60,6 +60,14 @@ fn csr(sans: Vec<SanType>) -> String {
     params.serialize_request(&key).unwrap().pem().unwrap()
 }
 
+/// SHOP with a new service, `stock`, that pricing calls.
+fn grown() -> String {
+    SHOP.replace(
+        "  pricing: {}\n",
+        "  pricing: { calls: { stock: { timeout: 200ms } } }\n  stock: {}\n",
+    )
+}
+
 fn addr(port: u16) -> String {
     format!("127.0.0.1:{port}")
 }
@@ -379,10 +387,7 @@ fn apply_changes_the_version_and_makes_tokens_for_new_services() {
     let dir = tempfile::tempdir().unwrap();
     let mut plane = started(dir.path());
     let v = plane.version();
-    let grown = SHOP.replace(
-        "  pricing: {}\n",
-        "  pricing: { calls: { stock: { timeout: 200ms } } }\n  stock: {}\n",
-    );
+    let grown = grown();
     let r = plane
         .commit(prepare(&grown, "grown.yaml"), SystemTime::now())
         .unwrap();
@@ -570,4 +575,95 @@ fn a_copy_shared_through_etcd_brings_its_admin_address() {
         admin_addr("pricing"),
         Err(ApiError::BadAddress(_))
     ));
+}
+
+/// Every running service's snapshot, but for the version.
+fn contents(plane: &Plane, now: Instant) -> BTreeMap<String, pb::Snapshot> {
+    ["frontend", "checkout", "pricing"]
+        .into_iter()
+        .map(|s| {
+            let mut snapshot = plane.snapshot(s, now).unwrap();
+            snapshot.version = 0;
+            (s.to_owned(), snapshot)
+        })
+        .collect()
+}
+
+/// Takes the wake after a change and checks it against the snapshots: a stream that is not
+/// woken has the same content as before (so it had nothing to send).
+fn wake_after(plane: &mut Plane, before: &BTreeMap<String, pb::Snapshot>, now: Instant) -> Wake {
+    let wake = plane.take_wake();
+    for (service, after) in contents(plane, now) {
+        if !wake.wakes(&service) {
+            assert_eq!(before[&service], after, "{service} was not woken: {wake:?}");
+        }
+    }
+    wake
+}
+
+fn services(names: &[&str]) -> Wake {
+    Wake::Services(names.iter().map(|n| (*n).to_owned()).collect())
+}
+
+#[test]
+fn a_change_wakes_only_the_streams_whose_snapshot_it_may_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plane = started(dir.path());
+    let t0 = Instant::now();
+    let pricing = plane.token("pricing").unwrap().to_owned();
+    let checkout = plane.token("checkout").unwrap().to_owned();
+    assert_eq!(
+        plane.take_wake(),
+        services(&[]),
+        "nothing changed since the start"
+    );
+
+    // New copies are unhealthy: no endpoint set changed, nobody is woken.
+    let mut seen = contents(&plane, t0);
+    let (p, _, _) = plane.register(&pricing, &addr(7001), 0, t0).unwrap();
+    let (c, _, _) = plane.register(&checkout, &addr(7002), 1000, t0).unwrap();
+    assert_eq!(wake_after(&mut plane, &seen, t0), services(&[]));
+
+    // pricing's copy turns healthy: checkout, which calls it, is woken; frontend and pricing's
+    // own subscribers are not (nothing of pricing's copies is in their snapshots).
+    plane.set_health(&pricing, p.0, true, t0).unwrap();
+    assert_eq!(wake_after(&mut plane, &seen, t0), services(&["checkout"]));
+    seen = contents(&plane, t0);
+
+    // checkout's copy: frontend only. Renewing changes nothing.
+    plane.set_health(&checkout, c.0, true, t0).unwrap();
+    assert_eq!(wake_after(&mut plane, &seen, t0), services(&["frontend"]));
+    seen = contents(&plane, t0);
+    plane.renew(&pricing, p.0, t0).unwrap();
+    assert_eq!(wake_after(&mut plane, &seen, t0), services(&[]));
+
+    // Changes made before one publish are woken together; a lease that expires counts.
+    plane.deregister(&pricing, p.0).unwrap();
+    let later = t0 + Duration::from_secs(2);
+    assert!(plane.expire(later), "checkout's 1 s lease expired");
+    assert_eq!(
+        wake_after(&mut plane, &seen, later),
+        services(&["checkout", "frontend"])
+    );
+    seen = contents(&plane, later);
+
+    // An apply changes every snapshot's mesh file: everyone.
+    let grown = grown();
+    let r = plane
+        .commit(prepare(&grown, "grown.yaml"), SystemTime::now())
+        .unwrap();
+    assert!(r.applied, "{r:?}");
+    assert_eq!(wake_after(&mut plane, &seen, later), Wake::Everyone);
+    assert_eq!(plane.take_wake(), services(&[]), "taken");
+    // The same file again changes nothing.
+    plane
+        .commit(prepare(&grown, "again.yaml"), SystemTime::now())
+        .unwrap();
+    assert_eq!(plane.take_wake(), services(&[]));
+
+    // The new service's copies concern pricing, which calls it now.
+    let stock = plane.token("stock").unwrap().to_owned();
+    let (s, _, _) = plane.register(&stock, &addr(7003), 0, later).unwrap();
+    plane.set_health(&stock, s.0, true, later).unwrap();
+    assert_eq!(plane.take_wake(), services(&["pricing"]));
 }
