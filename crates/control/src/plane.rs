@@ -6,11 +6,11 @@
 //! ([`crate::api`]) wraps it in a mutex.
 //!
 //! Versions: every change that can alter what a proxy is sent (a copy joins or leaves, the mesh
-//! file changes) increments the version, and [`Plane::take_wake`] tells whose streams it
-//! concerns ([`wake`]): a copy's change, the callers of its service; the mesh file or the CA,
-//! everyone. Its high 32 bits are the number of control-plane starts
+//! file changes) increments the version. Its high 32 bits are the number of control-plane starts
 //! on this state directory and its low 32 bits count changes since this start, so versions (and
-//! lease ids, numbered the same way) never repeat across restarts.
+//! lease ids, numbered the same way) never repeat across restarts. [`Plane::take_wake`] tells
+//! whose streams the changes concern ([`wake`]): a copy's change, the callers of its service;
+//! the mesh file or the CA, everyone.
 //!
 //! CA rotation ([`Plane::rotate_ca`]) runs in three stages, each refused until it is safe:
 //! `add` (a new root joins the trust bundle after the old one), `reissue` (once every proxy has
