@@ -83,9 +83,18 @@ fn outcome_of(resp: &Response<Body>) -> Outcome {
     }
 }
 
+/// Envoy's gateway failures: 502–504 and no answer at all. A gRPC answer counts by its status
+/// mapped to HTTP as Envoy maps it (UNAVAILABLE → 503, DEADLINE_EXCEEDED → 504): otherwise a
+/// copy that fails every call inside an HTTP 200 would never be ejected.
 fn is_gateway_failure(o: Outcome) -> bool {
     match o {
-        Outcome::Response { status, .. } => matches!(status, 502..=504),
+        Outcome::Response { status, grpc } => {
+            matches!(status, 502..=504)
+                || matches!(
+                    grpc,
+                    Some(GrpcCode::Unavailable | GrpcCode::DeadlineExceeded)
+                )
+        }
         _ => true,
     }
 }

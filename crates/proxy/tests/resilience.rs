@@ -34,7 +34,15 @@ async fn with_copies(
     call: &str,
     apps: &[std::net::SocketAddr],
 ) -> (Fixture, hopwise_proxy::Running, Vec<hopwise_proxy::Running>) {
-    let f = Fixture::new(&mesh(call));
+    with_copies_in(&mesh(call), apps).await
+}
+
+/// [`with_copies`] for a whole mesh file (services `a` and `b`).
+async fn with_copies_in(
+    mesh: &str,
+    apps: &[std::net::SocketAddr],
+) -> (Fixture, hopwise_proxy::Running, Vec<hopwise_proxy::Running>) {
+    let f = Fixture::new(mesh);
     let mut bs = Vec::new();
     for app in apps {
         bs.push(start(inbound(f.config("b"), *app)).await);
@@ -358,9 +366,11 @@ impl http_body::Body for GrpcReply {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_unavailable_in_trailers_is_read_and_retried() {
-    // The first two answers end with grpc-status 14 in trailers; the third with 0.
+/// A unary gRPC app (h2c) whose `i`-th answer (from 0) is a message followed by trailers with
+/// `grpc-status: status_of(i)`; counts the requests it receives.
+async fn grpc_app(
+    status_of: impl Fn(usize) -> u8 + Send + Sync + Copy + 'static,
+) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
     let count = Arc::new(AtomicUsize::new(0));
     let hits_seen = count.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -376,7 +386,7 @@ async fn grpc_unavailable_in_trailers_is_read_and_retried() {
                         let _ = req.into_body().collect().await;
                         let reply = GrpcReply {
                             data: Some(Bytes::from_static(b"\0\0\0\0\x02hi")),
-                            status: Some(if i < 2 { 14 } else { 0 }),
+                            status: Some(status_of(i)),
                         };
                         let mut r = Response::new(reply);
                         r.headers_mut()
@@ -391,6 +401,73 @@ async fn grpc_unavailable_in_trailers_is_read_and_retried() {
             });
         }
     });
+    (app, hits_seen)
+}
+
+/// An HTTP/2 (prior knowledge) connection to `addr`, as a gRPC client opens one.
+async fn h2c(addr: std::net::SocketAddr) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (send, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
+/// One unary call to b: its HTTP status and its whole body with trailers.
+async fn reserve(
+    send: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+) -> (u16, http_body_util::Collected<Bytes>) {
+    let req = Request::builder()
+        .method("POST")
+        .uri("http://b/pkg.Inventory/Reserve")
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(Full::new(Bytes::from_static(b"\0\0\0\0\x02ok")))
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.into_body().collect().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_copy_that_keeps_answering_unavailable_is_ejected() {
+    // Every answer of the bad copy is HTTP 200 with grpc-status 14: a gateway failure all the
+    // same (Envoy maps UNAVAILABLE to 503), so five in a row eject it.
+    let (bad, bad_hits) = grpc_app(|_| 14).await;
+    let (good, _) = grpc_app(|_| 0).await;
+    let (_f, a, _bs) = with_copies_in(
+        "mesh: { trust_domain: test.local }
+services:
+  a:
+    calls:
+      b: { timeout: 5s, idempotent: true, retries: { count: 1, on: [unavailable] }, balancer: round-robin }
+  b: { protocol: grpc }
+",
+        &[bad, good],
+    )
+    .await;
+    let mut send = h2c(a.bound.upstreams["b"]).await;
+    for _ in 0..30 {
+        let (status, collected) = reserve(&mut send).await;
+        assert_eq!(status, 200);
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
+    }
+    let m = metrics(&a).await;
+    assert!(
+        m.contains(r#"hopwise_ejections_total{service="b"} 1"#),
+        "{m}"
+    );
+    assert_eq!(bad_hits.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_unavailable_in_trailers_is_read_and_retried() {
+    // The first two answers end with grpc-status 14 in trailers; the third with 0.
+    let (app, hits_seen) = grpc_app(|i| if i < 2 { 14 } else { 0 }).await;
     let f = Fixture::new(
         "mesh: { trust_domain: test.local }
 services:
@@ -402,26 +479,9 @@ services:
     );
     let b = start(inbound(f.config("b"), app)).await;
     let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
-    let tcp = tokio::net::TcpStream::connect(a.bound.upstreams["b"])
-        .await
-        .unwrap();
-    let (mut send, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tcp),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(conn);
-    let req = Request::builder()
-        .method("POST")
-        .uri("http://b/pkg.Inventory/Reserve")
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(Full::new(Bytes::from_static(b"\0\0\0\0\x02ok")))
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let collected = resp.into_body().collect().await.unwrap();
+    let mut send = h2c(a.bound.upstreams["b"]).await;
+    let (status, collected) = reserve(&mut send).await;
+    assert_eq!(status, 200);
     let trailers = collected.trailers().cloned().unwrap();
     assert_eq!(
         trailers["grpc-status"], "0",
