@@ -466,27 +466,7 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
             .collect::<String>()
     );
     // Wait for SIGTERM or Ctrl-C, then drain.
-    rt.block_on(async {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            match signal(SignalKind::terminate()) {
-                Ok(mut term) => {
-                    tokio::select! {
-                        _ = term.recv() => {}
-                        _ = tokio::signal::ctrl_c() => {}
-                    }
-                }
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                }
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    });
+    rt.block_on(hopwise_proxy::server::shutdown_signal());
     tracing::info!("draining");
     // Leave the endpoint sets first, so no new request is sent here while we drain.
     let _ = stop_session.send(true);

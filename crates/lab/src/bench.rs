@@ -151,7 +151,8 @@ pub enum BenchError {
     Interrupted,
 }
 
-fn stderr_block(stderr: &str) -> String {
+/// What a child wrote to stderr, as the tail of an error message.
+pub(crate) fn stderr_block(stderr: &str) -> String {
     let s = stderr.trim_end();
     if s.is_empty() {
         " (it wrote nothing to stderr)".to_owned()

@@ -112,7 +112,7 @@ pub enum UpError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{name} did not start: {why}{}", crate::demo::stderr_block(.stderr))]
+    #[error("{name} did not start: {why}{}", crate::bench::stderr_block(.stderr))]
     Start {
         name: String,
         why: String,
@@ -134,5 +134,5 @@ pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> UpEr
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub(crate) async fn signals() {
-    crate::demo::interrupted().await;
+    hopwise_proxy::server::shutdown_signal().await;
 }

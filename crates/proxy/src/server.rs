@@ -208,6 +208,26 @@ fn bind_all(
     Ok(all)
 }
 
+/// Resolves on SIGTERM or Ctrl-C: when a proxy drains, and when the lab's runs stop their
+/// children. Never resolves if neither can be watched (no signal is not a signal).
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                () = ctrl_c => {}
+            }
+        }
+        Err(_) => ctrl_c.await,
+    }
+}
+
 /// Binds every listener and starts the workers. Errors (a port in use, unreadable
 /// certificates) come back before anything is served.
 pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {

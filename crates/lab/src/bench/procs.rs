@@ -81,20 +81,7 @@ impl Supervisor {
         std::thread::Builder::new()
             .name("bench-signals".into())
             .spawn(move || {
-                rt.block_on(async {
-                    use tokio::signal::unix::{SignalKind, signal};
-                    match signal(SignalKind::terminate()) {
-                        Ok(mut term) => {
-                            tokio::select! {
-                                _ = term.recv() => {}
-                                _ = tokio::signal::ctrl_c() => {}
-                            }
-                        }
-                        Err(_) => {
-                            let _ = tokio::signal::ctrl_c().await;
-                        }
-                    }
-                });
+                rt.block_on(hopwise_proxy::server::shutdown_signal());
                 watcher.interrupted.store(true, Ordering::SeqCst);
                 watcher.kill_all();
             })

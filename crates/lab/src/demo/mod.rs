@@ -66,7 +66,7 @@ pub enum DemoError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{name} did not start: {why}{}", stderr_block(.stderr))]
+    #[error("{name} did not start: {why}{}", crate::bench::stderr_block(.stderr))]
     Start {
         name: String,
         why: String,
@@ -78,15 +78,6 @@ pub enum DemoError {
     Failed(String),
     #[error("interrupted; every process the demo started has been stopped")]
     Interrupted,
-}
-
-pub(crate) fn stderr_block(stderr: &str) -> String {
-    let s = stderr.trim_end();
-    if s.is_empty() {
-        " (it wrote nothing to stderr)".to_owned()
-    } else {
-        format!("\n--- its stderr ---\n{s}\n---")
-    }
 }
 
 /// `map_err` helper: an I/O error with what we were doing.
@@ -117,7 +108,7 @@ pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), D
         // Dropping `work` drops the processes it owns, which kills them.
         tokio::select! {
             r = work => r,
-            () = interrupted() => Err(DemoError::Interrupted),
+            () = hopwise_proxy::server::shutdown_signal() => Err(DemoError::Interrupted),
         }
     })?;
     // The servers' tasks end with the runtime.
@@ -125,25 +116,6 @@ pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), D
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(io("cannot write the results"))
-}
-
-/// Resolves on Ctrl-C or SIGTERM; never, if neither can be watched.
-pub(crate) async fn interrupted() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                () = ctrl_c => {}
-            }
-        }
-        Err(_) => ctrl_c.await,
-    }
 }
 
 /// A progress line on stderr (the results go to stdout).
