@@ -650,13 +650,17 @@ impl Bench<'_> {
             ));
         };
         let wall = t1.duration_since(t0).as_secs_f64().max(1e-9);
+        let used: Vec<procs::Ticks> = a.iter().zip(&b).map(|(a, b)| a.since(*b)).collect();
         let cpu = CpuSample {
             rate: r.requests as f64 / wall,
             seconds: wall,
-            cores: a
+            cores: used
                 .iter()
-                .zip(&b)
-                .map(|(a, b)| a.saturating_sub(*b) as f64 / self.clk_tck / wall)
+                .map(|t| t.total() as f64 / self.clk_tck / wall)
+                .collect(),
+            kernel: used
+                .iter()
+                .map(|t| t.system as f64 / (t.total() as f64).max(1.0))
                 .collect(),
             connections: r.connections,
             missed: r.missed,

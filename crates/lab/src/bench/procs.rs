@@ -300,12 +300,44 @@ fn stat_fields(pid: u32) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_owned).collect())
 }
 
-/// utime + stime of one process (all its threads, living and dead), in clock ticks.
-pub fn cpu_ticks(pid: u32) -> Option<u64> {
+/// CPU time of a process, in clock ticks: in the program (`utime`) and in the kernel on its
+/// behalf (`stime`: system calls, the TCP stack, scheduling).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ticks {
+    pub user: u64,
+    pub system: u64,
+}
+
+impl Ticks {
+    pub fn total(self) -> u64 {
+        self.user + self.system
+    }
+
+    /// What was used between `before` and `self`.
+    pub fn since(self, before: Ticks) -> Ticks {
+        Ticks {
+            user: self.user.saturating_sub(before.user),
+            system: self.system.saturating_sub(before.system),
+        }
+    }
+}
+
+impl std::iter::Sum for Ticks {
+    fn sum<I: Iterator<Item = Ticks>>(iter: I) -> Ticks {
+        iter.fold(Ticks::default(), |a, b| Ticks {
+            user: a.user + b.user,
+            system: a.system + b.system,
+        })
+    }
+}
+
+/// utime and stime of one process (all its threads, living and dead).
+pub fn cpu_ticks(pid: u32) -> Option<Ticks> {
     let f = stat_fields(pid)?;
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(utime + stime)
+    Some(Ticks {
+        user: f.get(11)?.parse().ok()?,
+        system: f.get(12)?.parse().ok()?,
+    })
 }
 
 /// `pid` and all its descendants.
@@ -337,7 +369,7 @@ pub fn tree(pid: u32) -> Vec<u32> {
 }
 
 /// CPU ticks of a process tree.
-pub fn tree_cpu_ticks(pids: &[u32]) -> u64 {
+pub fn tree_cpu_ticks(pids: &[u32]) -> Ticks {
     pids.iter().filter_map(|p| cpu_ticks(*p)).sum()
 }
 
@@ -374,6 +406,18 @@ mod tests {
         assert!(vm_hwm_kib(me).unwrap() > 0);
         assert_eq!(tree(me)[0], me);
         assert!(clock_ticks() > 0.0);
+    }
+
+    #[test]
+    fn ticks_add_up_and_subtract_per_kind() {
+        let a = Ticks { user: 7, system: 3 };
+        let b = Ticks { user: 2, system: 5 };
+        let sum: Ticks = [a, b].into_iter().sum();
+        assert_eq!(sum, Ticks { user: 9, system: 8 });
+        assert_eq!(sum.since(a), b);
+        // A process that left the tree between readings never makes the difference negative.
+        assert_eq!(a.since(sum), Ticks::default());
+        assert_eq!(sum.total(), 17);
     }
 
     #[test]

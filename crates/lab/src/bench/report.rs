@@ -81,6 +81,9 @@ pub struct CpuSample {
     pub seconds: f64,
     /// Cores used by each proxy process (tree), in chain order: out1, in1, out2, …
     pub cores: Vec<f64>,
+    /// The share of each proxy's CPU spent in the kernel (system calls, the TCP stack,
+    /// scheduling), 0..1, in the same order: what a proxy's own code cannot save.
+    pub kernel: Vec<f64>,
     /// Connections the client needed to keep the rate.
     pub connections: usize,
     /// Requests not sent because all the client's connections were waiting (a stall).
@@ -92,8 +95,16 @@ pub struct CpuSample {
 
 impl CpuSample {
     pub fn mean_cores(&self) -> Option<f64> {
-        (!self.cores.is_empty()).then(|| self.cores.iter().sum::<f64>() / self.cores.len() as f64)
+        mean(&self.cores)
     }
+
+    pub fn mean_kernel(&self) -> Option<f64> {
+        mean(&self.kernel)
+    }
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// One run of one configuration.
@@ -128,6 +139,8 @@ pub struct PerHop {
     pub p99_us: Spread,
     /// Mean cores per proxy at the fixed rate, over every chain length and run.
     pub cores_per_proxy: Option<Spread>,
+    /// The kernel's share of that CPU (see [`CpuSample::kernel`]).
+    pub kernel_share: Option<Spread>,
     /// The largest proxy's peak RSS, per chain and run, MiB.
     pub rss_mib: Option<Spread>,
 }
@@ -256,6 +269,7 @@ pub fn summarise(
             p90_us: Spread::of(&slopes(&|s| s.p90_us)).unwrap_or(p50),
             p99_us: Spread::of(&slopes(&|s| s.p99_us)).unwrap_or(p50),
             cores_per_proxy: spread_of(&chains, |s| s.cpu.as_ref()?.mean_cores()),
+            kernel_share: spread_of(&chains, |s| s.cpu.as_ref()?.mean_kernel()),
             rss_mib: spread_of(&chains, max_rss_mib),
         });
     }
@@ -372,6 +386,7 @@ pub fn text(r: &Report) -> String {
         "p90 µs/hop".into(),
         "p99 µs/hop".into(),
         format!("cores/proxy @{}/s", o.rate),
+        "kernel %".into(),
         "peak RSS/proxy MiB".into(),
     ]];
     for p in &r.per_hop {
@@ -383,6 +398,9 @@ pub fn text(r: &Report) -> String {
             spread(&p.p90_us, 1),
             spread(&p.p99_us, 1),
             opt(p.cores_per_proxy.as_ref(), 3),
+            p.kernel_share
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |k| format!("{:.0}", k.median * 100.0)),
             opt(p.rss_mib.as_ref(), 1),
         ]);
     }
@@ -648,6 +666,7 @@ mod tests {
                 rate: 1000.0,
                 seconds: 10.0,
                 cores: vec![0.05, 0.07],
+                kernel: vec![0.6, 0.8],
                 connections: 1,
                 missed: 0,
                 reconnects: 0,
@@ -735,6 +754,7 @@ mod tests {
         assert!((plain.p90_us.median - 73.2).abs() < 1e-9);
         let cores = plain.cores_per_proxy.unwrap();
         assert!((cores.median - 0.06).abs() < 1e-12);
+        assert!((plain.kernel_share.unwrap().median - 0.7).abs() < 1e-12);
         assert_eq!(plain.rss_mib.unwrap().median, 5.0);
     }
 
