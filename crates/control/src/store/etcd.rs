@@ -8,6 +8,9 @@
 //! <prefix>/secret/tokens/<service> the service's join token
 //! <prefix>/mesh                    the mesh file in force, its version, source and time
 //! <prefix>/copies/<service>/<lease> a copy: {"addr","healthy","ttl_ms"}, attached to etcd lease <lease>
+//! <prefix>/proxies/<service>/<proxy>/<lease>
+//!                                  what the replica holding etcd lease <lease> knows of a proxy:
+//!                                  its stream there, its last acknowledgement ([`proxy`])
 //! ```
 //!
 //! Everything secret is under `<prefix>/secret/`, so one etcd role can guard it. Values are JSON.
@@ -29,6 +32,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{CaState, MeshState, Rotation, Secret, State};
+
+pub mod proxy;
+pub use proxy::{AckValue, ProxyValue};
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "/hopwise";
@@ -101,7 +107,16 @@ pub enum Key {
     Ca,
     Mesh,
     Token(String),
-    Copy { service: String, lease: u64 },
+    Copy {
+        service: String,
+        lease: u64,
+    },
+    /// What the replica holding `lease` knows of a proxy (see [`proxy`]).
+    Proxy {
+        service: String,
+        proxy: String,
+        lease: u64,
+    },
 }
 
 impl Layout {
@@ -124,6 +139,14 @@ impl Layout {
             Key::Token(service) => format!("{p}/secret/tokens/{service}"),
             // Lease ids in hex, fixed width, as etcdctl shows them.
             Key::Copy { service, lease } => format!("{p}/copies/{service}/{lease:016x}"),
+            Key::Proxy {
+                service,
+                proxy,
+                lease,
+            } => format!(
+                "{p}/proxies/{service}/{}/{lease:016x}",
+                proxy::escape(proxy)
+            ),
         }
     }
 
@@ -140,16 +163,35 @@ impl Layout {
             return (!service.is_empty() && !service.contains('/'))
                 .then(|| Key::Token(service.to_owned()));
         }
+        if let Some(rest) = rest.strip_prefix("proxies/") {
+            let mut parts = rest.split('/');
+            let (service, proxy, lease) = (parts.next()?, parts.next()?, parts.next()?);
+            if service.is_empty() || parts.next().is_some() {
+                return None;
+            }
+            return Some(Key::Proxy {
+                service: service.to_owned(),
+                proxy: proxy::unescape(proxy)?,
+                lease: lease_id(lease)?,
+            });
+        }
         let (service, lease) = rest.strip_prefix("copies/")?.split_once('/')?;
-        if service.is_empty() || lease.len() != 16 {
+        if service.is_empty() {
             return None;
         }
-        let lease = u64::from_str_radix(lease, 16).ok()?;
         Some(Key::Copy {
             service: service.to_owned(),
-            lease,
+            lease: lease_id(lease)?,
         })
     }
+}
+
+/// A lease id as keys write it: 16 hex digits.
+fn lease_id(text: &str) -> Option<u64> {
+    if text.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(text, 16).ok()
 }
 
 /// `<prefix>/secret/ca`: the CA and where a rotation stands.
@@ -246,7 +288,7 @@ pub fn decode_state(
                     .to_owned();
                 state.tokens.insert(service, Secret(token));
             }
-            Some(Key::Copy { .. }) | None => {}
+            Some(Key::Copy { .. } | Key::Proxy { .. }) | None => {}
         }
     }
     Ok(state)
@@ -313,6 +355,19 @@ pub enum Effect {
     },
     /// A copy left (deregistered, or its lease expired).
     CopyGone { lease: u64 },
+    /// What a replica (the one holding `lease`) knows of a proxy changed.
+    ProxyPut {
+        service: String,
+        proxy: String,
+        lease: u64,
+        value: ProxyValue,
+    },
+    /// A replica's record of a proxy is gone (the replica stopped, or its lease expired).
+    ProxyGone {
+        service: String,
+        proxy: String,
+        lease: u64,
+    },
 }
 
 /// The state as of the last revision seen, fed by the watch. Pure.
@@ -371,6 +426,26 @@ impl View {
                             value,
                         }),
                         None => problems.push(format!("{}: not a copy's record", c.key)),
+                    },
+                },
+                Some(Key::Proxy {
+                    service,
+                    proxy,
+                    lease,
+                }) => match &c.value {
+                    None => effects.push(Effect::ProxyGone {
+                        service,
+                        proxy,
+                        lease,
+                    }),
+                    Some(bytes) => match ProxyValue::decode(bytes) {
+                        Some(value) => effects.push(Effect::ProxyPut {
+                            service,
+                            proxy,
+                            lease,
+                            value,
+                        }),
+                        None => problems.push(format!("{}: not a proxy's record", c.key)),
                     },
                 },
                 Some(_) => {

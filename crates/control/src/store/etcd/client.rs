@@ -22,7 +22,8 @@ pub struct EtcdStore {
     client: etcd_client::Client,
     writer: Writer,
     view: View,
-    /// The copies read at open, handed to the registry once.
+    /// The copies (and the replicas' records of proxies) read at open, handed to the plane
+    /// once.
     initial_copies: Vec<Effect>,
 }
 

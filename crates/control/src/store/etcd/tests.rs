@@ -239,3 +239,106 @@ fn a_full_read_after_a_broken_watch_finds_what_was_deleted() {
         }]
     );
 }
+
+#[test]
+fn a_proxys_record_is_keyed_by_service_name_and_the_writing_replicas_lease() {
+    let l = Layout::new("/p");
+    for (proxy, segment) in [
+        ("b@127.0.0.1:7001", "b@127.0.0.1:7001"),
+        ("", "%"),
+        ("a/b%c", "a%2Fb%25c"),
+        ("%", "%25"),
+    ] {
+        let key = Key::Proxy {
+            service: "b".into(),
+            proxy: proxy.into(),
+            lease: 0xab,
+        };
+        let text = l.key(&key);
+        assert_eq!(text, format!("/p/proxies/b/{segment}/00000000000000ab"));
+        assert_eq!(l.parse(&text), Some(key), "{text}");
+    }
+    for other in [
+        "/p/proxies/b/x",
+        "/p/proxies/b/x/12",
+        "/p/proxies//x/00000000000000ab",
+        "/p/proxies/b//00000000000000ab",
+        "/p/proxies/b/x/00000000000000ab/more",
+        "/p/proxies/b/a%2Gb/00000000000000ab",
+        "/p/proxies/b/a%2/00000000000000ab",
+    ] {
+        assert_eq!(l.parse(other), None, "{other}");
+    }
+    let v = ProxyValue {
+        replica: "127.0.0.1:7900".into(),
+        connected: true,
+        last_sent: 40,
+        ack: Some(AckValue {
+            version: 40,
+            accepted: false,
+            reason: "needs a restart".into(),
+            at_unix_ms: 1_700_000_000_000,
+        }),
+        cert_not_after_unix: Some(1_700_086_400),
+        cert_issued: Some(2),
+        cert_in_force: Some(1),
+        bundle_confirmed: 38,
+        admin: Some("127.0.0.1:9901".parse().unwrap()),
+    };
+    assert_eq!(ProxyValue::decode(&v.encode()), Some(v));
+    // What an older or newer replica may leave out reads as unknown.
+    let sparse = ProxyValue::decode(br#"{"replica":"r","connected":false}"#).unwrap();
+    assert_eq!(sparse.ack, None);
+    assert_eq!(sparse.bundle_confirmed, 0);
+    assert_eq!(ProxyValue::decode(b"[]"), None);
+    // Proxies' records are not state: the state's keys ignore them.
+    let mut kvs = encode_state(&l, &state());
+    kvs.insert("/p/proxies/b/x/00000000000000ab".into(), b"{}".to_vec());
+    assert_eq!(decode_state(&l, &kvs).unwrap(), state());
+}
+
+#[test]
+fn the_view_reports_proxies_records_as_they_come_and_go() {
+    let l = Layout::new("/p");
+    let mut view = View::new(l.clone());
+    let key = l.key(&Key::Proxy {
+        service: "a".into(),
+        proxy: "a-0".into(),
+        lease: 5,
+    });
+    let v = ProxyValue {
+        replica: "127.0.0.1:7901".into(),
+        connected: true,
+        ..ProxyValue::default()
+    };
+    let (effects, problems) = view.apply(&[put(&key, &v.encode(), 3)]);
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(
+        effects,
+        [Effect::ProxyPut {
+            service: "a".into(),
+            proxy: "a-0".into(),
+            lease: 5,
+            value: v
+        }]
+    );
+    let (effects, _) = view.apply(&[Change {
+        key: key.clone(),
+        value: None,
+        revision: 4,
+    }]);
+    assert_eq!(
+        effects,
+        [Effect::ProxyGone {
+            service: "a".into(),
+            proxy: "a-0".into(),
+            lease: 5
+        }]
+    );
+    let (effects, problems) = view.apply(&[put(&key, b"nonsense", 5)]);
+    assert!(effects.is_empty());
+    assert!(problems[0].contains("not a proxy's record"), "{problems:?}");
+    assert_eq!(view.revision(), 5);
+    // Not state: a full read never lists them as missing state keys.
+    assert!(view.missing(&Default::default(), 9).is_empty());
+}
