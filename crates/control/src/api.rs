@@ -11,7 +11,9 @@
 //! leases (a lease granted by one replica is renewed through any other), registrations and
 //! health are keys attached to them, and one watch per replica feeds its plane every change
 //! made through any replica ([`Plane::follow`]); a call that wrote to etcd answers once this
-//! replica's watch has seen its write, so the caller reads what it wrote.
+//! replica's watch has seen its write, so the caller reads what it wrote. Each replica also
+//! writes what it learns of its proxies (streams, acknowledgements) on an etcd lease of its own,
+//! so `Status` and CA rotation on any replica see every proxy.
 //!
 //! Transport: plain HTTP/2 (h2c), no TLS, in this round. The command line refuses any listen
 //! address that is not loopback; the join token authenticates issuance, registration, lease
@@ -171,8 +173,10 @@ impl Running {
 }
 
 /// Serves `plane` on `listener` in the background (needs a Tokio runtime).
-pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
+pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
+    // Its name where `Status` says which replica a proxy is connected to.
+    plane.set_replica(&addr.to_string());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let etcd = plane.store().etcd().map(SharedEtcd::new);
     let shared = Arc::new(Shared {

@@ -182,10 +182,10 @@ pub fn render_rotate(r: &pb::RotateCaResponse) -> String {
             "  {} {} ({}): {}\n",
             p.service,
             if p.proxy.is_empty() { "-" } else { &p.proxy },
-            if p.connected {
-                "stream open"
-            } else {
-                "stream closed"
+            match (p.connected, p.replica.as_str()) {
+                (false, _) => "stream closed".to_owned(),
+                (true, "") => "stream open".to_owned(),
+                (true, replica) => format!("stream open on {replica}"),
             },
             p.reason
         ));
@@ -224,7 +224,7 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
     let shared = s.store.starts_with("etcd://");
     if shared {
         out.push_str(&format!(
-            "store {} (shared by replicas; versions are etcd revisions; proxies: those this replica has seen)\n",
+            "store {} (shared by replicas; versions are etcd revisions; proxies: every replica's)\n",
             s.store
         ));
     }
@@ -240,7 +240,7 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
     if s.proxies.is_empty() {
         out.push_str("  (none has subscribed, acknowledged or asked for a certificate yet)\n");
     } else {
-        let mut rows = vec![[
+        let mut rows = vec![vec![
             "service".to_owned(),
             "proxy".to_owned(),
             "stream".to_owned(),
@@ -249,6 +249,10 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
             "last ack".to_owned(),
             "certificate".to_owned(),
         ]];
+        // Replicas: where each stream is open (the embedded store has one place).
+        if shared {
+            rows[0].insert(3, "replica".to_owned());
+        }
         for p in &s.proxies {
             let acked = if p.last_acked_version == 0 {
                 "-".to_owned()
@@ -261,7 +265,7 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
                     p.last_ack_reason
                 )
             };
-            rows.push([
+            let mut row = vec![
                 p.service.clone(),
                 if p.proxy.is_empty() {
                     "-".to_owned()
@@ -286,7 +290,18 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
                         }
                     }
                 },
-            ]);
+            ];
+            if shared {
+                row.insert(
+                    3,
+                    if p.replica.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        p.replica.clone()
+                    },
+                );
+            }
+            rows.push(row);
         }
         out.push_str(&table(&rows));
     }
@@ -326,8 +341,10 @@ pub fn render_status(s: &pb::StatusResponse, now_unix_ms: i64) -> String {
     out
 }
 
-fn table<const N: usize>(rows: &[[String; N]]) -> String {
-    let mut widths = [0usize; N];
+/// Rows of the same length as columns (the status table has a column more with replicas).
+fn table(rows: &[Vec<String>]) -> String {
+    let n = rows.first().map_or(0, Vec::len);
+    let mut widths = vec![0usize; n];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -339,8 +356,9 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
         for (i, cell) in row.iter().enumerate() {
             line.push(' ');
             line.push_str(cell);
-            if i + 1 < N {
-                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 1));
+            if i + 1 < n {
+                let width = widths.get(i).copied().unwrap_or(0);
+                line.push_str(&" ".repeat(width.saturating_sub(cell.chars().count()) + 1));
             }
         }
         out.push_str(line.trim_end());

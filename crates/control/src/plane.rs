@@ -18,7 +18,7 @@
 //! proxy asks for a new certificate at once), `retire` (once every proxy's certificate is from
 //! the new root, the old root leaves the bundle).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,10 +30,11 @@ use hopwise_model::{Diagnostics, Mesh};
 use crate::ca::{self, Ca, CaError, IssueError, Issued, Place};
 use crate::pb;
 use crate::registry::{LeaseId, Registry, RegistryError};
-use crate::store::etcd::{Change, Effect};
+use crate::store::etcd::{AckValue, Change, Effect, Key, ProxyValue};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store, StoreError};
 use crate::token::{self, RandomError};
 
+pub mod proxies;
 pub mod wake;
 pub use wake::Wake;
 
@@ -88,6 +89,14 @@ pub struct Followed {
     pub bundle: bool,
     /// Records that could not be read (kept as before), for the log.
     pub problems: Vec<String>,
+}
+
+/// Shared store: the records of proxies this replica is to write, attached to its lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyWrites {
+    pub lease: u64,
+    /// Keys and values.
+    pub puts: Vec<(String, Vec<u8>)>,
 }
 
 /// A mesh file given on the command line.
@@ -211,9 +220,24 @@ struct ProxyRecord {
 }
 
 impl ProxyRecord {
-    /// It may be serving: its stream is open, or its last known certificate is still valid.
-    fn live(&self, now: SystemTime) -> bool {
-        self.streams > 0 || self.cert_not_after.is_some_and(|t| t > now)
+    /// What this replica knows of the proxy, as replicas share it (`replica`: this one's name).
+    fn facts(&self, replica: &str) -> ProxyValue {
+        ProxyValue {
+            replica: replica.to_owned(),
+            connected: self.streams > 0,
+            last_sent: self.last_sent,
+            ack: self.ack.as_ref().map(|a| AckValue {
+                version: a.version,
+                accepted: a.accepted,
+                reason: a.reason.clone(),
+                at_unix_ms: unix_ms(a.at),
+            }),
+            cert_not_after_unix: self.cert_not_after.map(ca::unix_seconds),
+            cert_issued: self.cert_issued,
+            cert_in_force: self.cert_in_force,
+            bundle_confirmed: self.bundle_confirmed,
+            admin: self.admin,
+        }
     }
 }
 
@@ -351,6 +375,15 @@ pub struct Plane {
     tokens_seen: BTreeMap<String, Secret>,
     /// The mesh file or the CA changed since [`Plane::take_wake`]: every stream is concerned.
     wake_everyone: bool,
+    /// This replica's name in `Status` (its listen address; empty until it listens).
+    replica: String,
+    /// Shared store: the etcd lease this replica's records of proxies are attached to (`None`:
+    /// none granted yet, or lost; nothing is written meanwhile).
+    replica_lease: Option<u64>,
+    /// Shared store: what the other replicas know of proxies.
+    remote: proxies::Remote,
+    /// Shared store: the proxies whose record this replica has yet to write.
+    proxies_dirty: BTreeSet<(String, String)>,
 }
 
 fn read(path: &Path) -> Result<String, StartError> {
@@ -557,9 +590,11 @@ impl Plane {
             Some(e) => (0, written.unwrap_or(0).max(revision(e.view().revision()))),
         };
         let mut registry = Registry::starting_after(epoch << 32);
+        let mut remote = proxies::Remote::default();
         if let Some(e) = store.etcd_mut() {
             let far = Instant::now() + SHARED_LEASE_HORIZON;
             for effect in e.take_initial_copies() {
+                remote.learn(None, &effect);
                 put_copy(&mut registry, effect, far);
             }
         }
@@ -579,6 +614,10 @@ impl Plane {
             mesh_text_in_force: String::new(),
             tokens_seen: BTreeMap::new(),
             wake_everyone: false,
+            replica: String::new(),
+            replica_lease: None,
+            remote,
+            proxies_dirty: BTreeSet::new(),
         };
         plane.mesh_text_in_force = plane.mesh_text().to_owned();
         plane.tokens_seen = plane.store.state().tokens.clone();
@@ -717,6 +756,7 @@ impl Plane {
                 .or_default();
             p.cert_not_after = Some(not_after);
             p.cert_issued = Some(generation);
+            self.share(service, proxy);
         }
     }
 
@@ -902,7 +942,11 @@ impl Plane {
 
     /// A subscriber's stream opened.
     pub fn stream_opened(&mut self, service: &str, proxy: &str) {
-        self.proxy(service, proxy).streams += 1;
+        let p = self.proxy(service, proxy);
+        p.streams += 1;
+        if p.streams == 1 {
+            self.share(service, proxy);
+        }
     }
 
     /// Where a subscribed proxy's admin endpoint is (see [`admin_addr`]).
@@ -913,7 +957,10 @@ impl Plane {
         admin: &str,
     ) -> Result<(), ApiError> {
         let addr = admin_addr(admin)?;
-        self.proxy(service, proxy).admin = Some(addr);
+        let p = self.proxy(service, proxy);
+        if p.admin.replace(addr) != Some(addr) {
+            self.share(service, proxy);
+        }
         Ok(())
     }
 
@@ -931,6 +978,9 @@ impl Plane {
     pub fn stream_closed(&mut self, service: &str, proxy: &str) {
         let p = self.proxy(service, proxy);
         p.streams = p.streams.saturating_sub(1);
+        if p.streams == 0 {
+            self.share(service, proxy);
+        }
     }
 
     /// A snapshot was sent to a subscriber.
@@ -982,7 +1032,77 @@ impl Plane {
         if r.trust_bundle_applied {
             p.bundle_confirmed = p.bundle_confirmed.max(r.version);
         }
+        // Every acknowledgement: `Status` on the other replicas shows its version and time.
+        // The writer coalesces (the latest facts of each proxy, at most every 100 ms).
+        self.share(&service, &r.proxy);
         Ok(())
+    }
+
+    /// This replica's name in `Status` (its listen address).
+    pub fn set_replica(&mut self, name: &str) {
+        self.replica = name.to_owned();
+    }
+
+    /// Shared store: the etcd lease this replica's records of proxies are attached to, newly
+    /// granted (every record is written again: a lost lease took them with it), or lost.
+    pub fn set_replica_lease(&mut self, lease: Option<u64>) {
+        self.replica_lease = lease;
+        if lease.is_some() {
+            self.reshare_proxies();
+        }
+    }
+
+    /// Shared store: every record of a proxy is to be written again (a write failed).
+    pub fn reshare_proxies(&mut self) {
+        if self.shared() {
+            self.proxies_dirty = self.proxies.keys().cloned().collect();
+        }
+    }
+
+    /// Shared store: what changed about `proxy` is to be written.
+    fn share(&mut self, service: &str, proxy: &str) {
+        if self.shared() {
+            self.proxies_dirty
+                .insert((service.to_owned(), proxy.to_owned()));
+        }
+    }
+
+    /// Shared store: the records of proxies to write now — keys and values, attached to the
+    /// lease returned — each proxy's latest facts once. Empty without a lease (they wait).
+    pub fn take_proxy_writes(&mut self) -> Option<ProxyWrites> {
+        let lease = self.replica_lease?;
+        let layout = self.store.etcd()?.view().layout().clone();
+        let dirty = std::mem::take(&mut self.proxies_dirty);
+        let puts = dirty
+            .into_iter()
+            .filter_map(|key| {
+                let facts = self.proxies.get(&key)?.facts(&self.replica);
+                let (service, proxy) = key;
+                let key = layout.key(&Key::Proxy {
+                    service,
+                    proxy,
+                    lease,
+                });
+                Some((key, facts.encode()))
+            })
+            .collect();
+        Some(ProxyWrites { lease, puts })
+    }
+
+    /// A record of a proxy seen on the shared store ([`proxies::Remote::learn`]).
+    fn learn_proxy(&mut self, effect: &Effect) {
+        self.remote.learn(self.replica_lease, effect);
+    }
+
+    /// Every proxy known to this replica or, through the shared store, to another one, with
+    /// their facts merged.
+    fn all_proxies(&self) -> BTreeMap<(String, String), ProxyValue> {
+        let local = self
+            .proxies
+            .iter()
+            .map(|(k, p)| (k.clone(), p.facts(&self.replica)))
+            .collect();
+        self.remote.merged(local)
     }
 
     /// The rotation in progress, if any.
@@ -990,57 +1110,30 @@ impl Plane {
         self.store.state().rotation.as_ref()
     }
 
-    /// The proxies that may still be serving and are not ready for `stage`, with the reason.
+    /// The proxies that may still be serving and are not ready for `stage`, with the reason:
+    /// every proxy of the mesh, whichever replica it is connected to.
     fn not_ready(&self, stage: RotateStage, now: SystemTime) -> Vec<pb::PendingProxy> {
+        let now_unix = ca::unix_seconds(now);
         let mut pending = Vec::new();
-        for ((service, proxy), p) in &self.proxies {
+        for ((service, proxy), p) in self.all_proxies() {
             // A service that left the mesh file has no snapshots, certificates or copies.
             let in_mesh = self
                 .mesh
                 .services
-                .get(service)
+                .get(&service)
                 .is_some_and(|s| s.external.is_none());
-            if !in_mesh || !p.live(now) {
+            if !in_mesh || !proxies::live(&p, now_unix) {
                 continue;
             }
-            let reason = match stage {
-                RotateStage::Add => None,
-                RotateStage::Reissue if p.bundle_confirmed < self.bundle_version => {
-                    Some(if p.streams == 0 {
-                        "has not confirmed the trust bundle with the new root (its stream is \
-                         closed, but its certificate is still valid)"
-                            .to_owned()
-                    } else {
-                        "has not confirmed the trust bundle with the new root yet".to_owned()
-                    })
-                }
-                RotateStage::Reissue => None,
-                // What the proxy says it presents; a proxy that never says (an older build) is
-                // judged by what it was issued.
-                RotateStage::Retire => match (p.cert_in_force.or(p.cert_issued), p.cert_issued) {
-                    (Some(g), _) if g >= self.ca_generation => None,
-                    (Some(_), Some(issued)) if issued >= self.ca_generation => Some(
-                        "it was issued a certificate from the new root but has not confirmed \
-                         using it yet"
-                            .to_owned(),
-                    ),
-                    (Some(g), _) => Some(format!(
-                        "its certificate is from the old root (CA generation {g}, current {})",
-                        self.ca_generation
-                    )),
-                    (None, _) => Some(
-                        "its certificate is unknown (not issued or acknowledged since the \
-                         control plane started)"
-                            .to_owned(),
-                    ),
-                },
-            };
-            if let Some(reason) = reason {
+            if let Some(reason) =
+                proxies::not_ready(&p, stage, self.ca_generation, self.bundle_version)
+            {
                 pending.push(pb::PendingProxy {
-                    service: service.clone(),
-                    proxy: proxy.clone(),
-                    connected: p.streams > 0,
+                    service,
+                    proxy,
+                    connected: p.connected,
                     reason,
+                    replica: p.replica,
                 });
             }
         }
@@ -1115,19 +1208,6 @@ impl Plane {
                 );
             }
             _ => {}
-        }
-        // Proxies' acknowledgements are kept per replica: this one cannot tell whether the
-        // proxies of the others are ready.
-        if self.shared() && stage != RotateStage::Add && !force {
-            return refused(
-                self,
-                &format!(
-                    "replicas share {}, and this one sees only the proxies connected to it: \
-                     check `hopwise status --server ADDR` on every replica, then run this \
-                     stage again with --force",
-                    self.store.location()
-                ),
-            );
         }
         let since_start = now.duration_since(self.started_at).unwrap_or_default();
         if stage != RotateStage::Add && since_start < RECONNECT_GRACE && !force {
@@ -1446,6 +1526,10 @@ impl Plane {
                     self.registry.deregister(LeaseId(lease));
                     out.publish = true;
                 }
+                // Nothing a proxy is sent: no stream wakes.
+                proxy @ (Effect::ProxyPut { .. } | Effect::ProxyGone { .. }) => {
+                    self.learn_proxy(&proxy);
+                }
             }
         }
         self.changes = self.changes.max(rev);
@@ -1469,9 +1553,23 @@ impl Plane {
             changes.iter().map(|c| c.key.as_str()).collect();
         let mut all = e.view().missing(&present, at);
         for (id, c) in self.registry.copies() {
-            let key = layout.key(&crate::store::etcd::Key::Copy {
+            let key = layout.key(&Key::Copy {
                 service: c.service.clone(),
                 lease: id.0,
+            });
+            if !present.contains(key.as_str()) {
+                all.push(Change {
+                    key,
+                    value: None,
+                    revision: at,
+                });
+            }
+        }
+        for (service, proxy, lease) in self.remote.keys() {
+            let key = layout.key(&Key::Proxy {
+                service: service.to_owned(),
+                proxy: proxy.to_owned(),
+                lease,
             });
             if !present.contains(key.as_str()) {
                 all.push(Change {
@@ -1543,19 +1641,20 @@ impl Plane {
     pub fn status(&self, now: Instant) -> pb::StatusResponse {
         let unix = |t: SystemTime| ca::unix_seconds(t);
         let proxies = self
-            .proxies
-            .iter()
+            .all_proxies()
+            .into_iter()
             .map(|((service, proxy), p)| pb::ProxyStatus {
-                service: service.clone(),
-                proxy: proxy.clone(),
-                connected: p.streams > 0,
+                service,
+                proxy,
+                connected: p.connected,
                 last_sent_version: p.last_sent,
                 last_acked_version: p.ack.as_ref().map_or(0, |a| a.version),
                 last_ack_accepted: p.ack.as_ref().is_some_and(|a| a.accepted),
                 last_ack_reason: p.ack.as_ref().map(|a| a.reason.clone()).unwrap_or_default(),
-                last_ack_unix_ms: p.ack.as_ref().map(|a| unix_ms(a.at)),
-                cert_not_after_unix: p.cert_not_after.map(unix),
+                last_ack_unix_ms: p.ack.as_ref().map(|a| a.at_unix_ms),
+                cert_not_after_unix: p.cert_not_after_unix,
                 cert_ca_generation: p.cert_in_force.or(p.cert_issued),
+                replica: p.replica,
             })
             .collect();
         let services = self

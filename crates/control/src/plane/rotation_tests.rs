@@ -531,3 +531,112 @@ fn every_stage_of_a_rotation_wakes_every_stream() {
         );
     }
 }
+
+/// What another replica (the one holding etcd lease 7, listening on 127.0.0.1:7901) wrote of
+/// its proxy `checkout-1`, as the watch brings it.
+fn other_replica_says(f: &mut Fixture, facts: ProxyValue) {
+    f.plane.learn_proxy(&Effect::ProxyPut {
+        service: "checkout".into(),
+        proxy: "checkout-1".into(),
+        lease: 7,
+        value: ProxyValue {
+            replica: "127.0.0.1:7901".into(),
+            ..facts
+        },
+    });
+}
+
+#[test]
+fn a_proxy_connected_to_another_replica_is_shown_and_waited_for() {
+    let mut f = fixture();
+    f.plane.set_replica("127.0.0.1:7900");
+    other_replica_says(
+        &mut f,
+        ProxyValue {
+            connected: true,
+            cert_in_force: Some(1),
+            ..ProxyValue::default()
+        },
+    );
+    let status = f.plane.status(Instant::now());
+    let rows: Vec<(&str, bool, &str)> = status
+        .proxies
+        .iter()
+        .map(|p| (p.proxy.as_str(), p.connected, p.replica.as_str()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("checkout-1", true, "127.0.0.1:7901"),
+            ("pricing-1", true, "127.0.0.1:7900")
+        ]
+    );
+    f.plane.rotate_ca(RotateStage::Add, false, f.now).unwrap();
+    confirm(&mut f, 1);
+    // The local proxy confirmed the new bundle; the other replica's has not said so yet.
+    let r = f
+        .plane
+        .rotate_ca(RotateStage::Reissue, false, f.now)
+        .unwrap();
+    assert!(!r.done && r.retry, "{r:?}");
+    let pending: Vec<(&str, &str)> = r
+        .pending
+        .iter()
+        .map(|p| (p.proxy.as_str(), p.replica.as_str()))
+        .collect();
+    assert_eq!(pending, [("checkout-1", "127.0.0.1:7901")]);
+    // Its record now says it did (at the version this replica is at, as snapshots are sent).
+    let version = f.plane.version();
+    other_replica_says(
+        &mut f,
+        ProxyValue {
+            connected: true,
+            cert_in_force: Some(1),
+            bundle_confirmed: version,
+            ..ProxyValue::default()
+        },
+    );
+    let r = f
+        .plane
+        .rotate_ca(RotateStage::Reissue, false, f.now)
+        .unwrap();
+    assert!(r.done, "{r:?}");
+    // Retire waits for its certificate from the new root; then the other replica dies with
+    // it in the middle: its record goes with the replica's lease, and it holds nothing back.
+    confirm(&mut f, 2);
+    let r = f
+        .plane
+        .rotate_ca(RotateStage::Retire, false, f.now)
+        .unwrap();
+    assert!(!r.done && r.pending.len() == 1, "{r:?}");
+    assert!(r.pending[0].reason.contains("old root"), "{r:?}");
+    f.plane.learn_proxy(&Effect::ProxyGone {
+        service: "checkout".into(),
+        proxy: "checkout-1".into(),
+        lease: 7,
+    });
+    let r = f
+        .plane
+        .rotate_ca(RotateStage::Retire, false, f.now)
+        .unwrap();
+    assert!(r.done, "{r:?}");
+    assert_eq!(f.plane.status(Instant::now()).proxies.len(), 1);
+}
+
+#[test]
+fn this_replicas_own_records_echoed_by_the_watch_are_not_another_replicas() {
+    let mut f = fixture();
+    // Embedded store: nothing to share.
+    assert!(f.plane.take_proxy_writes().is_none());
+    f.plane.set_replica_lease(Some(7));
+    other_replica_says(
+        &mut f,
+        ProxyValue {
+            connected: true,
+            ..ProxyValue::default()
+        },
+    );
+    let status = f.plane.status(Instant::now());
+    assert_eq!(status.proxies.len(), 1, "{status:?}");
+    assert_eq!(status.proxies[0].proxy, "pricing-1");
+}
