@@ -1,5 +1,6 @@
 //! The API on a shared store (feature `etcd`): the registry's calls as etcd leases and keys,
-//! and the watch that feeds the plane every change made through any replica. Without the
+//! the watch that feeds the plane every change made through any replica, and ([`share`]) this
+//! replica's records of its proxies. Without the
 //! feature, `no_etcd.rs` stands in for this module.
 
 use std::net::SocketAddr;
@@ -13,6 +14,8 @@ use crate::pb;
 use crate::plane::{ApiError, Followed};
 use crate::store::etcd::client::{etcd_error, read_all};
 use crate::store::etcd::{Change, CopyValue, EtcdSpec, EtcdStore, Key};
+
+mod share;
 
 /// What the API needs of the shared store outside the plane's lock.
 pub(super) struct SharedEtcd {
@@ -223,6 +226,8 @@ fn header_revision(h: Option<&etcd_client::ResponseHeader>) -> i64 {
 /// resumes from there.
 pub(super) async fn follow(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let Some(etcd) = &shared.etcd else { return };
+    // This replica's own records of its proxies: written beside the watch, ending with it.
+    tokio::spawn(share::share_proxies(shared.clone(), shutdown.clone()));
     let mut client = etcd.client.clone();
     let root = etcd.spec.layout().root();
     let mut from = *etcd.applied.borrow();
