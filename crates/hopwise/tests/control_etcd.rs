@@ -2,9 +2,12 @@
 //! `hopwise proxy --control A,B` processes in front of real backends:
 //!
 //! - a copy registered through replica A is routed to by a proxy subscribed to replica B;
+//! - each replica's `hopwise status` lists every proxy with the replica it is connected to;
+//! - under steady load, a whole CA rotation (`add`, `reissue`, `retire`, each `--wait`ing,
+//!   never `--force`d) runs through replica A while a's proxy is on B: no request fails;
 //! - under steady load, replica A is killed with SIGKILL: no request fails, the proxies that
-//!   were on A move to B and keep their leases (renewed through B), and a copy started
-//!   afterwards receives traffic;
+//!   were on A move to B and keep their leases (renewed through B), A's records of them leave
+//!   B's status, and a copy started afterwards receives traffic;
 //! - etcd is killed with SIGKILL and started again on its data directory: nothing is lost (the
 //!   CA, the tokens, the mesh file's version, the copies), which a replica started afterwards
 //!   shows, and traffic flows.
@@ -147,8 +150,9 @@ fn status(server: SocketAddr) -> String {
     hopwise(&["status", "--server", &server.to_string()])
 }
 
-/// From `hopwise status`: whether each proxy's stream to this replica is open.
-fn streams(status: &str) -> BTreeMap<String, bool> {
+/// From `hopwise status` (on a shared store): each proxy's stream — open or not — and the
+/// replicas where it is open.
+fn streams(status: &str) -> BTreeMap<String, (bool, String)> {
     let mut out = BTreeMap::new();
     let mut in_proxies = false;
     for line in status.lines() {
@@ -160,11 +164,23 @@ fn streams(status: &str) -> BTreeMap<String, bool> {
             break;
         }
         let cols: Vec<&str> = line.split_whitespace().collect();
-        if in_proxies && cols.len() > 2 && cols[0] != "service" {
-            out.insert(cols[1].to_owned(), cols[2] == "open");
+        if in_proxies && cols.len() > 3 && cols[0] != "service" {
+            out.insert(cols[1].to_owned(), (cols[2] == "open", cols[3].to_owned()));
         }
     }
     out
+}
+
+/// Polls `hopwise status` on `replica` until its proxies are `expected`; after 30 s, fails
+/// saying `what` did not happen.
+fn until_streams(replica: SocketAddr, expected: &BTreeMap<String, (bool, String)>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = streams(&status(replica));
+    while seen != *expected {
+        assert!(Instant::now() < deadline, "{what}: {seen:?}");
+        std::thread::sleep(Duration::from_millis(50));
+        seen = streams(&status(replica));
+    }
 }
 
 /// From `hopwise status`: address → (lease, healthy) of every registered copy.
@@ -182,13 +198,23 @@ fn copies(status: &str) -> BTreeMap<String, (String, bool)> {
         .collect()
 }
 
-fn config_version(status: &str) -> u64 {
+/// From `hopwise status`: the number after `label`.
+fn number_after(status: &str, label: &str) -> u64 {
     status
-        .split("config version ")
+        .split(label)
         .nth(1)
         .and_then(|s| s.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// The version, which on a shared store is the etcd revision the replica has seen.
+fn version(status: &str) -> u64 {
+    number_after(status, " · version ")
+}
+
+fn config_version(status: &str) -> u64 {
+    number_after(status, "config version ")
 }
 
 struct Mesh {
@@ -373,50 +399,91 @@ services:
         until_all(port, &["zero", "one"], Duration::from_secs(30)),
         "a (on replica B) never reached both copies registered through replica A"
     );
-    let on_a = streams(&status(a_addr));
-    let on_b = streams(&status(b_addr));
-    assert_eq!(on_a.get("b-0"), Some(&true), "{on_a:?}");
-    assert_eq!(on_a.get("b-1"), Some(&true), "{on_a:?}");
-    assert_eq!(on_b.get("a-0"), Some(&true), "{on_b:?}");
+    // Every replica lists every proxy, with where it is connected: b's on A, a's on B.
+    let (via_a, via_b) = ((true, a_addr.to_string()), (true, b_addr.to_string()));
+    let expected = BTreeMap::from([
+        ("a-0".to_owned(), via_b.clone()),
+        ("b-0".to_owned(), via_a.clone()),
+        ("b-1".to_owned(), via_a.clone()),
+    ]);
+    for replica in [a_addr, b_addr] {
+        let what = format!("replica {replica} does not list every proxy where it is connected");
+        until_streams(replica, &expected, &what);
+    }
     let leases_before = copies(&status(b_addr));
     assert_eq!(leases_before.len(), 2, "{leases_before:?}");
 
-    // A CA rotation stage run through A reaches a's proxy, subscribed to B: it writes the
-    // bundle with both roots.
-    let added = hopwise(&[
-        "control",
-        "rotate-ca",
-        "--stage",
-        "add",
-        "--server",
-        &a_addr.to_string(),
-    ]);
+    // A whole CA rotation through A, under load, never forced: A waits for the word of a's
+    // proxy, which only B hears. `add` reaches a's proxy (on B): it writes both roots.
+    let load = Load::start(port);
+    let revision_before = version(&status(a_addr));
+    let rotate = |stage: &str| {
+        hopwise(&[
+            "control",
+            "rotate-ca",
+            "--stage",
+            stage,
+            "--wait",
+            "60s",
+            "--server",
+            &a_addr.to_string(),
+        ])
+    };
+    let roots_at_a = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(dir.join("cache-a/ca.pem"))
+            .unwrap_or_default()
+            .matches("BEGIN CERTIFICATE")
+            .count()
+            != n
+        {
+            assert!(
+                Instant::now() < deadline,
+                "a's proxy never wrote the bundle of {n} root(s) changed through the other replica"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let added = rotate("add");
     assert!(added.contains("added"), "{added}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::read_to_string(dir.join("cache-a/ca.pem"))
-        .unwrap_or_default()
-        .matches("BEGIN CERTIFICATE")
-        .count()
-        != 2
-    {
-        assert!(
-            Instant::now() < deadline,
-            "a's proxy never received the new root added through the other replica"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // The next stages need every proxy's word, which replicas do not share: refused.
-    let reissue = hopwise(&[
-        "control",
-        "rotate-ca",
-        "--stage",
-        "reissue",
-        "--server",
-        &b_addr.to_string(),
-    ]);
-    assert!(reissue.contains("replicas share"), "{reissue}");
+    roots_at_a(2);
+    let reissued = rotate("reissue");
+    assert!(reissued.contains("signs now"), "{reissued}");
+    assert!(!reissued.contains("forced"), "{reissued}");
+    let retired = rotate("retire");
+    assert!(retired.contains("retired"), "{retired}");
+    assert!(!retired.contains("forced"), "{retired}");
+    roots_at_a(1);
+    // Every write to etcd is a revision: the three stages, and the replicas' records of their
+    // proxies (each proxy acknowledges a snapshot per stage, and once more with its new
+    // certificate), coalesced.
+    std::thread::sleep(Duration::from_millis(500));
+    let revisions = version(&status(a_addr)) - revision_before;
+    println!("etcd writes across the rotation (3 stages, 3 proxies, 2 replicas): {revisions}");
+    let (sent, failed, failures) = load.stop();
+    println!("load across the CA rotation through A: {sent} requests, {failed} failed");
+    assert_eq!(
+        failed, 0,
+        "requests failed during the rotation: {failures:?}"
+    );
+    // Every proxy's certificate is from the new root, as B knows through A and itself.
+    let status_b = status(b_addr);
+    let rows: Vec<&str> = status_b
+        .lines()
+        .skip_while(|l| *l != "proxies")
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 3, "{status_b}");
+    assert!(rows.iter().all(|r| r.contains("CA gen. 2")), "{status_b}");
+    assert!(!status_b.contains("CA rotation in progress"), "{status_b}");
     let ca_pem = std::fs::read_to_string(dir.join("state-b/ca.pem")).unwrap();
-    assert_eq!(ca_pem.matches("BEGIN CERTIFICATE").count(), 2, "{ca_pem}");
+    assert_eq!(ca_pem.matches("BEGIN CERTIFICATE").count(), 1, "{ca_pem}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("cache-a/ca.pem")).unwrap(),
+        ca_pem,
+        "a's proxy (on B) trusts the new root alone"
+    );
 
     // A change through B reaches A: a new service, so a new token, written by A's watch.
     let mesh_v2 = format!("{mesh_v1}  c: {{}}\n");
@@ -444,9 +511,16 @@ services:
     std::thread::sleep(Duration::from_millis(500));
     let killed = Instant::now();
     replica_a.kill();
+    // On B: b's proxies connected to B too (A's records of them stay until its etcd lease
+    // expires), then to B alone.
+    let b = b_addr.to_string();
+    let on_b_too = |s: &(bool, String)| s.0 && s.1.split(',').any(|r| r == b);
     let failover = loop {
         let on_b = streams(&status(b_addr));
-        if on_b.get("b-0") == Some(&true) && on_b.get("b-1") == Some(&true) {
+        if ["b-0", "b-1"]
+            .iter()
+            .all(|p| on_b.get(*p).is_some_and(on_b_too))
+        {
             break killed.elapsed();
         }
         assert!(
@@ -456,6 +530,20 @@ services:
         std::thread::sleep(Duration::from_millis(20));
     };
     println!("failover: both proxies of b subscribed to replica B {failover:?} after the SIGKILL");
+    let expected_on_b = BTreeMap::from([
+        ("a-0".to_owned(), via_b.clone()),
+        ("b-0".to_owned(), via_b.clone()),
+        ("b-1".to_owned(), via_b.clone()),
+    ]);
+    until_streams(
+        b_addr,
+        &expected_on_b,
+        "the dead replica's records of its proxies never left B's status",
+    );
+    println!(
+        "the dead replica's records left B's status {:?} after the SIGKILL (its lease: 5 s)",
+        killed.elapsed()
+    );
     // Longer than the leases' TTL (3 s): they are renewed through B.
     std::thread::sleep(Duration::from_secs(5));
     let leases_after = copies(&status(b_addr));
@@ -504,10 +592,7 @@ services:
     assert_eq!(files(&dir.join("state-c/tokens")), tokens_v2);
     let status_c = status(c_addr);
     assert_eq!(config_version(&status_c), 2, "{status_c}");
-    assert!(
-        status_c.contains("CA rotation in progress: added"),
-        "{status_c}"
-    );
+    assert!(!status_c.contains("CA rotation in progress"), "{status_c}");
     // Every copy is registered and healthy again (kept by etcd, or registered anew).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -525,6 +610,14 @@ services:
     assert!(
         until_all(port, &["zero", "one", "two"], Duration::from_secs(30)),
         "traffic does not reach every copy after etcd's restart"
+    );
+    // C, which no proxy talks to, lists them all, connected to B.
+    let mut expected_on_c = expected_on_b.clone();
+    expected_on_c.insert("b-2".to_owned(), via_b.clone());
+    until_streams(
+        c_addr,
+        &expected_on_c,
+        "replica C does not list every proxy as connected to B",
     );
     let leases_after = copies(&status(c_addr));
     let kept = leases_after
