@@ -621,8 +621,9 @@ impl Plane {
         };
         plane.mesh_text_in_force = plane.mesh_text().to_owned();
         plane.tokens_seen = plane.store.state().tokens.clone();
-        // Every proxy confirms the bundle again after a restart.
-        plane.bundle_version = plane.version();
+        // Every proxy confirms the bundle again after a restart; with a shared store, the
+        // other replicas' proxies may have confirmed it already, from the CA's revision on.
+        plane.bundle_version = plane.ca_revision().unwrap_or(plane.version());
         Ok(Started {
             plane,
             notes,
@@ -1036,6 +1037,16 @@ impl Plane {
         // The writer coalesces (the latest facts of each proxy, at most every 100 ms).
         self.share(&service, &r.proxy);
         Ok(())
+    }
+
+    /// Shared store: the revision at which the CA last changed. Snapshots from that version on,
+    /// sent by any replica, carry its trust bundle: every replica's view is in revision order,
+    /// and versions are the revision it is at. (Not the revision this replica's view reached
+    /// when it took the change in: that may be later than any version the others' proxies
+    /// were sent, and `reissue` would wait for a snapshot nobody sends.)
+    fn ca_revision(&self) -> Option<u64> {
+        let view = self.store.etcd()?.view();
+        Some(revision(view.modified(&Key::Ca))).filter(|r| *r > 0)
     }
 
     /// This replica's name in `Status` (its listen address).
@@ -1622,7 +1633,7 @@ impl Plane {
                         out.publish = true;
                     }
                     if bundle != bundle_before {
-                        self.bundle_version = rev;
+                        self.bundle_version = self.ca_revision().unwrap_or(rev);
                         out.bundle = true;
                     }
                 }

@@ -406,6 +406,11 @@ impl View {
         self.revision
     }
 
+    /// The revision at which the state key `key` last changed (0: never seen).
+    pub fn modified(&self, key: &Key) -> i64 {
+        self.revs.get(&self.layout.key(key)).copied().unwrap_or(0)
+    }
+
     /// Applies changes in revision order. A change to a state key older than what the view
     /// holds (a write of this replica that the watch reports late) is skipped. A state key whose
     /// value does not decode is reported and the state before it is kept.

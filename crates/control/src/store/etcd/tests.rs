@@ -342,3 +342,28 @@ fn the_view_reports_proxies_records_as_they_come_and_go() {
     // Not state: a full read never lists them as missing state keys.
     assert!(view.missing(&Default::default(), 9).is_empty());
 }
+
+#[test]
+fn the_view_knows_when_each_state_key_last_changed() {
+    let l = Layout::new("/p");
+    let mut view = View::new(l.clone());
+    assert_eq!(view.modified(&Key::Ca), 0, "never seen");
+    let writes = view.plan(&state());
+    view.committed(&writes, state(), 4);
+    assert_eq!(view.modified(&Key::Ca), 4);
+    // A later batch moves the view on; the CA's revision stays where the CA changed.
+    let mut next = state();
+    next.ca_generation = 3;
+    let doc = encode_state(&l, &next);
+    let mesh = l.key(&Key::Mesh);
+    let (effects, _) = view.apply(&[
+        put(&l.key(&Key::Ca), &doc[&l.key(&Key::Ca)], 8),
+        put(
+            &mesh,
+            b"{\"text\":\"\",\"version\":9,\"source\":\"x\",\"applied_unix_ms\":0}",
+            9,
+        ),
+    ]);
+    assert_eq!(effects, [Effect::State]);
+    assert_eq!((view.modified(&Key::Ca), view.revision()), (8, 9));
+}
