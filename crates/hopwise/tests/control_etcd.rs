@@ -449,14 +449,18 @@ services:
             std::thread::sleep(Duration::from_millis(20));
         }
     };
-    let added = rotate("add", a_addr);
-    assert!(added.contains("added"), "{added}");
-    roots_at_a(2);
-    let reissued = rotate("reissue", a_addr);
-    assert!(reissued.contains("signs now"), "{reissued}");
-    let retired = rotate("retire", a_addr);
-    assert!(retired.contains("retired"), "{retired}");
-    roots_at_a(1);
+    // `add` through one replica, `reissue` and `retire` through another (or the same).
+    let rotation = |add_at: SocketAddr, finish_at: SocketAddr| {
+        let added = rotate("add", add_at);
+        assert!(added.contains("added"), "{added}");
+        roots_at_a(2);
+        let reissued = rotate("reissue", finish_at);
+        assert!(reissued.contains("signs now"), "{reissued}");
+        let retired = rotate("retire", finish_at);
+        assert!(retired.contains("retired"), "{retired}");
+        roots_at_a(1);
+    };
+    rotation(a_addr, a_addr);
     // Every write to etcd is a revision: the three stages, and the replicas' records of their
     // proxies (each proxy acknowledges a snapshot per stage, and once more with its new
     // certificate), coalesced.
@@ -465,14 +469,7 @@ services:
     println!("etcd writes across the rotation (3 stages, 3 proxies, 2 replicas): {revisions}");
     // Another rotation, begun through A and finished through B, which only followed the
     // `add`: B waits for b's proxies, which only A hears.
-    let added = rotate("add", a_addr);
-    assert!(added.contains("added"), "{added}");
-    roots_at_a(2);
-    let reissued = rotate("reissue", b_addr);
-    assert!(reissued.contains("signs now"), "{reissued}");
-    let retired = rotate("retire", b_addr);
-    assert!(retired.contains("retired"), "{retired}");
-    roots_at_a(1);
+    rotation(a_addr, b_addr);
     let (sent, failed, failures) = load.stop();
     println!("load across two CA rotations: {sent} requests, {failed} failed");
     assert_eq!(
