@@ -23,6 +23,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(2);
 const KEEP: usize = 11;
 /// The largest answer read (metrics text, a knob's state).
 const MAX_BODY: usize = 8 << 20;
+/// Reads in flight at once: a mesh of a thousand proxies is read in rounds of this many, not
+/// with a thousand connections opened in the same instant.
+const READS_AT_ONCE: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -200,15 +203,18 @@ fn targets(plane: &PlaneHandle) -> Vec<ProxyView> {
     out
 }
 
-/// Reads every proxy's `/metrics` once.
-pub async fn round(plane: &PlaneHandle, shared: &Shared) {
-    let mut proxies = targets(plane);
+/// What one read of `/metrics` gave, and when.
+type Reading = (Result<(u16, String), HttpError>, Instant);
+
+/// Reads `/metrics` of every address, [`READS_AT_ONCE`] at a time.
+async fn read_all(admins: impl IntoIterator<Item = SocketAddr>) -> BTreeMap<SocketAddr, Reading> {
     let mut reads = tokio::task::JoinSet::new();
-    for admin in proxies
-        .iter()
-        .filter_map(|v| v.admin.as_deref()?.parse::<SocketAddr>().ok())
-    {
+    let slots = Arc::new(tokio::sync::Semaphore::new(READS_AT_ONCE));
+    for admin in admins {
+        let slots = slots.clone();
         reads.spawn(async move {
+            // Never closed, so a permit always comes; its timeout starts once it has one.
+            let _slot = slots.acquire_owned().await;
             let r = request(admin, http::Method::GET, "/metrics", None).await;
             (admin, r, Instant::now())
         });
@@ -219,6 +225,18 @@ pub async fn round(plane: &PlaneHandle, shared: &Shared) {
             results.insert(admin, (r, at));
         }
     }
+    results
+}
+
+/// Reads every proxy's `/metrics` once.
+pub async fn round(plane: &PlaneHandle, shared: &Shared) {
+    let mut proxies = targets(plane);
+    let mut results = read_all(
+        proxies
+            .iter()
+            .filter_map(|v| v.admin.as_deref()?.parse::<SocketAddr>().ok()),
+    )
+    .await;
     let mut s = shared.lock();
     s.history.retain(|admin, _| results.contains_key(admin));
     for v in &mut proxies {
@@ -253,5 +271,52 @@ pub async fn run(plane: PlaneHandle, shared: Shared) {
     loop {
         tick.tick().await;
         round(&plane, &shared).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Forty admin endpoints that each hold their answer for a moment: every one is read, and
+    /// never more than [`READS_AT_ONCE`] at the same time.
+    #[tokio::test]
+    async fn reads_every_endpoint_a_bounded_number_at_a_time() {
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let mut admins = Vec::new();
+        for _ in 0..40 {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            admins.push(listener.local_addr().unwrap());
+            let (in_flight, most) = (in_flight.clone(), most.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |_req| {
+                    let (in_flight, most) = (in_flight.clone(), most.clone());
+                    async move {
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(
+                            Bytes::from_static(b"hopwise_requests_total 1\n"),
+                        )))
+                    }
+                });
+                let (tcp, _) = listener.accept().await.unwrap();
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tcp), svc)
+                    .await;
+            });
+        }
+        let results = read_all(admins.iter().copied()).await;
+        assert_eq!(results.len(), 40);
+        assert!(
+            results.values().all(|(r, _)| matches!(r, Ok((200, _)))),
+            "{results:?}"
+        );
+        let most = most.load(Ordering::SeqCst);
+        assert!((2..=READS_AT_ONCE).contains(&most), "{most} reads at once");
     }
 }
