@@ -7,6 +7,7 @@
 //! and every problem is reported at once with its path and line.
 
 pub mod backoff;
+pub mod control_port;
 pub mod diag;
 pub mod duration;
 pub mod mesh;

@@ -118,6 +118,11 @@ impl Mesh {
         format!("spiffe://{}/service/{service}", self.trust_domain)
     }
 
+    /// The control plane's SPIFFE identity in this mesh ([`crate::control_port`]).
+    pub fn control_identity(&self) -> String {
+        crate::control_port::control_identity(&self.trust_domain)
+    }
+
     /// Every call in the mesh, in file order.
     pub fn calls(&self) -> impl Iterator<Item = &Call> {
         self.services.values().flat_map(|s| s.calls.iter())
