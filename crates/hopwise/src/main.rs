@@ -75,11 +75,15 @@ struct ProxyArgs {
     /// The mesh file (or `--control`: the control plane sends it).
     #[arg(long, required_unless_present = "control")]
     config: Option<PathBuf>,
-    /// The control plane (`http://127.0.0.1:PORT`): identity, configuration and copies from it.
-    /// Several replicas: comma-separated or the flag repeated; the proxy uses one at a time and
-    /// moves to the next when it fails.
-    #[arg(long, requires = "token_file", value_delimiter = ',')]
+    /// The control plane (`https://HOST:PORT`, TLS only): identity, configuration and copies
+    /// from it. Several replicas: comma-separated or the flag repeated; the proxy uses one at a
+    /// time and moves to the next when it fails.
+    #[arg(long, requires_all = ["token_file", "control_ca"], value_delimiter = ',')]
     control: Vec<String>,
+    /// The CA bundle the control plane's certificate must chain to: its `STATE/ca.pem`. After
+    /// the first snapshot the proxy also trusts the mesh's bundle (kept in --cache).
+    #[arg(long)]
+    control_ca: Option<PathBuf>,
     /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`).
     #[arg(long)]
     token_file: Option<PathBuf>,
@@ -401,8 +405,13 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
             let cache = a.cache.clone().unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("hopwise-{}-{}", a.service, a.copy))
             });
+            let control_ca = a
+                .control_ca
+                .clone()
+                .context("--control needs --control-ca FILE (the control plane's STATE/ca.pem)")?;
             let opts = hopwise_proxy::control::ControlOptions {
                 servers: servers.clone(),
+                control_ca,
                 token,
                 service: a.service.clone(),
                 copy: a.copy,

@@ -17,6 +17,13 @@
 //! the proxy asks for a new certificate at once. Acknowledgements say whether the bundle is in
 //! force and which generation the certificate in use is from, so the control plane knows when
 //! the next stage of a rotation is safe.
+//!
+//! Transport ([`channel`]): TLS 1.3 only; the server must present the control plane's identity
+//! under `--control-ca` or the last snapshot's bundle. The proxy presents its certificate once it
+//! has one; if a session fails before its first snapshot while presenting it (a certificate the
+//! control plane no longer trusts: expired, or from a retired root), the next one goes without,
+//! so such a certificate cannot lock the proxy out (the join token authenticates, and `Issue`
+//! replaces the certificate).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -32,6 +39,8 @@ use tokio::sync::watch;
 use crate::config::{ProxyConfig, Target};
 use crate::server::State;
 use crate::tls::{CertFiles, CertStore};
+
+mod channel;
 
 pub mod pb {
     //! The wire types of `crates/control/proto/control.proto`.
@@ -63,13 +72,20 @@ pub enum ControlError {
     Config(String),
     #[error("no control plane, and no cached snapshot in {0} to start from")]
     NoCache(PathBuf),
+    #[error("--control {url}: {why}")]
+    Address { url: String, why: String },
+    #[error("--control-ca {path}: {reason}")]
+    ControlCa { path: PathBuf, reason: String },
 }
 
 /// How this proxy talks to the control plane.
 #[derive(Debug, Clone)]
 pub struct ControlOptions {
-    /// The control plane's replicas, `http://127.0.0.1:PORT` each, tried in this order.
+    /// The control plane's replicas, `https://HOST:PORT` each, tried in this order.
     pub servers: Vec<String>,
+    /// The CA bundle the control plane's certificate must chain to (`--control-ca`; its
+    /// `ca.pem`). The last snapshot's bundle is trusted too.
+    pub control_ca: PathBuf,
     pub token: String,
     pub service: String,
     pub copy: usize,
@@ -132,22 +148,11 @@ fn reload(certs: Option<&CertStore>) -> bool {
     }
 }
 
-fn unreachable(server: &str, e: impl std::fmt::Display) -> ControlError {
-    ControlError::Unreachable {
-        server: server.to_owned(),
-        reason: e.to_string(),
-    }
-}
-
-async fn connect(server: &str) -> Result<ControlClient<tonic::transport::Channel>, ControlError> {
-    let endpoint = tonic::transport::Endpoint::from_shared(server.to_owned())
-        .map_err(|e| unreachable(server, e))?
-        .connect_timeout(Duration::from_secs(2));
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| unreachable(server, e))?;
-    Ok(ControlClient::new(channel))
+/// The mesh's trust domain, which the control plane's identity must be in.
+fn trust_domain(cached: &Cached) -> Option<String> {
+    Mesh::from_yaml(&cached.mesh_yaml)
+        .ok()
+        .map(|m| m.trust_domain)
 }
 
 impl ControlOptions {
@@ -335,6 +340,9 @@ pub struct Session {
 /// Gets a certificate and the first snapshot from the control plane — or, when it cannot be
 /// reached, the cached ones, so a restart during an outage still serves.
 pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), ControlError> {
+    for s in &opts.servers {
+        channel::authority(s)?;
+    }
     let mut online = Err(ControlError::Unreachable {
         server: "(none)".into(),
         reason: "no control-plane address given".into(),
@@ -380,7 +388,8 @@ async fn first_snapshot(
     opts: &ControlOptions,
     server: &str,
 ) -> Result<(Cached, Cert), ControlError> {
-    let mut client = connect(server).await?;
+    // No client certificate: one in the cache may be stale, and this session replaces it.
+    let mut client = channel::connect(opts, server, None, false).await?;
     let cert = opts.issue(&mut client).await?;
     let mut stream = opts.subscribe(&mut client, None).await?;
     let first = stream
@@ -433,11 +442,14 @@ impl Session {
         let mut generation = cert.map_or(0, |c| c.generation);
         // The last acknowledgement, sent again when a renewal changes what it says.
         let mut last_ack: Option<pb::AckRequest> = None;
+        let mut domain = trust_domain(&cached);
+        let mut present_cert = true;
         loop {
             let server = opts.servers.get(current).cloned().unwrap_or_default();
             let mut got_snapshot = false;
             let session = async {
-                let mut client = connect(&server).await?;
+                let mut client =
+                    channel::connect(&opts, &server, domain.clone(), present_cert).await?;
                 if renew_at.is_none_or(|t| SystemTime::now() >= t) {
                     let c = opts.issue(&mut client).await?;
                     renew_at = Some(renewal_time(SystemTime::now(), c.not_after));
@@ -481,6 +493,9 @@ impl Session {
                                 }
                             };
                             if accepted {
+                                if fresh.mesh_yaml != cached.mesh_yaml {
+                                    domain = trust_domain(&fresh);
+                                }
                                 cached = fresh;
                                 state.version.store(cached.version, Ordering::Release);
                                 state.config_version.store(cached.config_version, Ordering::Release);
@@ -533,6 +548,9 @@ impl Session {
                 failures = 0;
                 backoff = Duration::from_millis(250);
             }
+            // Failing before any snapshot with a certificate presented: try the next session
+            // without it (see the module's doc); with it again once one worked.
+            present_cert = got_snapshot || !present_cert;
             match result {
                 Ok(()) => break,
                 Err(e) => {
@@ -572,7 +590,8 @@ impl Session {
                     .get((current + i) % replicas)
                     .cloned()
                     .unwrap_or_default();
-                let Ok(mut client) = connect(&server).await else {
+                let Ok(mut client) = channel::connect(&opts, &server, domain.clone(), true).await
+                else {
                     continue;
                 };
                 let gone = client
@@ -727,7 +746,8 @@ mod tests {
 
     fn options(cache: &Path) -> ControlOptions {
         ControlOptions {
-            servers: vec!["http://127.0.0.1:1".into()],
+            servers: vec!["https://127.0.0.1:1".into()],
+            control_ca: cache.join("control-ca.pem"),
             token: String::new(),
             service: "b".into(),
             copy: 0,

@@ -5,7 +5,8 @@
 //! Inbound, a caller must present a certificate from the mesh's CA; its SPIFFE identity
 //! (`spiffe://<trust-domain>/service/<name>`) is read from the URI SAN. Outbound, the server must
 //! present the identity of the service we meant to reach — a certificate from the right CA for
-//! the wrong service is refused.
+//! the wrong service is refused. Toward the control plane ([`control_client_config`]), the server
+//! must present a control plane's identity, `spiffe://<trust-domain>/control`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -97,7 +98,7 @@ pub fn provider() -> Arc<CryptoProvider> {
 }
 
 /// Every certificate in a PEM file; an empty file is an error naming it.
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
         .map_err(|source| TlsError::Read {
@@ -196,8 +197,8 @@ impl CertStore {
         alpn: &[u8],
     ) -> Result<Arc<ClientConfig>, TlsError> {
         let verifier = SpiffeServerVerifier {
-            store: self.clone(),
-            expected: expected.to_owned(),
+            anchors: Anchors::Store(self.clone()),
+            expected: Expected::Exactly(expected.to_owned()),
             algs: self.provider.signature_verification_algorithms,
         };
         let mut config = ClientConfig::builder_with_provider(self.provider.clone())
@@ -279,9 +280,26 @@ impl ReloadingClientVerifier {
 /// Accepts a server certificate only if it chains to the trust bundle and carries the
 /// expected SPIFFE identity. DNS names play no part: identities are what the mesh checks.
 struct SpiffeServerVerifier {
-    store: Arc<CertStore>,
-    expected: String,
+    anchors: Anchors,
+    expected: Expected,
     algs: WebPkiSupportedAlgorithms,
+}
+
+/// The roots a server certificate must chain to.
+enum Anchors {
+    /// The store's bundle as it is at the handshake (between proxies).
+    Store(Arc<CertStore>),
+    /// Fixed when the config is made (toward the control plane).
+    Fixed(Arc<RootCertStore>),
+}
+
+/// The identity a server must present.
+#[derive(Debug)]
+enum Expected {
+    /// Another proxy: exactly its service's identity.
+    Exactly(String),
+    /// The control plane: `spiffe://<trust-domain>/control`, of this trust domain once known.
+    ControlPlane { trust_domain: Option<String> },
 }
 
 impl std::fmt::Debug for SpiffeServerVerifier {
@@ -302,7 +320,10 @@ impl ServerCertVerifier for SpiffeServerVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let parsed = ParsedCertificate::try_from(end_entity)?;
-        let roots = self.store.material().roots.clone();
+        let roots = match &self.anchors {
+            Anchors::Store(store) => store.material().roots.clone(),
+            Anchors::Fixed(roots) => roots.clone(),
+        };
         verify_server_cert_signed_by_trust_anchor(
             &parsed,
             &roots,
@@ -310,15 +331,21 @@ impl ServerCertVerifier for SpiffeServerVerifier {
             now,
             self.algs.all,
         )?;
-        match spiffe_id(end_entity) {
-            Some(id) if id == self.expected => Ok(ServerCertVerified::assertion()),
-            Some(id) => Err(rustls::Error::General(format!(
-                "the server is {id}, not {}",
-                self.expected
-            ))),
-            None => Err(rustls::Error::General(
+        let Some(id) = spiffe_id(end_entity) else {
+            return Err(rustls::Error::General(
                 "the server's certificate carries no SPIFFE identity".to_owned(),
-            )),
+            ));
+        };
+        match &self.expected {
+            Expected::Exactly(expected) if id == *expected => Ok(ServerCertVerified::assertion()),
+            Expected::Exactly(expected) => Err(rustls::Error::General(format!(
+                "the server is {id}, not {expected}"
+            ))),
+            Expected::ControlPlane { trust_domain } => {
+                hopwise_model::control_port::check_control_identity(&id, trust_domain.as_deref())
+                    .map_err(rustls::Error::General)?;
+                Ok(ServerCertVerified::assertion())
+            }
         }
     }
 
@@ -357,6 +384,61 @@ pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
     })
 }
 
+/// A client config toward the control plane (TLS 1.3, ALPN h2): its certificate must chain to
+/// `roots` and carry `spiffe://<trust-domain>/control` (of `trust_domain` once known). `client`:
+/// this proxy's certificate and key, presented when given (the join token is what authenticates
+/// its calls; the certificate tells the control plane which proxy is on the connection).
+pub fn control_client_config(
+    roots: Vec<CertificateDer<'static>>,
+    trust_domain: Option<String>,
+    client: Option<&CertFiles>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let provider = provider();
+    let mut store = RootCertStore::empty();
+    let (added, _) = store.add_parsable_certificates(roots);
+    if added == 0 {
+        return Err(TlsError::Config(rustls::Error::General(
+            "no usable CA certificate to check the control plane with".to_owned(),
+        )));
+    }
+    let verifier = control_verifier(Arc::new(store), trust_domain, &provider);
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    let mut config = match client {
+        None => builder.with_no_client_auth(),
+        Some(files) => {
+            let chain = read_certs(&files.cert)?;
+            let key =
+                PrivateKeyDer::from_pem_file(&files.key).map_err(|source| TlsError::Read {
+                    path: files.key.clone(),
+                    source,
+                })?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|source| TlsError::Key {
+                    path: files.key.clone(),
+                    source,
+                })?
+        }
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
+}
+
+fn control_verifier(
+    roots: Arc<RootCertStore>,
+    trust_domain: Option<String>,
+    provider: &CryptoProvider,
+) -> SpiffeServerVerifier {
+    SpiffeServerVerifier {
+        anchors: Anchors::Fixed(roots),
+        expected: Expected::ControlPlane { trust_domain },
+        algs: provider.signature_verification_algorithms,
+    }
+}
+
 /// A client config for a TLS service outside the mesh: verified against `ca` for `server_name`.
 pub fn external_client_config(ca: &Path, alpn: &[u8]) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = provider();
@@ -377,3 +459,6 @@ pub fn external_client_config(ca: &Path, alpn: &[u8]) -> Result<Arc<ClientConfig
     config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
 }
+
+#[cfg(test)]
+mod tests;
