@@ -15,10 +15,11 @@
 //! writes what it learns of its proxies (streams, acknowledgements) on an etcd lease of its own,
 //! so `Status` and CA rotation on any replica see every proxy.
 //!
-//! Transport: plain HTTP/2 (h2c), no TLS, in this round. The command line refuses any listen
-//! address that is not loopback; the join token authenticates issuance, registration, lease
-//! calls, subscriptions and acknowledgements; `Apply`, `RotateCa` and `Status` are open to
-//! anyone who can connect (see docs/control.md).
+//! Transport: HTTP/2 over TLS 1.3 only ([`crate::tls`]: the control plane's own certificate,
+//! `spiffe://<trust-domain>/control`, from its own CA, renewed while it serves). The join token
+//! authenticates issuance, registration, lease calls, subscriptions and acknowledgements; the
+//! admin token (`authorization: Bearer <token>`) authenticates `Apply`, `RotateCa` and `Status`
+//! (see docs/control.md).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -27,13 +28,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::ca::{self, IssueError};
 use crate::pb;
 use crate::pb::control_server::{Control, ControlServer};
 use crate::plane::{self, ApiError, Plane};
+use crate::tls::{self, ServerTls, TlsError};
+use crate::token;
 
 // The shared store's calls and watch: with the `etcd` feature, on etcd; without it, a stand-in
 // with the same signatures that cannot be constructed (no `#[cfg]` below this).
@@ -57,6 +60,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("the gRPC server task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 struct Shared {
@@ -69,6 +74,8 @@ struct Shared {
     shutdown: watch::Receiver<bool>,
     /// The shared store, when replicas share one.
     etcd: Option<SharedEtcd>,
+    /// The control port's certificate.
+    tls: Arc<ServerTls>,
 }
 
 impl Shared {
@@ -79,14 +86,31 @@ impl Shared {
         }
     }
 
-    /// Wakes the streams that the changes made since the last call concern. Call it after
-    /// every change, without holding the plane's lock.
+    /// Wakes the streams that the changes made since the last call concern, and re-signs the
+    /// control port's certificate if the CA changed (before the caller answers: a `retire` right
+    /// after a `reissue` must find the port already on the new root). Call it after every
+    /// change, without holding the plane's lock.
     fn publish(&self) {
+        self.renew_certificate();
         let wake = self.plane().take_wake();
         let wakes = self.wakes();
         let woken = wakes.iter().filter(|(service, _)| wake.wakes(service));
         for (_, sender) in woken {
             sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Signs the control port's certificate again when the CA changed or it is past ~70 % of
+    /// its life; a failure keeps the old one (logged).
+    fn renew_certificate(&self) {
+        let (ca, lifetime) = {
+            let plane = self.plane();
+            (plane.ca().clone(), plane.cert_lifetime())
+        };
+        match self.tls.refresh(&ca, lifetime, SystemTime::now()) {
+            Ok(true) => tracing::info!("signed a new certificate for the control port"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("keeping the control port's certificate: {e}"),
         }
     }
 
@@ -126,6 +150,7 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     expiry: JoinHandle<()>,
+    renewal: JoinHandle<()>,
     service: ControlService,
 }
 
@@ -167,16 +192,23 @@ impl Running {
         self.shutdown.send_replace(true);
         let result = self.server.await;
         self.expiry.abort();
+        self.renewal.abort();
         result??;
         Ok(())
     }
 }
 
-/// Serves `plane` on `listener` in the background (needs a Tokio runtime).
+/// Serves `plane` on `listener` over TLS in the background (needs a Tokio runtime).
 pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
     // Its name where `Status` says which replica a proxy is connected to.
     plane.set_replica(&addr.to_string());
+    let tls = ServerTls::new(
+        plane.ca().clone(),
+        plane.mesh().control_identity(),
+        plane.cert_lifetime(),
+        SystemTime::now(),
+    )?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let etcd = plane.store().etcd().map(SharedEtcd::new);
     let shared = Arc::new(Shared {
@@ -185,6 +217,7 @@ pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Runn
         kick: Notify::new(),
         shutdown: shutdown_rx.clone(),
         etcd,
+        tls: tls.clone(),
     });
     let service = ControlService {
         shared: shared.clone(),
@@ -195,14 +228,14 @@ pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Runn
     } else {
         tokio::spawn(expire_leases(shared.clone(), shutdown_rx.clone()))
     };
+    let renewal = tokio::spawn(renew_certificate(shared.clone()));
     let mut stop = shutdown_rx;
     let server = tokio::spawn(
         tonic::transport::Server::builder()
-            .tcp_nodelay(true)
             .http2_keepalive_interval(Some(KEEPALIVE))
             .http2_keepalive_timeout(Some(KEEPALIVE))
             .add_service(ControlServer::new(service.clone()))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            .serve_with_incoming_shutdown(tls::incoming(listener, tls), async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             }),
     );
@@ -211,8 +244,20 @@ pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Runn
         shutdown: shutdown_tx,
         server,
         expiry,
+        renewal,
         service,
     })
+}
+
+/// Renews the control port's certificate before it expires (a CA change renews it at once, in
+/// [`Shared::publish`]). Looks once a second: one pointer comparison under the plane's lock.
+async fn renew_certificate(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        shared.renew_certificate();
+    }
 }
 
 /// Drops each lease the moment it expires and publishes the change.
@@ -276,6 +321,26 @@ fn api_status(e: &ApiError) -> Status {
 }
 
 impl ControlService {
+    /// Refuses a call that does not carry the admin token (`authorization: Bearer <token>`).
+    fn admin<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if token::is_admin(self.shared.plane().admin_token(), presented) {
+            return Ok(());
+        }
+        let what = if presented.is_none() {
+            "this call needs the control plane's admin token"
+        } else {
+            "wrong admin token"
+        };
+        Err(Status::unauthenticated(format!(
+            "admin-token: {what} (gRPC metadata `authorization: Bearer <token>`; the command \
+             line reads it from --admin-token FILE, or DIR/admin-token with --state DIR)"
+        )))
+    }
+
     /// Runs a lease operation; publishes when the endpoint sets changed.
     fn lease_op(
         &self,
@@ -532,6 +597,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ApplyRequest>,
     ) -> Result<Response<pb::ApplyResponse>, Status> {
+        self.admin(&request)?;
         let r = request.into_inner();
         let shared = self.shared.clone();
         // Reading and checking a large file, and the store's fsync, stay off the async threads.
@@ -553,8 +619,9 @@ impl Control for ControlService {
 
     async fn status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
+        self.admin(&request)?;
         Ok(Response::new(self.shared.plane().status(Instant::now())))
     }
 
@@ -562,6 +629,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::RotateCaRequest>,
     ) -> Result<Response<pb::RotateCaResponse>, Status> {
+        self.admin(&request)?;
         let r = request.into_inner();
         let stage = plane::RotateStage::parse(&r.stage).map_err(|e| api_status(&e))?;
         let shared = self.shared.clone();

@@ -387,8 +387,12 @@ impl Server {
 /// Each service with its join token.
 type Tokens = Vec<(String, String)>;
 
-/// Starts the control plane; returns it, its address, and each service's join token.
-fn start_server(args: &BenchArgs, mesh: &str) -> Result<(Server, SocketAddr, Tokens), BenchError> {
+/// Starts the control plane; returns it, how to reach it (its address, its `ca.pem` and admin
+/// token), and each service's join token.
+fn start_server(
+    args: &BenchArgs,
+    mesh: &str,
+) -> Result<(Server, client::Server, Tokens), BenchError> {
     let start_err = |e: &dyn std::fmt::Display| BenchError::Start(e.to_string());
     let dir = tempfile::tempdir().map_err(|e| start_err(&e))?;
     let state = dir.path().join("state");
@@ -428,14 +432,14 @@ fn start_server(args: &BenchArgs, mesh: &str) -> Result<(Server, SocketAddr, Tok
                 .map_err(|e| start_err(&e))?;
             api::spawn(started.plane, listener).map_err(|e| start_err(&e))
         })?;
-        let addr = running.addr;
+        let access = client::Server::from_state(&running.addr.to_string(), &state)?;
         return Ok((
             Server::InProcess {
                 running: Some(running),
                 runtime,
                 _dir: dir,
             },
-            addr,
+            access,
             tokens,
         ));
     }
@@ -482,7 +486,8 @@ fn start_server(args: &BenchArgs, mesh: &str) -> Result<(Server, SocketAddr, Tok
             (s.clone(), t)
         })
         .collect();
-    Ok((Server::Child { child, _dir: dir }, addr, tokens))
+    let access = client::Server::from_state(&addr.to_string(), &state)?;
+    Ok((Server::Child { child, _dir: dir }, access, tokens))
 }
 
 /// Runs `f` on every item with at most `in_flight` at once. Returns each result (in the
@@ -734,8 +739,8 @@ pub fn measure(args: &BenchArgs) -> Result<Report, BenchError> {
         args.services = args.proxies;
     }
     let mesh = mesh_text(args.services, 0);
-    let (server, addr, tokens) = start_server(&args, &mesh)?;
-    let result = drive(&args, &server, addr, &tokens, notes);
+    let (server, access, tokens) = start_server(&args, &mesh)?;
+    let result = drive(&args, &server, &access, &tokens, notes);
     server.stop();
     result
 }
@@ -743,7 +748,7 @@ pub fn measure(args: &BenchArgs) -> Result<Report, BenchError> {
 fn drive(
     args: &BenchArgs,
     server: &Server,
-    addr: SocketAddr,
+    access: &client::Server,
     tokens: &[(String, String)],
     mut notes: Vec<String>,
 ) -> Result<Report, BenchError> {
@@ -759,7 +764,6 @@ fn drive(
             .map(|(_, t)| t.clone())
             .unwrap_or_default()
     };
-    let server_addr = addr.to_string();
     let rss_before = server.rss();
     runtime.block_on(async move {
         // --- connect: one connection per simulated proxy -----------------------------------------
@@ -770,7 +774,7 @@ fn drive(
                 token: token_of(&service),
                 name: format!("{service}-{}", i / args.services),
                 service,
-                client: client::connect(&server_addr).await?,
+                client: client::connect(access).await?,
             });
         }
 
@@ -870,7 +874,7 @@ fn drive(
         let rss_loaded = server.rss();
 
         // --- the measured changes ----------------------------------------------------------------
-        let mut admin = client::connect(&server_addr).await?;
+        let mut admin = client::connect(access).await?;
         let shared_token = token_of(SHARED);
         let mut config_times = Vec::new();
         let mut config_last = Vec::new();

@@ -1,8 +1,9 @@
 //! The command line of the control plane, which the `hopwise` binary flattens into its own:
-//! `hopwise control --config MESH.yaml --state DIR --listen 127.0.0.1:PORT` runs it,
-//! `hopwise control apply FILE --server ADDR` changes its mesh file,
-//! `hopwise control rotate-ca --stage add|reissue|retire --server ADDR` rotates its CA, and
-//! `hopwise status --server ADDR` shows its proxies and copies. [`run`] writes what the user
+//! `hopwise control --config MESH.yaml --state DIR --listen ADDR:PORT` runs it (TLS only),
+//! `hopwise control apply FILE --server ADDR --state DIR` changes its mesh file,
+//! `hopwise control rotate-ca --stage add|reissue|retire --server ADDR --state DIR` rotates its
+//! CA, and `hopwise status --server ADDR --state DIR` shows its proxies and copies (the last
+//! three trust `DIR/ca.pem` and send `DIR/admin-token`, or `--ca FILE --admin-token FILE`). [`run`] writes what the user
 //! sees to the writer it is given and returns the exit status by the binary's convention (0 done,
 //! 1 refused because of error findings, 2 bad input); errors go back to the binary to print.
 
@@ -14,10 +15,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hopwise_model::Dur;
 
 use crate::api::{self, ServeError};
-use crate::client::{self, ClientError};
+use crate::client::{self, ClientError, Server};
 use crate::plane::{CaFiles, ConfigFile, Options, Plane, StartError};
 use crate::store::etcd::{EtcdSpec, EtcdStore};
-use crate::store::{Store, StoreError, TOKENS_DIR};
+use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE, Store, StoreError, TOKENS_DIR};
 
 /// Exit status: done.
 pub const EXIT_OK: u8 = 0;
@@ -37,10 +38,47 @@ pub enum Command {
     /// Show a running control plane's proxies, their versions and acknowledgements, and the
     /// copies each service has.
     Status {
-        /// The control plane's address (`127.0.0.1:7900`).
-        #[arg(long)]
-        server: String,
+        #[command(flatten)]
+        server: ServerArgs,
     },
+}
+
+/// A running control plane and what lets the command line in: the CA bundle its certificate
+/// must chain to, and the admin token. `--state DIR` stands for `--ca DIR/ca.pem
+/// --admin-token DIR/admin-token` (what the control plane writes there); --ca and --admin-token
+/// win over it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServerArgs {
+    /// The control plane's address: `HOST:PORT` or `https://HOST:PORT` (`127.0.0.1:7900`).
+    #[arg(long)]
+    pub server: String,
+    /// The control plane's state directory: its `ca.pem` and `admin-token` are used.
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// The CA bundle (PEM) the control plane's certificate must chain to (`DIR/ca.pem`).
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// The file holding the control plane's admin token (`DIR/admin-token`, owner-only).
+    #[arg(long)]
+    pub admin_token: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    /// Reads the files; an error names the flag and the file that is missing.
+    pub fn resolve(&self) -> Result<Server, ClientError> {
+        let pick =
+            |given: &Option<PathBuf>, file: &str, flag: &'static str| match (given, &self.state) {
+                (Some(p), _) => Ok((p.clone(), flag)),
+                (None, Some(dir)) => Ok((dir.join(file), "--state")),
+                (None, None) => Err(ClientError::NoCredentials {
+                    server: self.server.clone(),
+                    missing: flag,
+                }),
+            };
+        let ca = pick(&self.ca, BUNDLE_FILE, "--ca")?;
+        let token = pick(&self.admin_token, ADMIN_TOKEN_FILE, "--admin-token")?;
+        Server::from_files(&self.server, (&ca.0, ca.1), Some((&token.0, token.1)))
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -63,7 +101,8 @@ pub struct ControlArgs {
     /// etcd needs a build with it: `cargo build --features etcd`.
     #[arg(long)]
     pub store: Option<String>,
-    /// Where to listen: a loopback address (plain HTTP/2, no TLS yet).
+    /// Where to listen (TLS 1.3 with the control plane's own certificate; any address, e.g.
+    /// 0.0.0.0:7900 to serve other machines).
     #[arg(long, default_value = "127.0.0.1:7900")]
     pub listen: SocketAddr,
     /// Lifetime of issued certificates (`24h`, `10m`, `30s`).
@@ -92,9 +131,8 @@ pub enum ControlAction {
     Apply {
         /// The mesh file (YAML).
         file: PathBuf,
-        /// The control plane's address (`127.0.0.1:7900`).
-        #[arg(long)]
-        server: String,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Rotate the CA without an outage, one stage at a time: `add` (a new root joins the trust
     /// bundle), `reissue` (once every proxy trusts it, the new root signs and every proxy
@@ -105,9 +143,8 @@ pub enum ControlAction {
         /// The stage to run.
         #[arg(long, value_enum)]
         stage: RotateStageArg,
-        /// The control plane's address (`127.0.0.1:7900`).
-        #[arg(long)]
-        server: String,
+        #[command(flatten)]
+        server: ServerArgs,
         /// Ask again while the stage waits for proxies, for up to this long (`30s`).
         #[arg(long)]
         wait: Option<Dur>,
@@ -195,6 +232,7 @@ fn read(path: &PathBuf) -> Result<String, CliError> {
 pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
     match command {
         Command::Status { server } => {
+            let server = server.resolve()?;
             let status = runtime()?.block_on(client::status(&server))?;
             out.write_all(client::render_status(&status, now_unix_ms()).as_bytes())
                 .map_err(CliError::Output)?;
@@ -204,6 +242,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
             action: Some(ControlAction::Apply { file, server }),
             ..
         }) => {
+            let server = server.resolve()?;
             let text = read(&file)?;
             let name = file.display().to_string();
             let response = runtime()?.block_on(client::apply(&server, &text, &name))?;
@@ -227,6 +266,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
                 }),
             ..
         }) => {
+            let server = server.resolve()?;
             let deadline = std::time::Instant::now() + wait.map_or(Duration::ZERO, |w| w.get());
             let response = runtime()?.block_on(async {
                 loop {
@@ -263,13 +303,6 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
             "--state DIR is required to run the control plane".into(),
         ));
     };
-    if !args.listen.ip().is_loopback() {
-        return Err(CliError::Usage(format!(
-            "--listen {}: the control plane speaks plain HTTP/2 without TLS in this version, so \
-             it listens on a loopback address only (127.0.0.1 or [::1])",
-            args.listen
-        )));
-    }
     if let Some(d) = args.dashboard
         && !d.ip().is_loopback()
     {
@@ -355,23 +388,38 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
             format!("start {}", plane.version() >> 32)
         };
         let summary = format!(
-            "hopwise control: listening on {} (plain HTTP/2, no TLS: loopback only)\n\
+            "hopwise control: listening on {} (TLS 1.3 as {})\n\
              state: {} (mesh {}, config version {}, {at})\n\
              trust bundle: {}\n\
+             admin token: {}\n\
              join tokens: {} ({} service(s))\n",
             listener.local_addr().map_or(args.listen, |a| a),
+            plane.mesh().control_identity(),
             plane.store().location(),
             plane.mesh().name,
             plane.config_version(),
             started.bundle_file.display(),
+            started
+                .admin_token_file
+                .as_ref()
+                .map_or("-".to_owned(), |p| p.display().to_string()),
             plane.store().dir().join(TOKENS_DIR).display(),
             started.token_files.len(),
         );
-        let local = listener.local_addr().map_or(args.listen, |a| a);
+        let mut local = listener.local_addr().map_or(args.listen, |a| a);
+        // Listening on every address: talk to itself on loopback.
+        if local.ip().is_unspecified() {
+            local.set_ip(if local.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        let dir = plane.store().dir().to_owned();
         let running = api::spawn(plane, listener)?;
         if let Some(path) = watched {
             let seen = std::fs::read_to_string(&path).ok();
-            tokio::spawn(watch_file(path, seen, local.to_string()));
+            tokio::spawn(watch_file(path, seen, (local.to_string(), dir)));
         }
         let mut text = summary;
         let dashboard = match args.dashboard {
@@ -410,7 +458,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(500);
 /// content (a small file) rather than trusting timestamps: editors that write in place, write a
 /// new file and rename it, or keep the mtime are all seen. A file caught half-written is refused
 /// and applied at the next look, once complete.
-async fn watch_file(path: PathBuf, mut seen: Option<String>, server: String) {
+async fn watch_file(path: PathBuf, mut seen: Option<String>, (addr, state): (String, PathBuf)) {
     let name = path.display().to_string();
     let mut tick = tokio::time::interval(WATCH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -424,7 +472,12 @@ async fn watch_file(path: PathBuf, mut seen: Option<String>, server: String) {
         if seen.as_deref() == Some(text.as_str()) {
             continue;
         }
-        match client::apply(&server, &text, &name).await {
+        // Read each time: a CA rotation rewrites `ca.pem`.
+        let applied = match Server::from_state(&addr, &state) {
+            Ok(server) => client::apply(&server, &text, &name).await,
+            Err(e) => Err(e),
+        };
+        match applied {
             Ok(r) if r.applied && r.unchanged => {
                 tracing::info!("{name} changed on disk; the mesh file in force is the same");
             }

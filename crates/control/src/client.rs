@@ -1,22 +1,126 @@
 //! The client side that the command line needs — `hopwise control apply`, `hopwise control
-//! rotate-ca` and `hopwise status` — and the text they show. (The proxies' own client, which renews certificates and follows
-//! snapshots, is not here yet.)
+//! rotate-ca` and `hopwise status` — and the text they show. (The proxies' own client, which
+//! renews certificates and follows snapshots, is `crates/proxy/src/control.rs`.)
+//!
+//! Every connection is TLS 1.3 ([`connect`]): the server must prove the control plane's identity
+//! under the CA bundle given ([`Server`]); admin calls carry the admin token.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::pb;
 use crate::pb::control_client::ControlClient;
+use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE};
+
+mod connect;
 
 /// A connected client.
-pub type Client = ControlClient<Channel>;
+pub type Client = ControlClient<InterceptedService<Channel, Bearer>>;
+
+/// A control plane to call: where it is, the CA bundle its certificate must chain to, and the
+/// admin token (needed by `Apply`, `RotateCa` and `Status` only).
+#[derive(Clone)]
+pub struct Server {
+    /// As given: `host:port` or `https://host:port`.
+    pub addr: String,
+    bundle_pem: String,
+    admin_token: Option<String>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("addr", &self.addr)
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<secret>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    pub fn new(addr: &str, bundle_pem: String, admin_token: Option<String>) -> Server {
+        Server {
+            addr: addr.to_owned(),
+            bundle_pem,
+            admin_token,
+        }
+    }
+
+    /// `addr` with the bundle read from `ca` and, if given, the token from `admin_token`.
+    /// Errors name the file and the flag it came from.
+    pub fn from_files(
+        addr: &str,
+        ca: (&Path, &str),
+        admin_token: Option<(&Path, &str)>,
+    ) -> Result<Server, ClientError> {
+        let read = |(path, flag): (&Path, &str)| {
+            std::fs::read_to_string(path).map_err(|e| ClientError::File {
+                path: path.to_owned(),
+                flag: flag.to_owned(),
+                reason: e.to_string(),
+            })
+        };
+        let bundle = read(ca)?;
+        let token = admin_token.map(read).transpose()?;
+        Ok(Server::new(
+            addr,
+            bundle,
+            token.map(|t| t.trim().to_owned()),
+        ))
+    }
+
+    /// `addr` with `DIR/ca.pem` and `DIR/admin-token`, as the control plane writes them.
+    pub fn from_state(addr: &str, dir: &Path) -> Result<Server, ClientError> {
+        let ca = dir.join(BUNDLE_FILE);
+        let token = dir.join(ADMIN_TOKEN_FILE);
+        Server::from_files(addr, (&ca, "--state"), Some((&token, "--state")))
+    }
+}
+
+/// Adds `authorization: Bearer <admin token>` to every call, when there is one.
+#[derive(Debug, Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            request.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(request)
+    }
+}
 
 /// Why a call to the control plane failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("--server {server}: not an address ({reason}); write host:port, e.g. 127.0.0.1:7900")]
+    #[error("--server {server}: {reason}")]
     Address { server: String, reason: String },
+    #[error("cannot read {path} ({flag}): {reason}")]
+    File {
+        path: PathBuf,
+        flag: String,
+        reason: String,
+    },
+    #[error("the CA bundle for --server {server} is not usable: {reason}")]
+    Bundle { server: String, reason: String },
+    #[error(
+        "--server {server}: {missing} FILE is missing; give the control plane's CA bundle \
+         (--ca FILE) and admin token (--admin-token FILE), or --state DIR for DIR/ca.pem and \
+         DIR/admin-token"
+    )]
+    NoCredentials {
+        server: String,
+        missing: &'static str,
+    },
     #[error("cannot reach the control plane at {server}: {reason}")]
     Connect { server: String, reason: String },
     #[error("the control plane at {server} answered {code:?}: {message}")]
@@ -27,24 +131,50 @@ pub enum ClientError {
     },
 }
 
-/// Connects to `server` (`host:port`, or a URL).
-pub async fn connect(server: &str) -> Result<Client, ClientError> {
-    let url = if server.contains("://") {
-        server.to_owned()
-    } else {
-        format!("http://{server}")
-    };
-    let endpoint = Endpoint::from_shared(url)
+/// `host:port` from `host:port` or `https://host:port`; `http://` is refused (no plaintext).
+pub fn authority(server: &str) -> Result<&str, ClientError> {
+    hopwise_model::control_port::authority(server).map_err(|reason| ClientError::Address {
+        server: server.to_owned(),
+        reason,
+    })
+}
+
+/// Connects to `server` over TLS, trusting its bundle.
+pub async fn connect(server: &Server) -> Result<Client, ClientError> {
+    let name = server.addr.as_str();
+    let authority = authority(name)?;
+    let config =
+        connect::client_config(&server.bundle_pem).map_err(|reason| ClientError::Bundle {
+            server: name.to_owned(),
+            reason,
+        })?;
+    // The connector does the TLS; tonic sees a plain URI, so its own (feature-gated) TLS layer
+    // never takes `https` for itself.
+    let endpoint = Endpoint::from_shared(format!("http://{authority}"))
         .map_err(|e| ClientError::Address {
-            server: server.to_owned(),
+            server: name.to_owned(),
             reason: e.to_string(),
         })?
         .connect_timeout(Duration::from_secs(3));
-    let channel = endpoint.connect().await.map_err(|e| ClientError::Connect {
-        server: server.to_owned(),
-        reason: source_chain(&e),
-    })?;
-    Ok(ControlClient::new(channel))
+    let channel = endpoint
+        .connect_with_connector(connect::Connector { config })
+        .await
+        .map_err(|e| ClientError::Connect {
+            server: name.to_owned(),
+            reason: source_chain(&e),
+        })?;
+    let bearer = match &server.admin_token {
+        None => None,
+        Some(t) => Some(
+            format!("Bearer {t}")
+                .parse()
+                .map_err(|_| ClientError::Bundle {
+                    server: name.to_owned(),
+                    reason: "the admin token is not printable text".to_owned(),
+                })?,
+        ),
+    };
+    Ok(ControlClient::with_interceptor(channel, Bearer(bearer)))
 }
 
 fn source_chain(e: &dyn std::error::Error) -> String {
@@ -68,7 +198,7 @@ fn call_error(server: &str, s: tonic::Status) -> ClientError {
 
 /// Sends a mesh file to be checked and applied.
 pub async fn apply(
-    server: &str,
+    server: &Server,
     text: &str,
     file_name: &str,
 ) -> Result<pb::ApplyResponse, ClientError> {
@@ -80,12 +210,12 @@ pub async fn apply(
         })
         .await
         .map(tonic::Response::into_inner)
-        .map_err(|s| call_error(server, s))
+        .map_err(|s| call_error(&server.addr, s))
 }
 
 /// Runs one stage of a CA rotation (`add`, `reissue`, `retire`).
 pub async fn rotate_ca(
-    server: &str,
+    server: &Server,
     stage: &str,
     force: bool,
 ) -> Result<pb::RotateCaResponse, ClientError> {
@@ -97,17 +227,17 @@ pub async fn rotate_ca(
         })
         .await
         .map(tonic::Response::into_inner)
-        .map_err(|s| call_error(server, s))
+        .map_err(|s| call_error(&server.addr, s))
 }
 
 /// Asks for the status.
-pub async fn status(server: &str) -> Result<pb::StatusResponse, ClientError> {
+pub async fn status(server: &Server) -> Result<pb::StatusResponse, ClientError> {
     let mut client = connect(server).await?;
     client
         .status(pb::StatusRequest {})
         .await
         .map(tonic::Response::into_inner)
-        .map_err(|s| call_error(server, s))
+        .map_err(|s| call_error(&server.addr, s))
 }
 
 /// `3.17`: the 3rd start of the control plane on its state, 17th change since; or `1234`, an
@@ -370,6 +500,19 @@ fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plaintext_server_is_refused_naming_the_flag() {
+        assert_eq!(
+            authority("https://127.0.0.1:7900").unwrap(),
+            "127.0.0.1:7900"
+        );
+        let e = authority("http://127.0.0.1:7900").unwrap_err().to_string();
+        assert!(
+            e.contains("--server http://127.0.0.1:7900") && e.contains("TLS only"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn versions_and_times_read_well() {

@@ -20,6 +20,7 @@ pub mod dashboard;
 pub mod plane;
 pub mod registry;
 pub mod store;
+pub mod tls;
 pub mod token;
 
 pub mod pb {

@@ -200,6 +200,8 @@ pub struct Started {
     pub token_files: Vec<PathBuf>,
     /// `<state>/ca.pem`.
     pub bundle_file: PathBuf,
+    /// `<state>/admin-token`.
+    pub admin_token_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -576,11 +578,15 @@ impl Plane {
             ));
         }
 
-        // A token for every service that runs a proxy.
+        // A token for every service that runs a proxy, and the admin token.
         add_tokens(&mut next, &mesh)?;
+        if next.admin_token.is_none() {
+            next.admin_token = Some(Secret(token::new_admin_token()?));
+        }
 
         let written = store.commit(next)?;
         let token_files = store.write_tokens()?;
+        let admin_token_file = store.write_admin_token()?;
         let bundle_file = store.write_bundle(&ca.trust_bundle_pem())?;
         let ca_generation = store.state().ca_generation;
         // Embedded: versions are (start count, changes since). Shared: the etcd revision, the
@@ -629,6 +635,7 @@ impl Plane {
             notes,
             token_files,
             bundle_file,
+            admin_token_file,
         })
     }
 
@@ -693,6 +700,20 @@ impl Plane {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The lifetime of issued certificates (`--cert-lifetime`), the control port's too.
+    pub fn cert_lifetime(&self) -> Duration {
+        self.lifetime
+    }
+
+    /// The admin token (empty only in a state no start has written: nobody is admin then).
+    pub fn admin_token(&self) -> &str {
+        self.store
+            .state()
+            .admin_token
+            .as_ref()
+            .map_or("", |t| t.0.as_str())
     }
 
     /// The join token of `service`, if it has one.

@@ -5,8 +5,9 @@
 //! file and the directory flushed, so a crash leaves either the old state or the new one, never
 //! half of each. A lock file keeps a second control plane off the same directory.
 //!
-//! Beside it, for people and for `hopwise up`: `<state>/ca.pem` (the trust bundle) and
-//! `<state>/tokens/<service>` (each service's join token, owner-only).
+//! Beside it, for people and for `hopwise up`: `<state>/ca.pem` (the trust bundle, which clients
+//! of the control port trust), `<state>/tokens/<service>` (each service's join token, owner-only)
+//! and `<state>/admin-token` (the token of `apply`, `rotate-ca` and `status`, owner-only).
 //!
 //! Leases are not stored: they are soft state that proxies renew every few seconds, and after a
 //! restart they register again.
@@ -34,6 +35,8 @@ pub const STATE_FILE: &str = "state.json";
 pub const BUNDLE_FILE: &str = "ca.pem";
 /// The directory of per-service token files.
 pub const TOKENS_DIR: &str = "tokens";
+/// The admin token's file.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 const LOCK_FILE: &str = "lock";
 /// The version of the state file's layout this build writes. Format 2 added the CA's
 /// generation and a rotation in progress; both have defaults, so a format-1 file still loads
@@ -173,6 +176,9 @@ pub struct State {
     /// Service → its join token.
     pub tokens: BTreeMap<String, Secret>,
     pub mesh: Option<MeshState>,
+    /// The admin token (made at the first start of a build that has it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<Secret>,
 }
 
 impl Default for State {
@@ -185,6 +191,7 @@ impl Default for State {
             rotation: None,
             tokens: BTreeMap::new(),
             mesh: None,
+            admin_token: None,
         }
     }
 }
@@ -246,6 +253,16 @@ impl Store {
     /// Writes `<dir>/ca.pem`, the trust bundle (public).
     pub fn write_bundle(&self, pem: &str) -> Result<PathBuf, StoreError> {
         write_bundle(self.dir(), pem)
+    }
+
+    /// Writes `<dir>/admin-token` (owner-only), if the state has one. Returns the file.
+    pub fn write_admin_token(&self) -> Result<Option<PathBuf>, StoreError> {
+        let Some(token) = &self.state().admin_token else {
+            return Ok(None);
+        };
+        let path = self.dir().join(ADMIN_TOKEN_FILE);
+        write_atomic(&path, format!("{}\n", token.0).as_bytes(), 0o600)?;
+        Ok(Some(path))
     }
 
     /// The etcd store, when replicas share one.
@@ -462,6 +479,7 @@ mod tests {
                 source: "mesh.yaml".into(),
                 applied_unix_ms: 1_700_000_000_000,
             }),
+            admin_token: Some(Secret("hopwise-admin-cc".into())),
         }
     }
 

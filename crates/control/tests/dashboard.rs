@@ -197,7 +197,9 @@ async fn the_dashboard_api_over_real_http() {
             _ => (404, String::new()),
         }
     });
-    let mut c = client::connect(&running.addr.to_string()).await.unwrap();
+    let server =
+        client::Server::from_state(&running.addr.to_string(), &dir.path().join("state")).unwrap();
+    let mut c = client::connect(&server).await.unwrap();
     // An admin address that is not one is refused before anything is registered.
     let bad = c
         .register(pb::RegisterRequest {

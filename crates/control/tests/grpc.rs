@@ -95,7 +95,7 @@ async fn the_control_plane_over_grpc() {
     let (pricing, checkout) = (token("pricing"), token("checkout"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let running = api::spawn(started.plane, listener).unwrap();
-    let server = running.addr.to_string();
+    let server = client::Server::from_state(&running.addr.to_string(), dir.path()).unwrap();
     let mut c = client::connect(&server).await.unwrap();
 
     // --- identity: a CSR made by the proxy, signed with its SPIFFE identity -----------------
@@ -377,7 +377,7 @@ async fn a_subscriber_whose_service_leaves_the_mesh_is_told_why() {
     let pricing = started.plane.token("pricing").unwrap().to_owned();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let running = api::spawn(started.plane, listener).unwrap();
-    let server = running.addr.to_string();
+    let server = client::Server::from_state(&running.addr.to_string(), dir.path()).unwrap();
     let mut c = client::connect(&server).await.unwrap();
     let mut stream = c
         .subscribe(pb::SubscribeRequest {

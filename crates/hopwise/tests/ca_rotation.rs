@@ -6,6 +6,12 @@
 //! from the new root only: read from their cache directories with x509-parser, and seen in a
 //! handshake from a client that trusts the new root alone (one that trusts the old root alone
 //! is refused).
+//!
+//! The control plane's own port follows: its certificate is re-signed at `reissue`, every proxy
+//! keeps (or regains) its control connection through the three stages and acknowledges a mesh
+//! file applied after `retire`, only the new root's clients reach the control port then, and a
+//! proxy restarted after `retire` with the OLD bundle as `--control-ca` connects again (it trusts
+//! the bundle its last snapshot left in its cache).
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
@@ -42,14 +48,22 @@ struct CopyOfB {
     cache: PathBuf,
 }
 
-fn copy_of_b(dir: &Path, server: SocketAddr, copy: usize, name: &'static str) -> CopyOfB {
+/// `control_ca`: the bundle given as `--control-ca`.
+fn copy_of_b(
+    dir: &Path,
+    (server, control_ca): (SocketAddr, &Path),
+    copy: usize,
+    name: &'static str,
+) -> CopyOfB {
     let (inbound, admin) = (free(), free());
     let cache = dir.join(format!("cache-b{copy}"));
     let proc = spawn(
         &[
             "proxy",
             "--control",
-            &format!("http://{server}"),
+            &format!("https://{server}"),
+            "--control-ca",
+            control_ca.to_str().unwrap(),
             "--token-file",
             dir.join("state/tokens/b").to_str().unwrap(),
             "--service",
@@ -147,13 +161,15 @@ impl Traffic {
 }
 
 /// `hopwise control rotate-ca --stage STAGE`, waiting while it is not safe yet.
-fn rotate(server: SocketAddr, stage: &str) -> String {
+fn rotate((server, dir): (SocketAddr, &Path), stage: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args([
             "control",
             "rotate-ca",
             "--server",
             &server.to_string(),
+            "--state",
+            dir.to_str().unwrap(),
             "--stage",
             stage,
             "--wait",
@@ -287,13 +303,20 @@ fn the_ca_is_rotated_under_traffic_without_a_failed_request() {
         &dir.join("control.log"),
     );
     let old_root = std::fs::read_to_string(dir.join("state/ca.pem")).unwrap();
-    let mut copies = vec![copy_of_b(dir, server, 0, "zero")];
+    // The bundle as it was at the start, as an operator might have copied it elsewhere.
+    let old_bundle = dir.join("old-ca.pem");
+    std::fs::write(&old_bundle, &old_root).unwrap();
+    let state = dir.join("state");
+    let ca = state.join("ca.pem");
+    let mut copies = vec![copy_of_b(dir, (server, &ca), 0, "zero")];
     let (port, a_admin) = (free(), free());
     let _a = spawn(
         &[
             "proxy",
             "--control",
-            &format!("http://{server}"),
+            &format!("https://{server}"),
+            "--control-ca",
+            ca.to_str().unwrap(),
             "--token-file",
             dir.join("state/tokens/a").to_str().unwrap(),
             "--service",
@@ -320,7 +343,7 @@ fn the_ca_is_rotated_under_traffic_without_a_failed_request() {
     // Out of order: refused, exit 1, nothing changes.
     let refused = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(["control", "rotate-ca", "--server", &server.to_string()])
-        .args(["--stage", "retire"])
+        .args(["--state", state.to_str().unwrap(), "--stage", "retire"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&refused.stdout);
@@ -328,27 +351,27 @@ fn the_ca_is_rotated_under_traffic_without_a_failed_request() {
     assert!(text.contains("refused: no rotation in progress"), "{text}");
 
     // add: the bundle is [old, new]; the old root still signs. A new copy joins under it.
-    let out = rotate(server, "add");
+    let out = rotate((server, &state), "add");
     println!("rotate-ca --stage add:\n{out}");
     assert!(out.contains(&format!("{OLD_ROOT}, {NEW_ROOT}")), "{out}");
-    copies.push(copy_of_b(dir, server, 1, "one"));
+    copies.push(copy_of_b(dir, (server, &ca), 1, "one"));
     traffic.until_answered_by("one");
 
     // reissue: once every proxy trusts the new root, it signs and every proxy renews.
-    let out = rotate(server, "reissue");
+    let out = rotate((server, &state), "reissue");
     println!("rotate-ca --stage reissue:\n{out}");
     assert!(out.contains("CA generation 2"), "{out}");
-    copies.push(copy_of_b(dir, server, 2, "two"));
+    copies.push(copy_of_b(dir, (server, &ca), 2, "two"));
     traffic.until_answered_by("two");
 
     // retire: once every proxy presents a certificate from the new root, the old one leaves.
-    let out = rotate(server, "retire");
+    let out = rotate((server, &state), "retire");
     println!("rotate-ca --stage retire:\n{out}");
     assert!(
         out.contains(&format!("trust bundle: {NEW_ROOT} ·")),
         "{out}"
     );
-    copies.push(copy_of_b(dir, server, 3, "three"));
+    copies.push(copy_of_b(dir, (server, &ca), 3, "three"));
     traffic.until_answered_by("three");
     std::thread::sleep(Duration::from_millis(500));
     let (answers, failures) = traffic.stop();
@@ -414,9 +437,73 @@ fn the_ca_is_rotated_under_traffic_without_a_failed_request() {
             c.name
         );
     }
+
+    // --- the control port: the new root's, and every proxy still connected ----------------------
+    let admin = std::fs::read_to_string(state.join("admin-token")).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = |bundle: &str| {
+        hopwise_control::client::Server::new(
+            &server.to_string(),
+            bundle.to_owned(),
+            Some(admin.trim().to_owned()),
+        )
+    };
+    let reach = |bundle: &str| rt.block_on(hopwise_control::client::status(&client(bundle)));
+    let e = reach(&old_root).unwrap_err().to_string();
+    assert!(
+        e.contains("certificate"),
+        "a client of the old root only: {e}"
+    );
+    // A mesh file applied after retire reaches every proxy, through its control connection.
+    let after = MESH.replace("timeout: 2s", "timeout: 1500ms");
+    let applied = rt
+        .block_on(hopwise_control::client::apply(
+            &client(&new_bundle),
+            &after,
+            "after.yaml",
+        ))
+        .unwrap();
+    assert!(applied.applied && !applied.unchanged, "{applied:?}");
+    let every_proxy_acked = |names: &[&str]| {
+        let t = Instant::now();
+        loop {
+            let s = reach(&new_bundle).unwrap();
+            let acked = |n: &str| {
+                s.proxies.iter().any(|p| {
+                    p.proxy == n
+                        && p.connected
+                        && p.last_ack_accepted
+                        && p.last_acked_version >= applied.version
+                })
+            };
+            if names.iter().all(|n| acked(n)) {
+                return;
+            }
+            assert!(
+                t.elapsed() < DEADLINE,
+                "not every proxy of {names:?} acknowledged version {}: {:?}",
+                applied.version,
+                s.proxies
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    every_proxy_acked(&["a-0", "b-0", "b-1", "b-2", "b-3"]);
+
+    // A proxy restarted after retire, given the OLD bundle: the one its cache kept lets it in.
+    let zero_cache = copies[0].cache.clone();
+    copies.remove(0);
+    let restarted = copy_of_b(dir, (server, &old_bundle), 0, "zero");
+    assert_eq!(restarted.cache, zero_cache);
+    every_proxy_acked(&["b-0"]);
     let status = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(["status", "--server", &server.to_string()])
+        .args(["--state", state.to_str().unwrap()])
         .output()
         .unwrap();
+    assert!(status.status.success(), "{status:?}");
     println!("{}", String::from_utf8_lossy(&status.stdout));
 }

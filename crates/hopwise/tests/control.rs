@@ -2,9 +2,11 @@
 //! bundle, a token file per service, owner-only), answers `hopwise status` and
 //! `hopwise control apply` (a file `hopwise check` rejects exits 1 with the findings), stops on
 //! SIGTERM, and after a restart — clean or after SIGKILL — has the same CA, the same tokens and
-//! the applied configuration. A second control plane on the same state, or one asked to listen
-//! on a non-loopback address, is refused with exit 2, and so is `--store etcd://…` in a build
-//! without the `etcd` feature.
+//! the applied configuration. A second control plane on the same state is refused with exit 2,
+//! and so is `--store etcd://…` in a build without the `etcd` feature. The port is TLS only:
+//! listening on 0.0.0.0 it is reached at 127.0.0.1 by clients trusting `STATE/ca.pem`; a
+//! plaintext client and one trusting another CA are refused; `Apply`, `Status` and `RotateCa`
+//! need the admin token.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -137,7 +139,13 @@ fn the_control_plane_keeps_its_ca_tokens_and_configuration_across_restarts() {
     let mesh = write(dir.path(), "mesh.yaml", MESH);
 
     let mut first = Control::start(&state, Some(&mesh), &log);
-    assert!(first.banner.contains("plain HTTP/2"), "{}", first.banner);
+    assert!(
+        first
+            .banner
+            .contains("(TLS 1.3 as spiffe://shop.local/control)"),
+        "{}",
+        first.banner
+    );
     assert!(
         first.banner.contains("config version 1"),
         "{}",
@@ -157,7 +165,10 @@ fn the_control_plane_keeps_its_ca_tokens_and_configuration_across_restarts() {
         let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(state.join("state.json")), 0o600);
         assert_eq!(mode(state.join("tokens/pricing")), 0o600);
+        assert_eq!(mode(state.join("admin-token")), 0o600);
     }
+    let admin = std::fs::read_to_string(state.join("admin-token")).unwrap();
+    assert!(admin.starts_with("hopwise-admin-"), "{admin}");
 
     // A second control plane on the same state is refused.
     let second = output(&[
@@ -175,7 +186,8 @@ fn the_control_plane_keeps_its_ca_tokens_and_configuration_across_restarts() {
     );
 
     // status
-    let status = output(&["status", "--server", &first.addr]);
+    let s = state.to_str().unwrap();
+    let status = output(&["status", "--server", &first.addr, "--state", s]);
     assert_eq!(status.status.code(), Some(0), "{}", text(&status.stderr));
     assert!(
         text(&status.stdout).contains("mesh shop"),
@@ -202,6 +214,8 @@ services:
         storm.to_str().unwrap(),
         "--server",
         &first.addr,
+        "--state",
+        s,
     ]);
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stderr));
     assert!(
@@ -227,6 +241,8 @@ services:
         broken.to_str().unwrap(),
         "--server",
         &first.addr,
+        "--state",
+        s,
     ]);
     assert_eq!(invalid.status.code(), Some(2));
     assert!(
@@ -247,6 +263,8 @@ services:
         edited.to_str().unwrap(),
         "--server",
         &first.addr,
+        "--state",
+        s,
     ]);
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied.stderr));
     assert!(
@@ -268,7 +286,7 @@ services:
     assert!(again.banner.contains("start 2"), "{}", again.banner);
     assert_eq!(std::fs::read_to_string(state.join("ca.pem")).unwrap(), ca);
     assert_eq!(tokens(&state), before);
-    let status = output(&["status", "--server", &again.addr]);
+    let status = output(&["status", "--server", &again.addr, "--state", s]);
     assert!(
         text(&status.stdout).contains("config version 2"),
         "{}",
@@ -286,6 +304,10 @@ services:
     assert!(third.banner.contains("start 3"), "{}", third.banner);
     assert_eq!(std::fs::read_to_string(state.join("ca.pem")).unwrap(), ca);
     assert_eq!(tokens(&state), before);
+    assert_eq!(
+        std::fs::read_to_string(state.join("admin-token")).unwrap(),
+        admin
+    );
 }
 
 #[test]
@@ -295,18 +317,6 @@ fn bad_starts_are_refused_with_exit_2_or_1() {
     let mesh = write(dir.path(), "mesh.yaml", MESH);
     let s = state.to_str().unwrap();
     let m = mesh.to_str().unwrap();
-
-    let o = output(&[
-        "control",
-        "--state",
-        s,
-        "--config",
-        m,
-        "--listen",
-        "0.0.0.0:0",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o.stderr).contains("loopback"), "{}", text(&o.stderr));
 
     let o = output(&["control", "--state", s, "--listen", "127.0.0.1:0"]);
     assert_eq!(o.status.code(), Some(2));
@@ -356,14 +366,196 @@ services:
         "{}",
         text(&o.stderr)
     );
+}
+
+/// The status, as the command line would ask for it, with what the test chooses to send.
+fn status_with(addr: &str, bundle: &str, admin: Option<&str>) -> Result<String, String> {
+    let server =
+        hopwise_control::client::Server::new(addr, bundle.to_owned(), admin.map(str::to_owned));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(hopwise_control::client::status(&server))
+        .map(|s| s.mesh)
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn the_control_port_is_tls_only_and_admin_calls_need_the_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let log = dir.path().join("control.log");
+    let mesh = write(dir.path(), "mesh.yaml", MESH);
+    let s = state.to_str().unwrap();
+
+    // Every address: no longer refused; reached on loopback.
+    let mut cmd = hopwise();
+    let mut control = {
+        cmd.args(["control", "--state", s, "--config"]).arg(&mesh);
+        let child = cmd
+            .args(["--listen", "0.0.0.0:0"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut c = Control {
+            child,
+            addr: String::new(),
+            banner: String::new(),
+        };
+        let mut reader = BufReader::new(c.child.stdout.take().unwrap());
+        reader.read_line(&mut c.banner).unwrap();
+        c
+    };
+    assert!(
+        control
+            .banner
+            .starts_with("hopwise control: listening on 0.0.0.0:"),
+        "{}\n{}",
+        control.banner,
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let port = control
+        .banner
+        .split("0.0.0.0:")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    control.addr = format!("127.0.0.1:{port}");
+    let addr = control.addr.clone();
+    let https = format!("https://{addr}");
+
+    let o = output(&["status", "--server", &https, "--state", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("mesh shop"), "{}", text(&o.stdout));
+
+    // The command line says which flag is missing, and refuses plaintext URLs.
+    let o = output(&["status", "--server", &addr]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("--ca FILE is missing"),
+        "{}",
+        text(&o.stderr)
+    );
+    let ca = state.join("ca.pem");
+    let o = output(&["status", "--server", &addr, "--ca", ca.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("--admin-token FILE is missing"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = output(&[
+        "status",
+        "--server",
+        &format!("http://{addr}"),
+        "--state",
+        s,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("TLS only"), "{}", text(&o.stderr));
+
+    // A wrong admin token, from a file: UNAUTHENTICATED, said clearly.
+    let wrong = write(dir.path(), "wrong-token", "hopwise-admin-00\n");
+    let o = output(&[
+        "status",
+        "--server",
+        &addr,
+        "--ca",
+        ca.to_str().unwrap(),
+        "--admin-token",
+        wrong.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("Unauthenticated")
+            && text(&o.stderr).contains("wrong admin token"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // Status, Apply and RotateCa without the token, with a wrong one, with the right one.
+    let bundle = std::fs::read_to_string(&ca).unwrap();
+    let admin = std::fs::read_to_string(state.join("admin-token")).unwrap();
+    let admin = admin.trim();
+    let join = tokens(&state)["pricing"].trim().to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for token in [None, Some("hopwise-admin-00"), Some(join.as_str())] {
+        let e = status_with(&addr, &bundle, token).unwrap_err();
+        assert!(
+            e.contains("Unauthenticated") && e.contains("admin-token"),
+            "{token:?}: {e}"
+        );
+        let server =
+            hopwise_control::client::Server::new(&addr, bundle.clone(), token.map(str::to_owned));
+        let e = rt
+            .block_on(hopwise_control::client::apply(&server, MESH, "mesh.yaml"))
+            .unwrap_err();
+        assert!(e.to_string().contains("Unauthenticated"), "{token:?}: {e}");
+        let e = rt
+            .block_on(hopwise_control::client::rotate_ca(&server, "add", false))
+            .unwrap_err();
+        assert!(e.to_string().contains("Unauthenticated"), "{token:?}: {e}");
+    }
+    assert_eq!(status_with(&addr, &bundle, Some(admin)).unwrap(), "shop");
+    let server =
+        hopwise_control::client::Server::new(&addr, bundle.clone(), Some(admin.to_owned()));
+    let applied = rt
+        .block_on(hopwise_control::client::apply(&server, MESH, "mesh.yaml"))
+        .unwrap();
+    assert!(applied.applied && applied.unchanged, "{applied:?}");
+    // Past the token check, to the stage's own check.
+    let e = rt
+        .block_on(hopwise_control::client::rotate_ca(
+            &server, "sideways", false,
+        ))
+        .unwrap_err();
+    assert!(e.to_string().contains("bad-stage"), "{e}");
+
+    // A client that trusts another CA does not accept the control plane's certificate.
+    let other = dir.path().join("other");
+    let o = output(&[
+        "certs",
+        "--config",
+        mesh.to_str().unwrap(),
+        "--out",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let foreign = std::fs::read_to_string(other.join("ca.pem")).unwrap();
+    let e = status_with(&addr, &foreign, Some(admin)).unwrap_err();
+    assert!(
+        e.contains("cannot reach the control plane") && e.contains("certificate"),
+        "{e}"
+    );
+
+    // A plaintext HTTP/2 (h2c) client gets no answer.
+    let plain = rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(5))
+            .connect()
+            .await;
+        match channel {
+            Err(e) => Err(e.to_string()),
+            Ok(ch) => hopwise_control::pb::control_client::ControlClient::new(ch)
+                .status(hopwise_control::pb::StatusRequest {})
+                .await
+                .map(|_| ())
+                .map_err(|s| format!("{:?}: {}", s.code(), s.message())),
+        }
+    });
+    assert!(plain.is_err(), "a plaintext client was answered");
 
     // Nobody listening: a clear error, exit 2.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let o = output(&["status", "--server", &format!("127.0.0.1:{port}")]);
+    assert!(control.signal("-TERM").success());
+    let o = output(&["status", "--server", &addr, "--state", s]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o.stderr).contains("cannot reach the control plane"),

@@ -147,8 +147,19 @@ fn hopwise(args: &[&str]) -> String {
     )
 }
 
-fn status(server: SocketAddr) -> String {
-    hopwise(&["status", "--server", &server.to_string()])
+/// `hopwise ARGS` as the admin: the bundle in B's state directory, the admin token from A's
+/// (replicas share it through etcd, so either replica's works on every replica).
+fn admin(dir: &Path, args: &[&str]) -> String {
+    let ca = dir.join("state-b/ca.pem");
+    let token = dir.join("state-a/admin-token");
+    let mut all = args.to_vec();
+    all.extend(["--ca", ca.to_str().unwrap()]);
+    all.extend(["--admin-token", token.to_str().unwrap()]);
+    hopwise(&all)
+}
+
+fn status(server: SocketAddr, dir: &Path) -> String {
+    admin(dir, &["status", "--server", &server.to_string()])
 }
 
 /// From `hopwise status` (on a shared store): each proxy's stream — open or not — and the
@@ -174,13 +185,17 @@ fn streams(status: &str) -> BTreeMap<String, (bool, String)> {
 
 /// Polls `hopwise status` on `replica` until its proxies are `expected`; after 30 s, fails
 /// saying `what` did not happen.
-fn until_streams(replica: SocketAddr, expected: &BTreeMap<String, (bool, String)>, what: &str) {
+fn until_streams(
+    (replica, dir): (SocketAddr, &Path),
+    expected: &BTreeMap<String, (bool, String)>,
+    what: &str,
+) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut seen = streams(&status(replica));
+    let mut seen = streams(&status(replica, dir));
     while seen != *expected {
         assert!(Instant::now() < deadline, "{what}: {seen:?}");
         std::thread::sleep(Duration::from_millis(50));
-        seen = streams(&status(replica));
+        seen = streams(&status(replica, dir));
     }
 }
 
@@ -256,6 +271,8 @@ impl Mesh {
                 "proxy",
                 "--control",
                 &control_list(servers),
+                "--control-ca",
+                self.dir.join("state-a/ca.pem").to_str().unwrap(),
                 "--token-file",
                 self.dir.join("state-a/tokens/b").to_str().unwrap(),
                 "--service",
@@ -280,7 +297,7 @@ impl Mesh {
 fn control_list(servers: &[SocketAddr]) -> String {
     servers
         .iter()
-        .map(|s| format!("http://{s}"))
+        .map(|s| format!("https://{s}"))
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -369,6 +386,11 @@ services:
     let ca_pem = std::fs::read_to_string(dir.join("state-a/ca.pem")).unwrap();
     let tokens = files(&dir.join("state-a/tokens"));
     assert_eq!(
+        std::fs::read_to_string(dir.join("state-b/admin-token")).unwrap(),
+        std::fs::read_to_string(dir.join("state-a/admin-token")).unwrap(),
+        "one admin token for every replica"
+    );
+    assert_eq!(
         std::fs::read_to_string(dir.join("state-b/ca.pem")).unwrap(),
         ca_pem,
         "both replicas trust the same CA"
@@ -385,6 +407,8 @@ services:
             "proxy",
             "--control",
             &control_list(&[b_addr, a_addr]),
+            "--control-ca",
+            dir.join("state-b/ca.pem").to_str().unwrap(),
             "--token-file",
             dir.join("state-b/tokens/a").to_str().unwrap(),
             "--service",
@@ -409,9 +433,9 @@ services:
     ]);
     for replica in [a_addr, b_addr] {
         let what = format!("replica {replica} does not list every proxy where it is connected");
-        until_streams(replica, &expected, &what);
+        until_streams((replica, dir), &expected, &what);
     }
-    let leases_before = copies(&status(b_addr));
+    let leases_before = copies(&status(b_addr, dir));
     assert_eq!(leases_before.len(), 2, "{leases_before:?}");
 
     // A whole CA rotation through A, under load, never forced: A waits for the word of a's
@@ -419,18 +443,21 @@ services:
     // (Whether a stage waits for a proxy of the other replica is asserted by the plane's unit
     // tests; here a proxy that were not waited for would fail handshakes, i.e. requests.)
     let load = Load::start(port);
-    let revision_before = version(&status(a_addr));
+    let revision_before = version(&status(a_addr, dir));
     let rotate = |stage: &str, server: SocketAddr| {
-        let out = hopwise(&[
-            "control",
-            "rotate-ca",
-            "--stage",
-            stage,
-            "--wait",
-            "60s",
-            "--server",
-            &server.to_string(),
-        ]);
+        let out = admin(
+            dir,
+            &[
+                "control",
+                "rotate-ca",
+                "--stage",
+                stage,
+                "--wait",
+                "60s",
+                "--server",
+                &server.to_string(),
+            ],
+        );
         assert!(!out.contains("forced"), "{out}");
         out
     };
@@ -465,7 +492,7 @@ services:
     // proxies (each proxy acknowledges a snapshot per stage, and once more with its new
     // certificate), coalesced.
     std::thread::sleep(Duration::from_millis(500));
-    let revisions = version(&status(a_addr)) - revision_before;
+    let revisions = version(&status(a_addr, dir)) - revision_before;
     println!("etcd writes across the rotation (3 stages, 3 proxies, 2 replicas): {revisions}");
     // Another rotation, begun through A and finished through B, which only followed the
     // `add`: B waits for b's proxies, which only A hears.
@@ -477,7 +504,7 @@ services:
         "requests failed during the rotation: {failures:?}"
     );
     // Every proxy's certificate is from the new root, as B knows through A and itself.
-    let status_b = status(b_addr);
+    let status_b = status(b_addr, dir);
     let rows: Vec<&str> = status_b
         .lines()
         .skip_while(|l| *l != "proxies")
@@ -498,17 +525,20 @@ services:
     // A change through B reaches A: a new service, so a new token, written by A's watch.
     let mesh_v2 = format!("{mesh_v1}  c: {{}}\n");
     std::fs::write(dir.join("mesh-v2.yaml"), &mesh_v2).unwrap();
-    let applied = hopwise(&[
-        "control",
-        "apply",
-        dir.join("mesh-v2.yaml").to_str().unwrap(),
-        "--server",
-        &b_addr.to_string(),
-    ]);
+    let applied = admin(
+        dir,
+        &[
+            "control",
+            "apply",
+            dir.join("mesh-v2.yaml").to_str().unwrap(),
+            "--server",
+            &b_addr.to_string(),
+        ],
+    );
     assert!(applied.contains("config version 2"), "{applied}");
     assert!(dir.join("state-b/tokens/c").is_file(), "{applied}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !(dir.join("state-a/tokens/c").is_file() && config_version(&status(a_addr)) == 2) {
+    while !(dir.join("state-a/tokens/c").is_file() && config_version(&status(a_addr, dir)) == 2) {
         assert!(
             Instant::now() < deadline,
             "replica A never took in the mesh file applied through B"
@@ -526,7 +556,7 @@ services:
     let b = b_addr.to_string();
     let on_b_too = |s: &(bool, String)| s.0 && s.1.split(',').any(|r| r == b);
     let failover = loop {
-        let on_b = streams(&status(b_addr));
+        let on_b = streams(&status(b_addr, dir));
         if ["b-0", "b-1"]
             .iter()
             .all(|p| on_b.get(*p).is_some_and(on_b_too))
@@ -546,7 +576,7 @@ services:
         ("b-1".to_owned(), via_b.clone()),
     ]);
     until_streams(
-        b_addr,
+        (b_addr, dir),
         &expected_on_b,
         "the dead replica's records of its proxies never left B's status",
     );
@@ -556,7 +586,7 @@ services:
     );
     // Longer than the leases' TTL (3 s): they are renewed through B.
     std::thread::sleep(Duration::from_secs(5));
-    let leases_after = copies(&status(b_addr));
+    let leases_after = copies(&status(b_addr, dir));
     assert_eq!(
         leases_after, leases_before,
         "the copies kept their leases (granted through A, renewed through B)"
@@ -576,7 +606,7 @@ services:
     );
 
     // (c) etcd dies (SIGKILL) and starts again on its data directory.
-    let leases_before = copies(&status(b_addr));
+    let leases_before = copies(&status(b_addr, dir));
     let load = Load::start(port);
     etcd.kill();
     let down = Instant::now();
@@ -600,13 +630,13 @@ services:
         std::fs::read_to_string(dir.join("state-b/tokens/c")).unwrap(),
     );
     assert_eq!(files(&dir.join("state-c/tokens")), tokens_v2);
-    let status_c = status(c_addr);
+    let status_c = status(c_addr, dir);
     assert_eq!(config_version(&status_c), 2, "{status_c}");
     assert!(!status_c.contains("CA rotation in progress"), "{status_c}");
     // Every copy is registered and healthy again (kept by etcd, or registered anew).
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let status_c = status(c_addr);
+        let status_c = status(c_addr, dir);
         let c = copies(&status_c);
         if c.len() == 3 && c.values().all(|(_, healthy)| *healthy) {
             break;
@@ -625,11 +655,11 @@ services:
     let mut expected_on_c = expected_on_b.clone();
     expected_on_c.insert("b-2".to_owned(), via_b.clone());
     until_streams(
-        c_addr,
+        (c_addr, dir),
         &expected_on_c,
         "replica C does not list every proxy as connected to B",
     );
-    let leases_after = copies(&status(c_addr));
+    let leases_after = copies(&status(c_addr, dir));
     let kept = leases_after
         .iter()
         .filter(|(addr, (lease, _))| leases_before.get(*addr).is_some_and(|(l, _)| l == lease))

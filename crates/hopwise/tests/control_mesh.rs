@@ -31,7 +31,9 @@ fn copy_of_b(dir: &Path, server: SocketAddr, copy: usize, app: SocketAddr) -> Pr
     spawn(&[
         "proxy",
         "--control",
-        &format!("http://{server}"),
+        &format!("https://{server}"),
+        "--control-ca",
+        dir.join("state/ca.pem").to_str().unwrap(),
         "--token-file",
         dir.join("state/tokens/b").to_str().unwrap(),
         "--service",
@@ -72,7 +74,9 @@ services:
     let _a = spawn(&[
         "proxy",
         "--control",
-        &format!("http://{server}"),
+        &format!("https://{server}"),
+        "--control-ca",
+        dir.path().join("state/ca.pem").to_str().unwrap(),
         "--token-file",
         dir.path().join("state/tokens/a").to_str().unwrap(),
         "--service",
@@ -174,13 +178,16 @@ services:
     let _b2 = copy_of_b(dir.path(), server, 1, backend("two"));
     let (port, admin) = (free(), free());
     let token = dir.path().join("state/tokens/a");
+    let ca = dir.path().join("state/ca.pem");
     let cache = dir.path().join("cache-a");
     let (registry, registry_failed) = dead_address_tries(
         dir.path(),
         &[
             "proxy",
             "--control",
-            &format!("http://{server}"),
+            &format!("https://{server}"),
+            "--control-ca",
+            ca.to_str().unwrap(),
             "--token-file",
             token.to_str().unwrap(),
             "--service",

@@ -290,7 +290,7 @@ services:
         "--samples",
         &path("samples.json"),
     ])];
-    let control = format!("http://{server}");
+    let control = format!("https://{server}");
     let mut admins = Vec::new();
     for (service, inbound, app) in [("b", b_in, b_app), ("c", c_in, c_app)] {
         let admin = free();
@@ -298,6 +298,8 @@ services:
             "proxy",
             "--control",
             &control,
+            "--control-ca",
+            &path("state/ca.pem"),
             "--token-file",
             &path(&format!("state/tokens/{service}")),
             "--service",
@@ -320,6 +322,8 @@ services:
         "proxy",
         "--control",
         &control,
+        "--control-ca",
+        &path("state/ca.pem"),
         "--token-file",
         &path("state/tokens/a"),
         "--service",

@@ -145,8 +145,12 @@ impl Traffic {
     }
 }
 
-fn status(rt: &tokio::runtime::Runtime, server: SocketAddr) -> pb::StatusResponse {
-    rt.block_on(hopwise_control::client::status(&server.to_string()))
+/// A control plane: its address and its state directory (its `ca.pem` and `admin-token`).
+type At<'a> = (SocketAddr, &'a Path);
+
+fn status(rt: &tokio::runtime::Runtime, (server, state): At<'_>) -> pb::StatusResponse {
+    let server = hopwise_control::client::Server::from_state(&server.to_string(), state).unwrap();
+    rt.block_on(hopwise_control::client::status(&server))
         .unwrap()
 }
 
@@ -154,12 +158,12 @@ fn status(rt: &tokio::runtime::Runtime, server: SocketAddr) -> pb::StatusRespons
 /// and returns how long that took and each proxy's last acknowledgement.
 fn until_acked(
     rt: &tokio::runtime::Runtime,
-    server: SocketAddr,
+    at: At<'_>,
     version: u64,
 ) -> (Duration, Vec<pb::ProxyStatus>) {
     let start = Instant::now();
     loop {
-        let s = status(rt, server);
+        let s = status(rt, at);
         let open: Vec<_> = s.proxies.into_iter().filter(|p| p.connected).collect();
         if open.len() == 2 && open.iter().all(|p| p.last_acked_version >= version) {
             return (start.elapsed(), open);
@@ -172,10 +176,11 @@ fn until_acked(
     }
 }
 
-fn apply(server: SocketAddr, file: &Path) {
+fn apply((server, state): At<'_>, file: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(["control", "apply", file.to_str().unwrap()])
         .args(["--server", &server.to_string()])
+        .args(["--state", state.to_str().unwrap()])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -239,12 +244,16 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
         ],
         &d.join("control.log"),
     );
-    let control = format!("http://{server}");
+    let control = format!("https://{server}");
+    let state = d.join("state");
+    let at = (server, state.as_path());
     let _b = spawn(
         &[
             "proxy",
             "--control",
             &control,
+            "--control-ca",
+            d.join("state/ca.pem").to_str().unwrap(),
             "--token-file",
             d.join("state/tokens/b").to_str().unwrap(),
             "--service",
@@ -265,6 +274,8 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
             "proxy",
             "--control",
             &control,
+            "--control-ca",
+            d.join("state/ca.pem").to_str().unwrap(),
             "--token-file",
             d.join("state/tokens/a").to_str().unwrap(),
             "--service",
@@ -302,9 +313,9 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     // too, and only c may call b's /private.
     let v2 = mesh(ports, v2_calls, "allow_paths: { /private: [c] }");
     std::fs::write(d.join("v2.yaml"), &v2).unwrap();
-    let version = status(&rt, server).version;
-    apply(server, &d.join("v2.yaml"));
-    let (took, proxies) = until_acked(&rt, server, version + 1);
+    let version = status(&rt, at).version;
+    apply(at, &d.join("v2.yaml"));
+    let (took, proxies) = until_acked(&rt, at, version + 1);
     println!("apply → both proxies acked: {took:?}");
     for p in &proxies {
         assert!(p.last_ack_accepted, "{p:?}");
@@ -344,9 +355,9 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
         "",
     );
     std::fs::write(d.join("v3.yaml"), &v3).unwrap();
-    let version = status(&rt, server).version;
-    apply(server, &d.join("v3.yaml"));
-    let (_, proxies) = until_acked(&rt, server, version + 1);
+    let version = status(&rt, at).version;
+    apply(at, &d.join("v3.yaml"));
+    let (_, proxies) = until_acked(&rt, at, version + 1);
     let a = proxies.iter().find(|p| p.service == "a").unwrap();
     assert!(!a.last_ack_accepted, "{a:?}");
     assert!(
@@ -358,6 +369,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     assert!(b.last_ack_accepted, "{b:?}");
     let shown = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(["status", "--server", &server.to_string()])
+        .args(["--state", state.to_str().unwrap()])
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
@@ -388,9 +400,9 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
         &v1_calls.replace("10s", "5s"),
         "allow_paths: { /private: [c] }",
     );
-    let version = status(&rt, server).version;
+    let version = status(&rt, at).version;
     std::fs::write(d.join("mesh.yaml"), &v4).unwrap();
-    let (took, proxies) = until_acked(&rt, server, version + 1);
+    let (took, proxies) = until_acked(&rt, at, version + 1);
     println!("file edited → both proxies acked: {took:?}");
     for p in &proxies {
         assert!(p.last_ack_accepted, "{p:?}");
@@ -420,7 +432,7 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(log.contains("exceeds-caller"), "{log}");
-    assert_eq!(status(&rt, server).config_version, 4);
+    assert_eq!(status(&rt, at).config_version, 4);
     assert_eq!(get(a_port, "/private").0, 403);
 
     let (sent, failed) = traffic.stop();

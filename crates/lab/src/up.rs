@@ -42,7 +42,7 @@ pub struct UpArgs {
     /// Where the control plane serves the dashboard.
     #[arg(long, default_value = "127.0.0.1:7901")]
     pub dashboard: SocketAddr,
-    /// Where the control plane listens (loopback).
+    /// Where the control plane listens (TLS; loopback by default).
     #[arg(long, default_value = "127.0.0.1:7900")]
     pub control: SocketAddr,
 }

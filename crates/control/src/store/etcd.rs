@@ -6,6 +6,7 @@
 //! ```text
 //! <prefix>/secret/ca               the CA (certificate and PRIVATE KEY), its generation, a rotation
 //! <prefix>/secret/tokens/<service> the service's join token
+//! <prefix>/secret/admin-token      the admin token (apply, rotate-ca, status)
 //! <prefix>/mesh                    the mesh file in force, its version, source and time
 //! <prefix>/copies/<service>/<lease> a copy: {"addr","healthy","ttl_ms"}, attached to etcd lease <lease>
 //! <prefix>/proxies/<service>/<proxy>/<lease>
@@ -107,6 +108,7 @@ pub enum Key {
     Ca,
     Mesh,
     Token(String),
+    AdminToken,
     Copy {
         service: String,
         lease: u64,
@@ -137,6 +139,7 @@ impl Layout {
             Key::Ca => format!("{p}/secret/ca"),
             Key::Mesh => format!("{p}/mesh"),
             Key::Token(service) => format!("{p}/secret/tokens/{service}"),
+            Key::AdminToken => format!("{p}/secret/admin-token"),
             // Lease ids in hex, fixed width, as etcdctl shows them.
             Key::Copy { service, lease } => format!("{p}/copies/{service}/{lease:016x}"),
             Key::Proxy {
@@ -158,6 +161,9 @@ impl Layout {
         }
         if rest == "mesh" {
             return Some(Key::Mesh);
+        }
+        if rest == "secret/admin-token" {
+            return Some(Key::AdminToken);
         }
         if let Some(service) = rest.strip_prefix("secret/tokens/") {
             return (!service.is_empty() && !service.contains('/'))
@@ -258,6 +264,9 @@ pub fn encode_state(layout: &Layout, state: &State) -> BTreeMap<String, Vec<u8>>
             token.0.clone().into_bytes(),
         );
     }
+    if let Some(token) = &state.admin_token {
+        out.insert(layout.key(&Key::AdminToken), token.0.clone().into_bytes());
+    }
     out
 }
 
@@ -287,6 +296,10 @@ pub fn decode_state(
                     .trim()
                     .to_owned();
                 state.tokens.insert(service, Secret(token));
+            }
+            Some(Key::AdminToken) => {
+                let token = std::str::from_utf8(value).map_err(|e| bad(e.to_string()))?;
+                state.admin_token = Some(Secret(token.trim().to_owned()));
             }
             Some(Key::Copy { .. } | Key::Proxy { .. }) | None => {}
         }

@@ -318,7 +318,9 @@ async fn start(
             let mut a = vec![
                 s("proxy"),
                 s("--control"),
-                format!("http://{}", args.control),
+                format!("https://{}", args.control),
+                s("--control-ca"),
+                s(state.join("ca.pem").display()),
                 s("--token-file"),
                 s(tokens.join(&svc.name).display()),
                 s("--service"),
@@ -362,7 +364,7 @@ async fn start(
     crate::demo::progress("proxies ready; waiting for every copy to be registered and healthy");
     let start = Instant::now();
     loop {
-        let missing = registered(plan, &format!("http://{}", args.control)).await;
+        let missing = registered(plan, &args.control.to_string(), &state).await;
         match missing {
             Ok(None) => return Ok(()),
             Ok(Some(why)) | Err(why) => {
@@ -407,9 +409,11 @@ fn app_args(file: &Path, run: &Path, svc: &Planned, c: &PlannedCopy) -> Vec<Stri
 }
 
 /// `None` when every copy of every proxied service is registered (and healthy, for samples);
-/// otherwise what is missing.
-async fn registered(plan: &Plan, server: &str) -> Result<Option<String>, String> {
-    let status = hopwise_control::client::status(server)
+/// otherwise what is missing. Asks with the state directory's `ca.pem` and `admin-token`.
+async fn registered(plan: &Plan, server: &str, state: &Path) -> Result<Option<String>, String> {
+    let server =
+        hopwise_control::client::Server::from_state(server, state).map_err(|e| e.to_string())?;
+    let status = hopwise_control::client::status(&server)
         .await
         .map_err(|e| e.to_string())?;
     for svc in &plan.services {

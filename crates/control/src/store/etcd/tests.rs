@@ -22,6 +22,7 @@ fn state() -> State {
             source: "m.yaml".into(),
             applied_unix_ms: 7,
         }),
+        admin_token: Some(Secret("hopwise-admin-cc".into())),
         ..State::default()
     }
 }
@@ -69,6 +70,7 @@ fn keys_name_what_they_hold_and_secrets_share_one_prefix() {
             Key::Token("pricing".into()),
             "/hopwise/secret/tokens/pricing",
         ),
+        (Key::AdminToken, "/hopwise/secret/admin-token"),
         (
             Key::Copy {
                 service: "b".into(),
@@ -96,11 +98,11 @@ fn keys_name_what_they_hold_and_secrets_share_one_prefix() {
         .iter()
         .filter(|(_, v)| {
             let v = String::from_utf8_lossy(v);
-            v.contains("KEY") || v.contains("hopwise-join-")
+            v.contains("KEY") || v.contains("hopwise-join-") || v.contains("hopwise-admin-")
         })
         .map(|(k, _)| k)
         .collect();
-    assert_eq!(secret.len(), 3, "{secret:?}");
+    assert_eq!(secret.len(), 4, "{secret:?}");
     assert!(
         secret.iter().all(|k| k.starts_with("/hopwise/secret/")),
         "{secret:?}"
@@ -138,7 +140,7 @@ fn a_write_touches_only_what_changed_and_is_guarded_by_the_revision_seen() {
     let mut view = View::new(l.clone());
     // Nothing stored: every key must not exist yet (revision 0).
     let writes = view.plan(&state());
-    assert_eq!(writes.len(), 4);
+    assert_eq!(writes.len(), 5);
     assert!(writes.iter().all(|w| w.expect == 0 && w.value.is_some()));
     view.committed(&writes, state(), 10);
     assert_eq!(view.revision(), 10);
@@ -227,8 +229,13 @@ fn a_full_read_after_a_broken_watch_finds_what_was_deleted() {
     let mut view = View::new(l.clone());
     let writes = view.plan(&state());
     view.committed(&writes, state(), 3);
-    let present: std::collections::BTreeSet<&str> =
-        ["/p/mesh", "/p/secret/ca", "/p/secret/tokens/a"].into();
+    let present: std::collections::BTreeSet<&str> = [
+        "/p/mesh",
+        "/p/secret/ca",
+        "/p/secret/admin-token",
+        "/p/secret/tokens/a",
+    ]
+    .into();
     let gone = view.missing(&present, 20);
     assert_eq!(
         gone,
