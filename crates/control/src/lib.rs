@@ -6,7 +6,8 @@
 //! keeps the CA, the join tokens ([`token`]) and the mesh file across restarts (in `state.json`,
 //! or in etcd shared by several replicas: [`store::etcd`], with the cargo feature `etcd`, whose
 //! client needs `protoc` to build), [`plane`] holds all of it and offers every operation of the
-//! API without a clock or a socket, [`api`] serves it over gRPC, and [`client`] and [`cli`] are
+//! API without a clock or a socket, [`api`] serves it over gRPC on TLS 1.3 ([`tls`]: its own
+//! `/control` certificate), and [`client`] and [`cli`] are
 //! the command line's side; [`bench`] measures it at scale (`hopwise control bench`);
 //! [`dashboard`] serves a web page over the running plane (`hopwise control --dashboard`). See
 //! docs/control.md and docs/dashboard.md.

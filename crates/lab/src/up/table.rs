@@ -63,7 +63,8 @@ pub fn text(
     }
     out.push('\n');
     out.push_str(&format!(
-        "control plane: {control} (hopwise status --server {control})\n"
+        "control plane: {control} (hopwise status --server {control} --state {})\n",
+        run.join("state").display()
     ));
     match dashboard {
         Some(d) => out.push_str(&format!("dashboard:     http://{d}/\n")),
