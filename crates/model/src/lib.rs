@@ -8,6 +8,7 @@
 
 pub mod backoff;
 pub mod control_port;
+pub mod delta;
 pub mod diag;
 pub mod duration;
 pub mod mesh;
