@@ -4,7 +4,8 @@
 //! service whose copies changed; everyone when the mesh file or the CA changed), through one
 //! `watch` channel per subscribed service. A woken stream sends a snapshot only when its
 //! content (everything but the version) differs from the last one it sent, so a proxy hears of
-//! the changes that concern it and of no others. A background task drops expired leases at the
+//! the changes that concern it and of no others; to a proxy that asked for deltas it sends only
+//! what changed since that last one ([`plane::delta`]), the first snapshot being whole. A background task drops expired leases at the
 //! moment they expire, so a copy that stops renewing leaves the snapshots at once.
 //!
 //! With a shared store (`--store etcd://…`) several replicas serve the same mesh: leases are etcd
@@ -532,6 +533,7 @@ impl Control for ControlService {
             service
         };
         tracing::info!(service = %service, proxy = %r.proxy, "subscriber joined");
+        let deltas = r.deltas;
         let guard = StreamGuard {
             shared: self.shared.clone(),
             service,
@@ -558,7 +560,13 @@ impl Control for ControlService {
                     Ok(s) if last.as_ref().is_some_and(|l| same_content(l, &s)) => {}
                     Ok(s) => {
                         let version = s.version;
-                        if tx.send(Ok(s.clone())).await.is_err() {
+                        // The first snapshot on a stream is whole; after it, a proxy that applies
+                        // deltas gets only what changed since the last one sent.
+                        let message = match &last {
+                            Some(l) if deltas => plane::delta::diff(l, &s),
+                            _ => s.clone(),
+                        };
+                        if tx.send(Ok(message)).await.is_err() {
                             return;
                         }
                         guard

@@ -36,7 +36,7 @@ use tokio::task::JoinSet;
 use crate::api;
 use crate::client::{self, Client, ClientError};
 use crate::pb;
-use crate::plane::{ConfigFile, Options, Plane};
+use crate::plane::{ConfigFile, Options, Plane, delta};
 use crate::store::{Store, TOKENS_DIR};
 
 /// The service every other one calls.
@@ -75,6 +75,10 @@ pub struct BenchArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Subscribers ask for whole snapshots every time, as proxies did before deltas (to compare
+    /// the bytes sent).
+    #[arg(long)]
+    pub whole: bool,
 }
 
 /// Why the benchmark could not run.
@@ -172,6 +176,10 @@ pub struct Spread {
     pub latency_ms: Percentiles,
     /// The last subscriber's receipt, per round.
     pub last_receipt_ms: Vec<f64>,
+    /// Bytes of snapshots (protobuf, as sent) all subscribers received per change, on average.
+    pub bytes_per_change: f64,
+    /// The same, per subscriber.
+    pub bytes_per_subscriber: f64,
 }
 
 /// Health flips of one service's copies, as fast as they go: how many the plane sustains.
@@ -192,6 +200,8 @@ pub struct Flips {
     pub snapshots_to_callers: usize,
     /// Snapshots every other subscriber received meanwhile (their content never changed).
     pub snapshots_to_others: usize,
+    /// Bytes of snapshots (as sent) received meanwhile, by everyone, per change.
+    pub bytes_per_change: f64,
 }
 
 /// The control plane's memory, in KiB.
@@ -232,6 +242,8 @@ pub struct Report {
     pub copies: usize,
     /// Bytes of one snapshot as sent (protobuf), smallest and largest first snapshot.
     pub snapshot_bytes: [usize; 2],
+    /// `deltas` (after each stream's first, whole, snapshot) or `whole` (`--whole`).
+    pub snapshots: &'static str,
     /// CSRs signed.
     pub issue: Rate,
     /// Streams opened until every first snapshot arrived.
@@ -559,8 +571,9 @@ struct Seen {
     bytes: usize,
 }
 
-/// Opens `sim`'s stream; every snapshot is reported on `seen` and acknowledged.
-fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, String>>) {
+/// Opens `sim`'s stream (asking for deltas unless `whole`); every snapshot is merged onto the
+/// last one received, as `hopwise proxy` does, reported on `seen` and acknowledged.
+fn subscribe(idx: usize, sim: Sim, whole: bool, seen: mpsc::UnboundedSender<Result<Seen, String>>) {
     tokio::spawn(async move {
         let mut client = sim.client.clone();
         let stream = client
@@ -569,6 +582,7 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                 token: sim.token.clone(),
                 proxy: sim.name.clone(),
                 admin_addr: String::new(),
+                deltas: !whole,
             })
             .await;
         let mut stream = match stream {
@@ -578,8 +592,9 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                 return;
             }
         };
+        let mut received: Option<pb::Snapshot> = None;
         loop {
-            let snapshot = match stream.message().await {
+            let message = match stream.message().await {
                 Ok(Some(s)) => s,
                 Ok(None) => return,
                 Err(e) => {
@@ -588,6 +603,29 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                 }
             };
             let at = Instant::now();
+            let bytes = message.encoded_len();
+            let merged = match (&received, message.base_version) {
+                (_, 0) => Ok(message),
+                (Some(base), v) if base.version == v => delta::apply(base, message),
+                (base, v) => {
+                    let have = base.as_ref().map_or(0, |b| b.version);
+                    let _ = seen.send(Err(format!(
+                        "{}: a delta on version {v}, but the last received is {have}",
+                        sim.name
+                    )));
+                    return;
+                }
+            };
+            let snapshot = match merged {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = seen.send(Err(format!(
+                        "{}: a delta that does not apply: {e}",
+                        sim.name
+                    )));
+                    return;
+                }
+            };
             let endpoints = |service: &str| {
                 snapshot
                     .upstreams
@@ -604,7 +642,7 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                     config_version: snapshot.config_version,
                     shared,
                     probe,
-                    bytes: snapshot.encoded_len(),
+                    bytes,
                 }))
                 .is_err()
             {
@@ -623,6 +661,7 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
                     ..Default::default()
                 })
                 .await;
+            received = Some(snapshot);
         }
     });
 }
@@ -632,20 +671,21 @@ fn subscribe(idx: usize, sim: Sim, seen: mpsc::UnboundedSender<Result<Seen, Stri
 struct Received {
     wanted: usize,
     others: usize,
+    /// Bytes of all of them.
+    bytes: usize,
 }
 
 /// Waits until every one of `proxies` subscribers has seen a snapshot for which `reached`
-/// holds; returns each one's time from `t0`.
+/// holds; returns each one's time from `t0`, and what they received meanwhile.
 async fn until_all(
     seen: &mut mpsc::UnboundedReceiver<Result<Seen, String>>,
     proxies: usize,
     t0: Instant,
     what: &str,
     reached: impl Fn(&Seen) -> bool,
-) -> Result<(Vec<Duration>, Vec<Seen>), BenchError> {
+) -> Result<(Vec<Duration>, Vec<Seen>, Received), BenchError> {
     let wanted = vec![true; proxies];
-    let (times, firsts, _) = until_these(seen, &wanted, t0, what, reached).await?;
-    Ok((times, firsts))
+    until_these(seen, &wanted, t0, what, reached).await
 }
 
 /// Waits until every subscriber `i` with `wanted[i]` has seen a snapshot for which `reached`
@@ -683,6 +723,7 @@ async fn until_these(
                 )));
             }
         };
+        received.bytes += s.bytes;
         if !wanted.get(s.proxy).copied().unwrap_or(false) {
             received.others += 1;
             continue;
@@ -807,10 +848,10 @@ fn drive(
         let (tx, mut seen) = mpsc::unbounded_channel();
         let t0 = Instant::now();
         for (i, sim) in sims.iter().enumerate() {
-            subscribe(i, sim.clone(), tx.clone());
+            subscribe(i, sim.clone(), args.whole, tx.clone());
         }
         drop(tx);
-        let (lat, firsts) = until_all(&mut seen, args.proxies, t0, "a first snapshot", |_| true).await?;
+        let (lat, firsts, _) = until_all(&mut seen, args.proxies, t0, "a first snapshot", |_| true).await?;
         let subscribe_wall = t0.elapsed();
         let subscribe = Rate::of(args.proxies, subscribe_wall, args.proxies, &lat);
         let snapshot_bytes = [
@@ -880,6 +921,7 @@ fn drive(
         let mut config_last = Vec::new();
         let mut registry_times = Vec::new();
         let mut registry_last = Vec::new();
+        let (mut config_bytes, mut registry_bytes) = (0usize, 0usize);
         for round in 1..=args.rounds {
             // A registry change: a new copy of `shared` turns healthy; every subscriber calls it.
             let lease = admin
@@ -904,10 +946,11 @@ fn drive(
                 })
                 .await
                 .map_err(call("SetHealth"))?;
-            let (times, _) = until_all(&mut seen, args.proxies, t0, "the new copy", |s| {
+            let (times, _, r) = until_all(&mut seen, args.proxies, t0, "the new copy", |s| {
                 s.shared >= round
             })
             .await?;
+            registry_bytes += r.bytes;
             registry_last.push(times.iter().max().copied().unwrap_or_default());
             registry_times.extend(times);
 
@@ -930,10 +973,11 @@ fn drive(
                 });
             }
             let target = applied.config_version;
-            let (times, _) = until_all(&mut seen, args.proxies, t0, "the new configuration", |s| {
+            let (times, _, r) = until_all(&mut seen, args.proxies, t0, "the new configuration", |s| {
                 s.config_version >= target
             })
             .await?;
+            config_bytes += r.bytes;
             config_last.push(times.iter().max().copied().unwrap_or_default());
             config_times.extend(times);
         }
@@ -971,6 +1015,7 @@ fn drive(
                 .await?;
                 received.wanted += r.wanted;
                 received.others += r.others;
+                received.bytes += r.bytes;
             }
             let wall = t0.elapsed().as_secs_f64();
             let cpu = server.cpu_ticks().saturating_sub(cpu0) as f64 / USER_HZ;
@@ -978,8 +1023,14 @@ fn drive(
             tokio::time::sleep(Duration::from_millis(200)).await;
             while let Ok(s) = seen.try_recv() {
                 match s {
-                    Ok(s) if callers.get(s.proxy).copied().unwrap_or(false) => received.wanted += 1,
-                    Ok(_) => received.others += 1,
+                    Ok(s) => {
+                        received.bytes += s.bytes;
+                        if callers.get(s.proxy).copied().unwrap_or(false) {
+                            received.wanted += 1;
+                        } else {
+                            received.others += 1;
+                        }
+                    }
                     Err(e) => {
                         return Err(BenchError::Call {
                             what: "a snapshot stream",
@@ -1013,6 +1064,11 @@ fn drive(
                 },
                 snapshots_to_callers: received.wanted,
                 snapshots_to_others: received.others,
+                bytes_per_change: if changes > 0 {
+                    (received.bytes as f64 / changes as f64).round()
+                } else {
+                    0.0
+                },
             })
         } else {
             None
@@ -1022,6 +1078,7 @@ fn drive(
         let ms = |ds: &[Duration]| -> Vec<f64> {
             ds.iter().map(|d| round3(d.as_secs_f64() * 1e3)).collect()
         };
+        let per_change = |bytes: usize| (bytes as f64 / args.rounds as f64).round();
         let in_process = matches!(server, Server::InProcess { .. });
         if in_process {
             notes.push(
@@ -1035,13 +1092,14 @@ fn drive(
         }
         Ok(Report {
             command: format!(
-                "hopwise control bench --proxies {} --copies {} --services {} --rounds {} --concurrency {}{}",
+                "hopwise control bench --proxies {} --copies {} --services {} --rounds {} --concurrency {}{}{}",
                 args.proxies,
                 args.copies,
                 args.services,
                 args.rounds,
                 args.concurrency,
-                if in_process { " --in-process" } else { "" }
+                if in_process { " --in-process" } else { "" },
+                if args.whole { " --whole" } else { "" }
             ),
             machine: machine(),
             control_plane: if in_process {
@@ -1053,6 +1111,7 @@ fn drive(
             services: args.services,
             copies: args.copies,
             snapshot_bytes,
+            snapshots: if args.whole { "whole" } else { "deltas" },
             issue,
             subscribe,
             register,
@@ -1076,6 +1135,8 @@ fn drive(
                 subscribers: args.proxies,
                 latency_ms: Percentiles::of(&config_times),
                 last_receipt_ms: ms(&config_last),
+                bytes_per_change: per_change(config_bytes),
+                bytes_per_subscriber: per_change(config_bytes) / args.proxies as f64,
             },
             registry_change: Spread {
                 change: "SetHealth(true) of a new copy of `shared`, which every service calls; \
@@ -1085,6 +1146,8 @@ fn drive(
                 subscribers: args.proxies,
                 latency_ms: Percentiles::of(&registry_times),
                 last_receipt_ms: ms(&registry_last),
+                bytes_per_change: per_change(registry_bytes),
+                bytes_per_subscriber: per_change(registry_bytes) / args.proxies as f64,
             },
             health_flips,
             notes,
@@ -1112,7 +1175,8 @@ pub fn render(r: &Report) -> String {
     };
     let spread = |what: &str, s: &Spread| {
         format!(
-            "{what}: {}\n  to all {} subscribers, {} rounds: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; last subscriber per round: {} ms\n",
+            "{what}: {}\n  to all {} subscribers, {} rounds: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; last subscriber per round: {} ms\n  \
+             sent {:.0} bytes a change, {:.0} a subscriber\n",
             s.change,
             s.subscribers,
             s.rounds,
@@ -1123,13 +1187,15 @@ pub fn render(r: &Report) -> String {
                 .iter()
                 .map(|x| format!("{x:.1}"))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            s.bytes_per_change,
+            s.bytes_per_subscriber,
         )
     };
     let m = &r.machine;
     let mut out = format!(
         "{}\nmachine: {} CPU(s), {}, {} GiB, Linux {}; {} build; control plane: {}\n\
-         {} proxies, {} services, {} copies; a snapshot is {}–{} bytes\n\n",
+         {} proxies, {} services, {} copies; a first snapshot is {}–{} bytes; then {}\n\n",
         r.command,
         m.cpus,
         m.cpu_model,
@@ -1142,6 +1208,7 @@ pub fn render(r: &Report) -> String {
         r.copies,
         r.snapshot_bytes[0],
         r.snapshot_bytes[1],
+        r.snapshots,
     );
     out.push_str(&rate("issue", &r.issue, "CSRs"));
     out.push_str(&rate("subscribe", &r.subscribe, "streams"));
@@ -1161,7 +1228,7 @@ pub fn render(r: &Report) -> String {
     if let Some(f) = &r.health_flips {
         out.push_str(&format!(
             "health flips: {}\n  {} changes in {:.3} s: {} changes/s; control plane CPU {:.3} ms a change; \
-             snapshots: {} to the {} callers, {} to the others\n",
+             snapshots: {} to the {} callers, {} to the others; {:.0} bytes a change\n",
             f.change,
             f.changes,
             f.seconds,
@@ -1169,7 +1236,8 @@ pub fn render(r: &Report) -> String {
             f.cpu_ms_per_change,
             f.snapshots_to_callers,
             f.callers,
-            f.snapshots_to_others
+            f.snapshots_to_others,
+            f.bytes_per_change
         ));
     }
     for n in &r.notes {
@@ -1239,6 +1307,7 @@ mod tests {
             concurrency: 4,
             in_process: true,
             json: true,
+            whole: false,
         };
         let r = measure(&args).unwrap();
         assert_eq!(r.issue.count, 6);
@@ -1254,5 +1323,20 @@ mod tests {
         let text = render(&r);
         assert!(text.contains("registry change"), "{text}");
         assert!(text.contains("health flips"), "{text}");
+        // Whole snapshots, as before deltas: a copy joining costs every subscriber more bytes.
+        let whole = measure(&BenchArgs {
+            whole: true,
+            ..args
+        })
+        .unwrap();
+        assert_eq!(whole.snapshots, "whole");
+        assert!(r.registry_change.bytes_per_subscriber > 0.0);
+        assert!(
+            r.registry_change.bytes_per_subscriber < whole.registry_change.bytes_per_subscriber,
+            "{} vs {}",
+            r.registry_change.bytes_per_subscriber,
+            whole.registry_change.bytes_per_subscriber
+        );
+        assert!(r.config_change.bytes_per_change < whole.config_change.bytes_per_change);
     }
 }

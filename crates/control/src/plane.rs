@@ -34,6 +34,7 @@ use crate::store::etcd::{AckValue, Change, Effect, Key, ProxyValue};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store, StoreError};
 use crate::token::{self, RandomError};
 
+pub mod delta;
 pub mod proxies;
 pub mod wake;
 pub use wake::Wake;
@@ -910,7 +911,7 @@ impl Plane {
         Ok(service)
     }
 
-    /// Everything `service`'s proxies need, at the current version.
+    /// Everything `service`'s proxies need, at the current version, whole.
     pub fn snapshot(&self, service: &str, now: Instant) -> Result<pb::Snapshot, ApiError> {
         let s = self
             .mesh
@@ -923,15 +924,21 @@ impl Plane {
         // The only part that comes from the registry: what `wake::concerned` follows.
         let upstreams: Vec<pb::Upstream> = wake::upstreams(&self.mesh, s)
             .into_iter()
-            .map(|to| pb::Upstream {
-                service: to.to_owned(),
-                identity: self.mesh.identity(to),
-                endpoints: self
+            .map(|to| {
+                let mut endpoints: Vec<String> = self
                     .registry
                     .endpoints(to, now)
                     .iter()
                     .map(SocketAddr::to_string)
-                    .collect(),
+                    .collect();
+                // Sorted as text, the order a delta's receiver rebuilds (delta.rs).
+                endpoints.sort_unstable();
+                pb::Upstream {
+                    service: to.to_owned(),
+                    identity: self.mesh.identity(to),
+                    endpoints,
+                    removed_endpoints: Vec::new(),
+                }
             })
             .collect();
         let mut allowed_callers: Vec<String> = self
@@ -947,12 +954,13 @@ impl Plane {
             config_version: self.config_version(),
             service: service.to_owned(),
             identity: self.mesh.identity(service),
-            mesh_yaml: self.mesh_text().to_owned(),
-            policy_json: serde_json::to_string(s).unwrap_or_default(),
+            mesh_yaml: Some(self.mesh_text().to_owned()),
+            policy_json: Some(serde_json::to_string(s).unwrap_or_default()),
             upstreams,
-            trust_bundle_pem: self.ca.trust_bundle_pem(),
+            trust_bundle_pem: Some(self.ca.trust_bundle_pem()),
             allowed_callers,
             ca_generation: self.ca_generation,
+            ..Default::default()
         })
     }
 

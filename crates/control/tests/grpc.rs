@@ -161,6 +161,8 @@ async fn the_control_plane_over_grpc() {
             token: pricing.clone(),
             proxy: String::new(),
             admin_addr: String::new(),
+            // Whole snapshots, as a proxy that predates deltas asks.
+            deltas: false,
         })
         .await
         .unwrap_err();
@@ -171,13 +173,15 @@ async fn the_control_plane_over_grpc() {
             token: checkout.clone(),
             proxy: "checkout-1".into(),
             admin_addr: String::new(),
+            // Whole snapshots, as a proxy that predates deltas asks.
+            deltas: false,
         })
         .await
         .unwrap()
         .into_inner();
     let first = until(&mut stream, "the first snapshot", |_| true).await;
     assert_eq!(first.config_version, 1);
-    assert_eq!(first.mesh_yaml, SHOP);
+    assert_eq!(first.mesh_yaml.as_deref(), Some(SHOP));
     assert_eq!(
         first.allowed_callers,
         ["spiffe://shop.local/service/frontend"]
@@ -274,7 +278,7 @@ async fn the_control_plane_over_grpc() {
         s.config_version == 2
     })
     .await;
-    assert_eq!(pushed.mesh_yaml, edited);
+    assert_eq!(pushed.mesh_yaml.as_deref(), Some(edited.as_str()));
     assert!(pushed.version > none.version);
     assert_eq!(pushed.version, applied.version);
 
@@ -385,6 +389,8 @@ async fn a_subscriber_whose_service_leaves_the_mesh_is_told_why() {
             token: pricing,
             proxy: String::new(),
             admin_addr: String::new(),
+            // Whole snapshots, as a proxy that predates deltas asks.
+            deltas: false,
         })
         .await
         .unwrap()

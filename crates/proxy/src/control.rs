@@ -3,6 +3,11 @@
 //! copy registered with a lease and the app's health. What it learnt is cached on disk, so a
 //! proxy that restarts while the control plane is down serves from its last snapshot.
 //!
+//! Snapshots come whole first, then as deltas on the last one received on the stream
+//! ([`delta`]): the merged, whole snapshot goes through the same accept-or-refuse path, and the
+//! cache holds it whole. A delta that does not fit what the stream sent is refused in the
+//! acknowledgement with the reason, and the stream is opened again (it starts whole).
+//!
 //! Contract: with the control plane down, a running proxy keeps its last snapshot and its
 //! certificate until that certificate expires; it keeps trying to reconnect meanwhile.
 //!
@@ -52,6 +57,8 @@ pub mod pb {
     )]
     tonic::include_proto!("hopwise.control.v1");
 }
+
+mod delta;
 
 use pb::control_client::ControlClient;
 
@@ -220,6 +227,8 @@ impl ControlOptions {
                 token: self.token.clone(),
                 proxy: self.name.clone(),
                 admin_addr: admin.map(|a| a.to_string()).unwrap_or_default(),
+                // After the first, whole, snapshot: only what changed (merged in `delta`).
+                deltas: true,
             })
             .await
             .map_err(|s| ControlError::Refused(s.message().to_owned()))?
@@ -251,7 +260,7 @@ impl ControlOptions {
         Cached {
             version: s.version,
             config_version: s.config_version,
-            mesh_yaml: s.mesh_yaml.clone(),
+            mesh_yaml: s.mesh_yaml.clone().unwrap_or_default(),
             upstreams: s
                 .upstreams
                 .iter()
@@ -392,13 +401,18 @@ async fn first_snapshot(
     let mut client = channel::connect(opts, server, None, false).await?;
     let cert = opts.issue(&mut client).await?;
     let mut stream = opts.subscribe(&mut client, None).await?;
-    let first = stream
+    let message = stream
         .message()
         .await
         .map_err(|s| ControlError::Refused(s.message().to_owned()))?
         .ok_or_else(|| ControlError::Refused("the snapshot stream ended at once".into()))?;
+    // A stream's first snapshot is whole; anything else is refused like a broken stream.
+    let first = delta::Received::default()
+        .merge(message)
+        .map_err(|e| ControlError::Refused(e.to_string()))?
+        .clone();
     // The TLS store is not open yet: it starts from this bundle.
-    opts.sync_bundle(&first.trust_bundle_pem, None);
+    opts.sync_bundle(bundle(&first), None);
     Ok((opts.to_cached(&first), cert))
 }
 
@@ -458,17 +472,40 @@ impl Session {
                     tracing::info!("certificate issued, renewing at 70 % of its life");
                 }
                 let mut stream = opts.subscribe(&mut client, admin).await?;
+                // What this stream sent so far, whole: deltas apply to it.
+                let mut received = delta::Received::default();
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     tokio::select! {
                         msg = stream.message() => {
-                            let Some(snapshot) = msg.map_err(|s| ControlError::Refused(s.message().to_owned()))? else {
+                            let Some(message) = msg.map_err(|s| ControlError::Refused(s.message().to_owned()))? else {
                                 return Err(ControlError::Refused("the snapshot stream ended".into()));
                             };
                             got_snapshot = true;
+                            let snapshot = match received.merge(message) {
+                                Ok(s) => s.clone(),
+                                Err(e) => {
+                                    // Not on what this stream holds: refuse it, say why, and
+                                    // start again whole on a new stream (same replica).
+                                    tracing::warn!("snapshot {} refused: {e}; reopening the stream", e.version());
+                                    let _ = client.ack(pb::AckRequest {
+                                        service: opts.service.clone(),
+                                        version: e.version(),
+                                        accepted: false,
+                                        reason: e.to_string(),
+                                        token: opts.token.clone(),
+                                        proxy: opts.name.clone(),
+                                        cert_ca_generation: generation,
+                                        trust_bundle_applied: false,
+                                    }).await;
+                                    stream = opts.subscribe(&mut client, admin).await?;
+                                    received = delta::Received::default();
+                                    continue;
+                                }
+                            };
                             // The trust bundle first: a rotation adds the new root before any
                             // certificate from it is presented.
-                            let bundle_applied = opts.sync_bundle(&snapshot.trust_bundle_pem, certs.as_deref());
+                            let bundle_applied = opts.sync_bundle(bundle(&snapshot), certs.as_deref());
                             if snapshot.ca_generation > generation {
                                 // The CA was rotated: renew now, not at 70 % of the life.
                                 match opts.issue(&mut client).await {
@@ -606,6 +643,11 @@ impl Session {
             }
         }
     }
+}
+
+/// A whole snapshot's trust bundle ("" when the control plane sends none).
+fn bundle(s: &pb::Snapshot) -> &str {
+    s.trust_bundle_pem.as_deref().unwrap_or_default()
 }
 
 /// Around 70 % of the certificate's life, with ±5 % jitter so a fleet does not renew at once.
