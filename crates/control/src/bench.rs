@@ -11,6 +11,11 @@
 //! healthy again, `--rounds` times, as fast as the calls go; the time runs until every caller
 //! has the final state, and the control plane's CPU time is divided by the changes.
 //!
+//! Subscribers ask for deltas, as `hopwise proxy` does, and merge them (`plane::delta`); with
+//! `--whole` they ask for whole snapshots every time, the protocol before deltas. Each change
+//! reports the bytes of the snapshots subscribers received (protobuf, as sent) and the control
+//! plane's CPU time.
+//!
 //! The control plane is, by default, a child process — the real `hopwise control` (this same
 //! executable) — so its memory is its own: VmRSS and VmHWM from `/proc/<pid>/status`. With
 //! `--in-process` it runs on its own runtime inside this process and the memory figures are
@@ -180,6 +185,9 @@ pub struct Spread {
     pub bytes_per_change: f64,
     /// The same, per subscriber.
     pub bytes_per_subscriber: f64,
+    /// The control plane's CPU time (user + system) per change, from the call until 200 ms
+    /// after the last subscriber had it (their acknowledgements included).
+    pub cpu_ms_per_change: f64,
 }
 
 /// Health flips of one service's copies, as fast as they go: how many the plane sustains.
@@ -922,6 +930,8 @@ fn drive(
         let mut registry_times = Vec::new();
         let mut registry_last = Vec::new();
         let (mut config_bytes, mut registry_bytes) = (0usize, 0usize);
+        // The plane's CPU ticks from each call until the acknowledgements settled (200 ms on).
+        let (mut config_ticks, mut registry_ticks) = (0u64, 0u64);
         for round in 1..=args.rounds {
             // A registry change: a new copy of `shared` turns healthy; every subscriber calls it.
             let lease = admin
@@ -937,6 +947,7 @@ fn drive(
                 .lease_id;
             tokio::time::sleep(Duration::from_millis(200)).await;
             drain(&mut seen)?;
+            let cpu0 = server.cpu_ticks();
             let t0 = Instant::now();
             admin
                 .set_health(pb::SetHealthRequest {
@@ -956,7 +967,9 @@ fn drive(
 
             // A configuration change: every call to `shared` gets another timeout.
             tokio::time::sleep(Duration::from_millis(200)).await;
+            registry_ticks += server.cpu_ticks().saturating_sub(cpu0);
             drain(&mut seen)?;
+            let cpu0 = server.cpu_ticks();
             let t0 = Instant::now();
             let applied = admin
                 .apply(pb::ApplyRequest {
@@ -980,6 +993,8 @@ fn drive(
             config_bytes += r.bytes;
             config_last.push(times.iter().max().copied().unwrap_or_default());
             config_times.extend(times);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            config_ticks += server.cpu_ticks().saturating_sub(cpu0);
         }
 
         // --- health flips: the copies of `svc-001` down and up again, `rounds` times -------------
@@ -1079,6 +1094,7 @@ fn drive(
             ds.iter().map(|d| round3(d.as_secs_f64() * 1e3)).collect()
         };
         let per_change = |bytes: usize| (bytes as f64 / args.rounds as f64).round();
+        let cpu_ms = |ticks: u64| round3(ticks as f64 / USER_HZ * 1e3 / args.rounds as f64);
         let in_process = matches!(server, Server::InProcess { .. });
         if in_process {
             notes.push(
@@ -1137,6 +1153,7 @@ fn drive(
                 last_receipt_ms: ms(&config_last),
                 bytes_per_change: per_change(config_bytes),
                 bytes_per_subscriber: per_change(config_bytes) / args.proxies as f64,
+                cpu_ms_per_change: cpu_ms(config_ticks),
             },
             registry_change: Spread {
                 change: "SetHealth(true) of a new copy of `shared`, which every service calls; \
@@ -1148,6 +1165,7 @@ fn drive(
                 last_receipt_ms: ms(&registry_last),
                 bytes_per_change: per_change(registry_bytes),
                 bytes_per_subscriber: per_change(registry_bytes) / args.proxies as f64,
+                cpu_ms_per_change: cpu_ms(registry_ticks),
             },
             health_flips,
             notes,
@@ -1176,7 +1194,7 @@ pub fn render(r: &Report) -> String {
     let spread = |what: &str, s: &Spread| {
         format!(
             "{what}: {}\n  to all {} subscribers, {} rounds: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; last subscriber per round: {} ms\n  \
-             sent {:.0} bytes a change, {:.0} a subscriber\n",
+             sent {:.0} bytes a change, {:.0} a subscriber; control plane CPU {:.1} ms a change\n",
             s.change,
             s.subscribers,
             s.rounds,
@@ -1190,6 +1208,7 @@ pub fn render(r: &Report) -> String {
                 .join(", "),
             s.bytes_per_change,
             s.bytes_per_subscriber,
+            s.cpu_ms_per_change,
         )
     };
     let m = &r.machine;
