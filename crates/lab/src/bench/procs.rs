@@ -183,20 +183,24 @@ impl Supervisor {
         ))
     }
 
-    /// `Some(status)` if the process has exited.
+    /// `Some(status)` if the process has exited. It is not reaped here: it stays a zombie until
+    /// the supervisor waits for it (`wait`, `kill`, `terminate`, drop), so its pid — and the
+    /// process group it leads — cannot be given to another process meanwhile, and the SIGKILL
+    /// those send to its group can never reach a stranger that got the number.
     pub fn exited(&self, pid: u32) -> Option<ExitStatus> {
-        let mut children = self.shared.children();
-        match children.get_mut(&pid) {
-            Some(c) => c.try_wait().ok().flatten(),
-            None => None,
+        if !self.shared.children().contains_key(&pid) {
+            return None;
         }
+        exit_status_unreaped(pid)
     }
 
     /// Waits for a process that is expected to exit by itself (the client).
     pub fn wait(&self, pid: u32) -> Result<ExitStatus, BenchError> {
         loop {
             if let Some(status) = self.exited(pid) {
-                self.shared.children().remove(&pid);
+                if let Some(mut c) = self.shared.children().remove(&pid) {
+                    let _ = c.wait(); // reaps the zombie: it has exited, so this returns at once
+                }
                 return Ok(status);
             }
             if !self.shared.children().contains_key(&pid) {
@@ -240,6 +244,23 @@ impl Supervisor {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+}
+
+/// The exit status of a child that has exited, leaving it unreaped (`waitid` with `WNOWAIT`);
+/// `None` while it runs.
+fn exit_status_unreaped(pid: u32) -> Option<ExitStatus> {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use std::os::unix::process::ExitStatusExt;
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).ok()?);
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    // The raw wait status std decodes: the code in bits 8..16, or the signal (+ core dump bit).
+    match waitid(Id::Pid(pid), flags).ok()? {
+        WaitStatus::Exited(_, code) => Some(ExitStatus::from_raw((code & 0xff) << 8)),
+        WaitStatus::Signaled(_, signal, core) => Some(ExitStatus::from_raw(
+            signal as i32 | if core { 0x80 } else { 0 },
+        )),
+        _ => None,
     }
 }
 
@@ -479,6 +500,44 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// A child that exits is seen as exited with its status, but stays a zombie (its pid
+    /// reserved) until the supervisor reaps it.
+    #[test]
+    fn an_exited_child_keeps_its_pid_until_reaped() {
+        use std::os::unix::process::ExitStatusExt;
+        let dir = tempfile::tempdir().unwrap();
+        let sup = Supervisor::quiet();
+        let start = |script: &str| {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", script]);
+            sup.spawn("sh", cmd, &dir.path().join("e"), false)
+                .unwrap()
+                .0
+                .pid
+        };
+        let (code, killed) = (start("exit 3"), start("kill -9 $$"));
+        let until_exited = |pid| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(status) = sup.exited(pid) {
+                    return status;
+                }
+                assert!(Instant::now() < deadline, "{pid} never exited");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        assert_eq!(until_exited(code).code(), Some(3));
+        assert_eq!(until_exited(killed).signal(), Some(9));
+        // Asked twice: still there, as a zombie, so the number is not reused.
+        assert_eq!(sup.exited(code).and_then(|s| s.code()), Some(3));
+        let state = |pid: u32| stat_fields(pid).and_then(|f| f.first().cloned());
+        assert_eq!(state(code).as_deref(), Some("Z"));
+        sup.kill(code);
+        assert_eq!(state(code), None);
+        assert_eq!(sup.wait(killed).unwrap().signal(), Some(9));
+        assert_eq!(state(killed), None);
     }
 
     #[test]
