@@ -136,16 +136,31 @@ mod tests {
 
     /// A process whose command line names `run`, as every child of `up` does.
     fn stand_in(run: &Path) -> std::process::Child {
+        // A second command keeps `sh` from replacing itself with `sleep`, which would drop
+        // the path.
+        sh(&[&format!("sleep 60; exit 0 # {}", run.display())])
+    }
+
+    /// `sh -c ARGS…` in its own group, as up's children are (killing the group takes its
+    /// `sleep` too), returned once its command line is readable: `spawn` returns while the
+    /// kernel is still inside `execve`, when `/proc/<pid>/cmdline` is briefly empty — a state
+    /// a long-running `up` or child is never in when a later `up` looks at it.
+    fn sh(args: &[&str]) -> std::process::Child {
         use std::os::unix::process::CommandExt;
-        // Its own group, as up's children are: killing the group takes its `sleep` too. (A second
-        // command keeps `sh` from replacing itself with `sleep`, which would drop the path.)
-        Command::new("sh")
-            .args(["-c", &format!("sleep 60; exit 0 # {}", run.display())])
+        let child = Command::new("sh")
+            .arg("-c")
+            .args(args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .process_group(0)
             .spawn()
-            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while cmdline(child.id()).is_none_or(|a| a.first().is_none_or(|a| a != "sh")) {
+            assert!(std::time::Instant::now() < deadline, "sh never started");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        child
     }
 
     fn kill_group(child: &mut std::process::Child) {
@@ -188,16 +203,7 @@ mod tests {
         let run = dir.path().join(".hopwise/m");
         std::fs::create_dir_all(&run).unwrap();
         // A process named like us with `up` in its command line stands for the running up.
-        let mut live = {
-            use std::os::unix::process::CommandExt;
-            Command::new("sh")
-                .args(["-c", "sleep 60; exit 0", "up"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .process_group(0)
-                .spawn()
-                .unwrap()
-        };
+        let mut live = sh(&["sleep 60; exit 0", "up"]);
         std::fs::write(run.join("up.pid"), format!("{}\n", live.id())).unwrap();
         let err = prepare(&run, Path::new("/bin/sh")).unwrap_err().to_string();
         assert!(err.contains("already running"), "{err}");
