@@ -104,11 +104,11 @@ impl Shared {
     /// Signs the control port's certificate again when the CA changed or it is past ~70 % of
     /// its life; a failure keeps the old one (logged).
     fn renew_certificate(&self) {
-        let (ca, lifetime) = {
+        let signer = || {
             let plane = self.plane();
             (plane.ca().clone(), plane.cert_lifetime())
         };
-        match self.tls.refresh(&ca, lifetime, SystemTime::now()) {
+        match self.tls.refresh(signer, SystemTime::now()) {
             Ok(true) => tracing::info!("signed a new certificate for the control port"),
             Ok(false) => {}
             Err(e) => tracing::warn!("keeping the control port's certificate: {e}"),

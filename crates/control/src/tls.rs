@@ -57,6 +57,10 @@ pub struct ServerTls {
     provider: Arc<CryptoProvider>,
     identity: String,
     current: RwLock<Current>,
+    /// One refresh at a time, each reading the CA after it has this: two callers racing (the
+    /// ticker and a rotation stage) could otherwise install a certificate from the CA one of
+    /// them read before the other replaced it.
+    refreshing: std::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -81,25 +85,32 @@ impl ServerTls {
             provider,
             identity,
             current: RwLock::new(current),
+            refreshing: std::sync::Mutex::new(()),
         }))
     }
 
     /// Signs a new certificate when `ca` is not the one the current certificate came from, or
     /// the current one is past ~70 % of its life. Returns whether it did; on error the old one
     /// stays in force.
+    /// `signer` gives the CA in force and the certificate lifetime; it is read once this
+    /// refresh has the lock, so the last refresh always uses the latest CA.
     pub fn refresh(
         &self,
-        ca: &Arc<Ca>,
-        lifetime: Duration,
+        signer: impl FnOnce() -> (Arc<Ca>, Duration),
         now: SystemTime,
     ) -> Result<bool, TlsError> {
+        let _one_at_a_time = match self.refreshing.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let (ca, lifetime) = signer();
         {
             let current = self.read();
-            if Arc::ptr_eq(&current.0, ca) && now < current.1 {
+            if Arc::ptr_eq(&current.0, &ca) && now < current.1 {
                 return Ok(false);
             }
         }
-        let fresh = make(&self.provider, ca.clone(), &self.identity, lifetime, now)?;
+        let fresh = make(&self.provider, ca, &self.identity, lifetime, now)?;
         match self.current.write() {
             Ok(mut c) => *c = fresh,
             Err(poisoned) => *poisoned.into_inner() = fresh,
