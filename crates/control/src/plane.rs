@@ -555,7 +555,7 @@ impl Plane {
                 {
                     notes.push(format!(
                         "{} differs from the mesh file in force (version {}, from {}); it was \
-                         NOT applied: send it with `hopwise control apply {} --server ADDR`",
+                         NOT applied: send it with `hopwise control apply {} --server ADDR --state DIR`",
                         given.name, stored.version, stored.source, given.name
                     ));
                 }
@@ -570,7 +570,7 @@ impl Plane {
         if let Some(r) = &next.rotation {
             notes.push(format!(
                 "a CA rotation is in progress (stage {} done); continue it with `hopwise control \
-                 rotate-ca --stage {} --server ADDR`",
+                 rotate-ca --stage {} --server ADDR --state DIR`",
                 rotation_name(Some(r)),
                 match r {
                     Rotation::Added { .. } => "reissue",
@@ -931,8 +931,11 @@ impl Plane {
                     .iter()
                     .map(SocketAddr::to_string)
                     .collect();
-                // Sorted as text, the order a delta's receiver rebuilds (delta.rs).
+                // Sorted as text, the order a delta's receiver rebuilds (delta.rs), and once
+                // each: a delta carries a set, and two leases on one address (a stale etcd
+                // lease not yet revoked) are one endpoint to route to.
                 endpoints.sort_unstable();
+                endpoints.dedup();
                 pb::Upstream {
                     service: to.to_owned(),
                     identity: self.mesh.identity(to),

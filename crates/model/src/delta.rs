@@ -166,6 +166,11 @@ macro_rules! snapshot_delta {
         /// See `hopwise_model::snapshot_delta`.
         pub fn diff(prev: &$pb::Snapshot, next: &$pb::Snapshot) -> $pb::Snapshot {
             use $crate::delta;
+            // A delta on version 0 would read as whole (`base_version` 0) and lose what it
+            // left out: no base, no delta.
+            if prev.version == 0 {
+                return next.clone();
+            }
             let prev_names: Vec<&str> = prev.upstreams.iter().map(|u| u.service.as_str()).collect();
             let next_names: Vec<&str> = next.upstreams.iter().map(|u| u.service.as_str()).collect();
             let (removed_upstreams, order) = delta::order_diff(&prev_names, &next_names);

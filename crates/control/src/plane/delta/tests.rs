@@ -40,6 +40,18 @@ fn copies(n: usize) -> Vec<String> {
 }
 
 #[test]
+fn nothing_is_a_delta_on_version_zero() {
+    let prev = whole(0, "mesh", vec![upstream("b", &["10.0.0.1:1"])]);
+    let next = whole(1, "mesh", vec![upstream("b", &["10.0.0.1:1"])]);
+    let d = diff(&prev, &next);
+    assert_eq!(
+        d, next,
+        "whole, with the mesh file it would otherwise leave out"
+    );
+    assert_eq!(apply(&prev, d).unwrap(), next);
+}
+
+#[test]
 fn one_copy_joining_costs_one_address_whatever_the_number_of_copies() {
     let many = copies(100);
     let refs: Vec<&str> = many.iter().map(String::as_str).collect();
