@@ -66,13 +66,31 @@ impl Server {
                 reason: e.to_string(),
             })
         };
+        let unusable = |(path, flag): (&Path, &str), reason: String| ClientError::File {
+            path: path.to_owned(),
+            flag: flag.to_owned(),
+            reason,
+        };
+        // Checked here, where the file and flag are known, rather than at the first call.
         let bundle = read(ca)?;
-        let token = admin_token.map(read).transpose()?;
-        Ok(Server::new(
-            addr,
-            bundle,
-            token.map(|t| t.trim().to_owned()),
-        ))
+        connect::client_config(&bundle).map_err(|reason| unusable(ca, reason))?;
+        let token = match admin_token {
+            None => None,
+            Some(file) => {
+                let token = read(file)?.trim().to_owned();
+                if format!("Bearer {token}")
+                    .parse::<MetadataValue<Ascii>>()
+                    .is_err()
+                {
+                    return Err(unusable(
+                        file,
+                        "the admin token is not printable text".into(),
+                    ));
+                }
+                Some(token)
+            }
+        };
+        Ok(Server::new(addr, bundle, token))
     }
 
     /// `addr` with `DIR/ca.pem` and `DIR/admin-token`, as the control plane writes them.
@@ -500,6 +518,48 @@ fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An unusable CA file or admin token is reported with its path and flag when read, not as
+    /// a failure of the first call.
+    #[test]
+    fn unusable_files_are_named_with_their_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, token) = (dir.path().join("ca.pem"), dir.path().join("admin-token"));
+        std::fs::write(&ca, "not a certificate").unwrap();
+        let e = Server::from_files("127.0.0.1:7900", (&ca, "--ca"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&ca.display().to_string()) && e.contains("(--ca)"),
+            "{e}"
+        );
+
+        let (ca_now, _) = crate::ca::Ca::generate("t", std::time::SystemTime::now()).unwrap();
+        let bundle = ca_now.trust_bundle_pem();
+        std::fs::write(&ca, bundle).unwrap();
+        std::fs::write(&token, "hopwise-admin-\u{7}bell\n").unwrap();
+        let e = Server::from_files(
+            "127.0.0.1:7900",
+            (&ca, "--ca"),
+            Some((&token, "--admin-token")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("admin-token (--admin-token)") && e.contains("not printable"),
+            "{e}"
+        );
+        std::fs::write(&token, "hopwise-admin-0123\n").unwrap();
+        let ok = Server::from_files(
+            "127.0.0.1:7900",
+            (&ca, "--ca"),
+            Some((&token, "--admin-token")),
+        );
+        assert_eq!(
+            ok.unwrap().admin_token.as_deref(),
+            Some("hopwise-admin-0123")
+        );
+    }
 
     #[test]
     fn a_plaintext_server_is_refused_naming_the_flag() {
