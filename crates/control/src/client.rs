@@ -16,7 +16,7 @@ use crate::pb;
 use crate::pb::control_client::ControlClient;
 use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE};
 
-mod connect;
+pub(crate) mod connect;
 
 /// A connected client.
 pub type Client = ControlClient<InterceptedService<Channel, Bearer>>;

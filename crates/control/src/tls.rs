@@ -30,6 +30,10 @@ use crate::ca::{Ca, IssueError};
 
 /// How long a client has to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Handshakes in progress at once: past this, accepting waits (the kernel's backlog holds
+/// the rest), so a flood of connections that never finish their handshake holds a bounded
+/// number of tasks and buffers for at most [`HANDSHAKE_TIMEOUT`] each.
+const HANDSHAKES_AT_ONCE: usize = 256;
 /// The share of its life after which the server's certificate is signed again.
 const RENEW_AT: f64 = 0.7;
 
@@ -199,9 +203,22 @@ pub fn incoming(
     listener: TcpListener,
     tls: Arc<ServerTls>,
 ) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    incoming_with(listener, tls, HANDSHAKES_AT_ONCE)
+}
+
+fn incoming_with(
+    listener: TcpListener,
+    tls: Arc<ServerTls>,
+    handshakes_at_once: usize,
+) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
     let (tx, rx) = mpsc::channel(64);
+    let slots = Arc::new(tokio::sync::Semaphore::new(handshakes_at_once));
     tokio::spawn(async move {
         loop {
+            // Never closed, so a permit always comes.
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
             let (tcp, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
@@ -218,6 +235,7 @@ pub fn incoming(
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
             let tx = tx.clone();
             tokio::spawn(async move {
+                let _slot = slot;
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;
@@ -230,3 +248,6 @@ pub fn incoming(
     });
     ReceiverStream::new(rx)
 }
+
+#[cfg(test)]
+mod tests;
