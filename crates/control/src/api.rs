@@ -49,6 +49,8 @@ mod etcd;
 
 use etcd::SharedEtcd;
 
+mod replica;
+
 /// How often HTTP/2 pings check that a subscriber is still there.
 const KEEPALIVE: Duration = Duration::from_secs(10);
 
@@ -203,7 +205,7 @@ impl Running {
 pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
     // Its name where `Status` says which replica a proxy is connected to.
-    plane.set_replica(&addr.to_string());
+    plane.set_replica(&replica::name(addr, replica::hostname().as_deref()));
     let tls = ServerTls::new(
         plane.ca().clone(),
         plane.mesh().control_identity(),
