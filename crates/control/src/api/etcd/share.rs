@@ -5,7 +5,9 @@
 //! dies, and at once when it stops gracefully (the lease is revoked).
 //!
 //! Writes are coalesced: every 100 ms, the latest facts of each proxy that changed, in one
-//! transaction (a proxy acknowledging several versions meanwhile is written once).
+//! transaction (a proxy acknowledging several versions meanwhile is written once). The lease is
+//! kept alive between a rewrite's transactions too, so many records on a slow etcd cannot let it
+//! lapse.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +16,7 @@ use etcd_client::{LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
 use tokio::sync::watch;
 
 use super::super::Shared;
-use super::lease_gone;
+use super::{SharedEtcd, lease_gone};
 use crate::store::etcd::client::etcd_error;
 
 /// How long this replica's records outlive it: its lease's TTL (seconds).
@@ -113,34 +115,17 @@ async fn step(
             });
         }
     }
-    let Some(l) = lease.as_mut() else {
-        return Ok(());
-    };
-    if l.renewed.elapsed() >= RENEW_EVERY {
-        let renewed = async {
-            l.keeper.keep_alive().await?;
-            l.stream.message().await
-        };
-        match tokio::time::timeout(REQUEST_TIMEOUT, renewed).await {
-            Ok(Ok(Some(r))) if r.ttl() > 0 => l.renewed = Instant::now(),
-            outcome => {
-                // Expired, or no answer: a new lease next time (the old one's records expire
-                // with it).
-                *lease = None;
-                shared.plane().set_replica_lease(None);
-                return Err(match outcome {
-                    Ok(Err(e)) => fail(&e),
-                    Err(_) => timed_out(),
-                    _ => format!("etcd at {}: this replica's lease expired", etcd.spec.url()),
-                });
-            }
-        }
-    }
+    keep_alive(shared, etcd, lease).await?;
     let Some(writes) = shared.plane().take_proxy_writes() else {
         return Ok(());
     };
     let id = i64::try_from(writes.lease).unwrap_or(0);
     for chunk in writes.puts.chunks(OPS_PER_TXN) {
+        // Between transactions too: a long rewrite must not let the lease lapse.
+        if let Err(e) = keep_alive(shared, etcd, lease).await {
+            shared.plane().reshare_proxies();
+            return Err(e);
+        }
         let ops: Vec<TxnOp> = chunk
             .iter()
             .map(|(k, v)| TxnOp::put(k.clone(), v.clone(), Some(PutOptions::new().with_lease(id))))
@@ -164,4 +149,40 @@ async fn step(
         return Err(error);
     }
     Ok(())
+}
+
+/// Keeps the lease alive when due. On failure the lease is dropped (a new one is granted next
+/// time; the old one's records expire with it).
+async fn keep_alive(
+    shared: &Shared,
+    etcd: &SharedEtcd,
+    lease: &mut Option<Lease>,
+) -> Result<(), String> {
+    let Some(l) = lease.as_mut() else {
+        return Ok(());
+    };
+    if l.renewed.elapsed() < RENEW_EVERY {
+        return Ok(());
+    }
+    let renewed = async {
+        l.keeper.keep_alive().await?;
+        l.stream.message().await
+    };
+    let outcome = tokio::time::timeout(REQUEST_TIMEOUT, renewed).await;
+    if let Ok(Ok(Some(r))) = &outcome
+        && r.ttl() > 0
+    {
+        l.renewed = Instant::now();
+        return Ok(());
+    }
+    *lease = None;
+    shared.plane().set_replica_lease(None);
+    let url = etcd.spec.url();
+    Err(match outcome {
+        Ok(Err(e)) => etcd_error(&etcd.spec, &e).to_string(),
+        Err(_) => format!("etcd at {url}: no answer within {REQUEST_TIMEOUT:?}"),
+        Ok(Ok(None)) => format!("etcd at {url}: the lease's keep-alive stream ended"),
+        // A TTL of 0: etcd says the lease expired.
+        Ok(Ok(Some(_))) => format!("etcd at {url}: this replica's lease expired"),
+    })
 }
