@@ -194,7 +194,15 @@ impl Running {
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.shutdown.send_replace(true);
         let result = self.server.await;
-        self.expiry.abort();
+        // With a shared store, this task revokes the replica's lease as it ends (bounded
+        // inside), so its records leave at once; the bound here is only a safety net.
+        let mut expiry = self.expiry;
+        if tokio::time::timeout(Duration::from_secs(3), &mut expiry)
+            .await
+            .is_err()
+        {
+            expiry.abort();
+        }
         self.renewal.abort();
         result??;
         Ok(())

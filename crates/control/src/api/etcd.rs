@@ -25,6 +25,9 @@ pub(super) struct SharedEtcd {
     applied: watch::Sender<i64>,
 }
 
+/// How long a graceful stop waits for the replica's lease to be revoked.
+const REVOKE_ON_STOP: Duration = Duration::from_secs(2);
+
 /// How long a call that wrote to etcd waits for this replica's watch to see the write.
 const CATCH_UP: Duration = Duration::from_secs(2);
 
@@ -221,13 +224,20 @@ fn header_revision(h: Option<&etcd_client::ResponseHeader>) -> i64 {
     h.map_or(0, etcd_client::ResponseHeader::revision)
 }
 
-/// Follows the shared store: one watch on the prefix from the revision the plane holds; when
-/// it breaks (etcd restarting, a compaction), the whole prefix is read again and the watch
-/// resumes from there.
-pub(super) async fn follow(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+/// Follows the shared store (the watch below) and writes this replica's records of its proxies
+/// beside it ([`share`]). Returns after a graceful stop, once the replica's lease is revoked (or
+/// a short bound passed).
+pub(super) async fn follow(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    let share = tokio::spawn(share::share_proxies(shared.clone(), shutdown.clone()));
+    watch_store(&shared, shutdown).await;
+    // The records leave now rather than with the lease's TTL, as documented.
+    let _ = tokio::time::timeout(REVOKE_ON_STOP, share).await;
+}
+
+/// One watch on the prefix from the revision the plane holds; when it breaks (etcd
+/// restarting, a compaction), the whole prefix is read again and the watch resumes from there.
+async fn watch_store(shared: &Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let Some(etcd) = &shared.etcd else { return };
-    // This replica's own records of its proxies: written beside the watch, ending with it.
-    tokio::spawn(share::share_proxies(shared.clone(), shutdown.clone()));
     let mut client = etcd.client.clone();
     let root = etcd.spec.layout().root();
     let mut from = *etcd.applied.borrow();
@@ -241,7 +251,7 @@ pub(super) async fn follow(shared: Arc<Shared>, mut shutdown: watch::Receiver<bo
                             .plane()
                             .resync(changes, at, Instant::now(), SystemTime::now());
                     tracing::info!(revision = at, "read the shared store again");
-                    react(&shared, etcd, followed, at);
+                    react(shared, etcd, followed, at);
                     from = at;
                     broken = false;
                 }
@@ -309,7 +319,7 @@ pub(super) async fn follow(shared: Arc<Shared>, mut shutdown: watch::Receiver<bo
                         shared
                             .plane()
                             .follow(&changes, Instant::now(), SystemTime::now());
-                    react(&shared, etcd, followed, rev);
+                    react(shared, etcd, followed, rev);
                     from = from.max(rev);
                 },
             }
