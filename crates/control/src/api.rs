@@ -49,6 +49,10 @@ mod etcd;
 
 use etcd::SharedEtcd;
 
+// Pure parts: whether a replica cut off etcd must stop serving (only the `etcd` build uses it),
+// and the replica's name.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+mod fence;
 mod replica;
 
 /// How often HTTP/2 pings check that a subscriber is still there.
@@ -79,6 +83,8 @@ struct Shared {
     etcd: Option<SharedEtcd>,
     /// The control port's certificate.
     tls: Arc<ServerTls>,
+    /// Why this replica serves no proxies (it lost the shared store), or `None` while it does.
+    fence: watch::Sender<Option<String>>,
 }
 
 impl Shared {
@@ -121,6 +127,14 @@ impl Shared {
         match self.wakes.lock() {
             Ok(w) => w,
             Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Refuses a proxy's call while this replica is fenced, so the proxy moves to another.
+    fn serving(&self) -> Result<(), Status> {
+        match &*self.fence.borrow() {
+            None => Ok(()),
+            Some(why) => Err(fenced_status(why)),
         }
     }
 
@@ -229,6 +243,7 @@ pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Runn
         shutdown: shutdown_rx.clone(),
         etcd,
         tls: tls.clone(),
+        fence: watch::channel(None).0,
     });
     let service = ControlService {
         shared: shared.clone(),
@@ -312,6 +327,14 @@ fn issue_status(e: &IssueError) -> Status {
         IssueError::Lifetime(_) | IssueError::Sign(_) => (tonic::Code::Internal, "signing-failed"),
     };
     Status::new(code, format!("{name}: {e}"))
+}
+
+/// What a proxy is told by a replica that lost the shared store: UNAVAILABLE, so it moves on.
+fn fenced_status(why: &str) -> Status {
+    Status::unavailable(format!(
+        "fenced: this replica lost the shared store (etcd): {why}; it serves no proxies until \
+         it holds a lease again (try another replica)"
+    ))
 }
 
 fn api_status(e: &ApiError) -> Status {
@@ -399,6 +422,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::IssueRequest>,
     ) -> Result<Response<pb::IssueResponse>, Status> {
+        self.shared.serving()?;
         let r = request.into_inner();
         let ticket = self
             .shared
@@ -438,6 +462,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
+        self.shared.serving()?;
         let r = request.into_inner();
         // A bad admin address is refused before anything is registered.
         let admin = match r.admin_addr.as_str() {
@@ -480,6 +505,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::LeaseRequest>,
     ) -> Result<Response<pb::LeaseResponse>, Status> {
+        self.shared.serving()?;
         let r = request.into_inner();
         if let Some(etcd) = &self.shared.etcd {
             etcd.renew(&self.shared, &r.token, r.lease_id)
@@ -524,6 +550,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
+        self.shared.serving()?;
         let r = request.into_inner();
         let service = {
             let mut plane = self.shared.plane();
@@ -552,6 +579,7 @@ impl Control for ControlService {
         let (tx, rx) = mpsc::channel(4);
         let mut changes = self.shared.watch(&guard.service);
         let mut shutdown = self.shared.shutdown.clone();
+        let mut fence = self.shared.fence.subscribe();
         tokio::spawn(async move {
             let guard = guard;
             let mut last: Option<pb::Snapshot> = None;
@@ -590,8 +618,12 @@ impl Control for ControlService {
                     changed = changes.changed() => if changed.is_err() { return },
                     _ = tx.closed() => return,
                     _ = shutdown.wait_for(|stopped| *stopped) => return,
+                    // Cut off the shared store: the proxy moves to a replica the others see.
+                    fenced = fence.wait_for(Option::is_some) => match fenced { Ok(_) => break, Err(_) => return },
                 }
             }
+            let why = guard.shared.fence.borrow().clone().unwrap_or_default();
+            let _ = tx.send(Err(fenced_status(&why))).await;
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }

@@ -12,6 +12,9 @@
 //! - etcd is killed with SIGKILL and started again on its data directory: nothing is lost (the
 //!   CA, the tokens, the mesh file's version, the copies), which a replica started afterwards
 //!   shows, and traffic flows.
+//! - (a second test) replica A is cut off etcd through a relay while etcd and B go on: A fences
+//!   itself, its proxies (a client-only one among them) move to B, where a CA rotation waits for
+//!   them and completes unforced; no request fails; with etcd back, A serves again.
 //!
 //! Needs a build with the `etcd` feature (`cargo nextest run -p hopwise --features etcd --test
 //! control_etcd`, which needs `protoc`) and the `etcd` binary (Debian: `apt-get install
@@ -23,7 +26,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -214,6 +217,16 @@ fn copies(status: &str) -> BTreeMap<String, (String, bool)> {
         .collect()
 }
 
+/// From `hopwise status`: the rows of the proxies' table.
+fn proxy_rows(status: &str) -> Vec<&str> {
+    status
+        .lines()
+        .skip_while(|l| *l != "proxies")
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
 /// From `hopwise status`: the number after `label`.
 fn number_after(status: &str, label: &str) -> u64 {
     status
@@ -292,6 +305,30 @@ impl Mesh {
         );
         (p, inbound)
     }
+
+    /// a's proxy (client only: no inbound), on the replicas in the order given, with the CA and
+    /// token from the state directory `state`; its outbound port to b is `port`.
+    fn proxy_of_a(&self, servers: &[SocketAddr], state: &str, port: SocketAddr) -> Proc {
+        let state = self.dir.join(state);
+        spawn(
+            &[
+                "proxy",
+                "--control",
+                &control_list(servers),
+                "--control-ca",
+                state.join("ca.pem").to_str().unwrap(),
+                "--token-file",
+                state.join("tokens/a").to_str().unwrap(),
+                "--service",
+                "a",
+                "--upstream",
+                &format!("b={port}"),
+                "--cache",
+                self.dir.join("cache-a").to_str().unwrap(),
+            ],
+            &self.dir.join("proxy-a.log"),
+        )
+    }
 }
 
 fn control_list(servers: &[SocketAddr]) -> String {
@@ -362,6 +399,238 @@ impl Load {
     }
 }
 
+/// `hopwise control rotate-ca --stage STAGE --wait 60s` through `server`; never forced.
+fn rotate(dir: &Path, stage: &str, server: SocketAddr) -> String {
+    let out = admin(
+        dir,
+        &[
+            "control",
+            "rotate-ca",
+            "--stage",
+            stage,
+            "--wait",
+            "60s",
+            "--server",
+            &server.to_string(),
+        ],
+    );
+    assert!(!out.contains("forced"), "{out}");
+    out
+}
+
+/// A whole CA rotation: `add` through one replica, `reissue` and `retire` through another (or
+/// the same); a's proxy (its cache in `dir/cache-a`) holds both roots after `add`, the new one
+/// alone after `retire`.
+fn rotation(dir: &Path, add_at: SocketAddr, finish_at: SocketAddr) {
+    let roots_at_a = |n: usize| until_roots(&dir.join("cache-a/ca.pem"), n);
+    let added = rotate(dir, "add", add_at);
+    assert!(added.contains("added"), "{added}");
+    roots_at_a(2);
+    let reissued = rotate(dir, "reissue", finish_at);
+    assert!(reissued.contains("signs now"), "{reissued}");
+    let retired = rotate(dir, "retire", finish_at);
+    assert!(retired.contains("retired"), "{retired}");
+    roots_at_a(1);
+}
+
+/// Waits (10 s at most) until a proxy wrote a trust bundle of `n` roots to `bundle`.
+fn until_roots(bundle: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(bundle)
+        .unwrap_or_default()
+        .matches("BEGIN CERTIFICATE")
+        .count()
+        != n
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{} never held the bundle of {n} root(s)",
+            bundle.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A TCP relay to etcd that the test can cut (listener and open connections closed), to take
+/// one replica off etcd while etcd and the other replicas go on.
+struct Relay {
+    addr: SocketAddr,
+    cut: Arc<AtomicBool>,
+    conns: Arc<std::sync::Mutex<Vec<TcpStream>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn start(addr: SocketAddr, to: SocketAddr) -> Relay {
+        let listener = TcpListener::bind(addr).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let cut = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (stop, open) = (cut.clone(), conns.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                    Err(e) => panic!("the relay to etcd failed: {e}"),
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(upstream) = TcpStream::connect(to) else {
+                    continue;
+                };
+                let mut open = open.lock().unwrap();
+                for (mut from, mut into) in [
+                    (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                    (upstream.try_clone().unwrap(), client.try_clone().unwrap()),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(Shutdown::Both);
+                    });
+                }
+                open.extend([client, upstream]);
+            }
+            // The listener closes here: new connections are refused.
+        });
+        Relay {
+            addr,
+            cut,
+            conns,
+            thread: Some(thread),
+        }
+    }
+
+    /// Closes the listener and every connection through it.
+    fn cut(&mut self) {
+        self.cut.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
+/// Replica A reaches etcd through a relay that is then cut, while etcd and replica B go on: A
+/// fences itself (ends its proxies' streams, refuses their calls), so its proxies — copies of b
+/// and a's client-only proxy, which never renews a lease — move to B, where they count again:
+/// under load, no request fails, B's status shows them connected via B alone, and a whole CA
+/// rotation through B waits for them and completes without `--force`. With the relay back, A
+/// serves again: a copy that knows only A registers through it and receives traffic.
+#[test]
+fn a_replica_cut_off_etcd_fences_itself_and_its_proxies_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    std::fs::write(
+        dir.join("mesh.yaml"),
+        "mesh: { name: fence, trust_domain: fence.local }
+services:
+  a:
+    calls:
+      b: { timeout: 2s, retries: { count: 2, on: [connect-failure, refused-stream, reset-before-request] } }
+  b: {}
+",
+    )
+    .unwrap();
+    let etcd = Etcd::new(dir);
+    let mut relay = Relay::start(free(), etcd.client);
+    let via_relay = Mesh {
+        dir: dir.to_owned(),
+        etcd_url: format!("etcd://{}/hopwise-test", relay.addr),
+    };
+    let direct = Mesh {
+        dir: dir.to_owned(),
+        etcd_url: etcd.url(),
+    };
+    let (a_addr, b_addr) = (free(), free());
+    let replica_a = via_relay.replica("a", a_addr, true);
+    let _replica_b = direct.replica("b", b_addr, false);
+
+    // Every proxy on A first: two copies of b, and a's proxy (no inbound: client only).
+    let (_b0, _) = direct.copy_of_b(&[a_addr, b_addr], 0, backend("zero"));
+    let (_b1, _) = direct.copy_of_b(&[a_addr, b_addr], 1, backend("one"));
+    let port = free();
+    let _a = direct.proxy_of_a(&[a_addr, b_addr], "state-a", port);
+    assert!(
+        until_all(port, &["zero", "one"], Duration::from_secs(30)),
+        "a never reached both copies of b"
+    );
+    let proxies = ["a-0", "b-0", "b-1"];
+    let all_via = |replica: SocketAddr| -> BTreeMap<String, (bool, String)> {
+        proxies
+            .iter()
+            .map(|p| ((*p).to_owned(), (true, replica.to_string())))
+            .collect()
+    };
+    until_streams(
+        (b_addr, dir),
+        &all_via(a_addr),
+        "B does not list every proxy as connected via A",
+    );
+
+    // Cut A off etcd; etcd and B go on.
+    let load = Load::start(port);
+    std::thread::sleep(Duration::from_millis(500));
+    let cut = Instant::now();
+    relay.cut();
+    until_streams(
+        (b_addr, dir),
+        &all_via(b_addr),
+        "A's proxies never showed in B's status as connected via B alone",
+    );
+    println!(
+        "every proxy of A connected via B alone {:?} after A was cut off etcd",
+        cut.elapsed()
+    );
+    let log_a = std::fs::read_to_string(dir.join("control-a.log")).unwrap();
+    assert!(
+        log_a.contains("fenced: this replica lost the shared store (etcd)"),
+        "{log_a}"
+    );
+
+    // A rotation through B waits for the proxies that came from A, and completes unforced.
+    rotation(dir, b_addr, b_addr);
+    let (sent, failed, failures) = load.stop();
+    println!(
+        "load across A's fencing and a CA rotation through B: {sent} requests, {failed} failed"
+    );
+    assert_eq!(failed, 0, "requests failed: {failures:?}");
+    let status_b = status(b_addr, dir);
+    let rows = proxy_rows(&status_b);
+    assert_eq!(rows.len(), 3, "{status_b}");
+    assert!(rows.iter().all(|r| r.contains("CA gen. 2")), "{status_b}");
+
+    // etcd reachable again: A takes a new lease and serves; a copy that knows only A gets in.
+    let _relay = Relay::start(relay.addr, etcd.client);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(dir.join("control-a.log"))
+        .unwrap()
+        .contains("no longer fenced")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "A never served again once it reached etcd"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_b2, _) = direct.copy_of_b(&[a_addr], 2, backend("two"));
+    assert!(
+        until_all(port, &["two"], Duration::from_secs(30)),
+        "a copy that knows only A never received traffic once A reached etcd again"
+    );
+    drop(replica_a);
+}
+
 #[test]
 fn replicas_share_etcd_survive_a_dead_replica_and_an_etcd_restart() {
     let dir = tempfile::tempdir().unwrap();
@@ -402,24 +671,7 @@ services:
     let (_b0, _) = mesh.copy_of_b(&[a_addr, b_addr], 0, app0);
     let (_b1, _) = mesh.copy_of_b(&[a_addr, b_addr], 1, app1);
     let port = free();
-    let _a = spawn(
-        &[
-            "proxy",
-            "--control",
-            &control_list(&[b_addr, a_addr]),
-            "--control-ca",
-            dir.join("state-b/ca.pem").to_str().unwrap(),
-            "--token-file",
-            dir.join("state-b/tokens/a").to_str().unwrap(),
-            "--service",
-            "a",
-            "--upstream",
-            &format!("b={port}"),
-            "--cache",
-            dir.join("cache-a").to_str().unwrap(),
-        ],
-        &dir.join("proxy-a.log"),
-    );
+    let _a = mesh.proxy_of_a(&[b_addr, a_addr], "state-b", port);
     assert!(
         until_all(port, &["zero", "one"], Duration::from_secs(30)),
         "a (on replica B) never reached both copies registered through replica A"
@@ -444,49 +696,7 @@ services:
     // tests; here a proxy that were not waited for would fail handshakes, i.e. requests.)
     let load = Load::start(port);
     let revision_before = version(&status(a_addr, dir));
-    let rotate = |stage: &str, server: SocketAddr| {
-        let out = admin(
-            dir,
-            &[
-                "control",
-                "rotate-ca",
-                "--stage",
-                stage,
-                "--wait",
-                "60s",
-                "--server",
-                &server.to_string(),
-            ],
-        );
-        assert!(!out.contains("forced"), "{out}");
-        out
-    };
-    let roots_at_a = |n: usize| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::fs::read_to_string(dir.join("cache-a/ca.pem"))
-            .unwrap_or_default()
-            .matches("BEGIN CERTIFICATE")
-            .count()
-            != n
-        {
-            assert!(
-                Instant::now() < deadline,
-                "a's proxy never wrote the bundle of {n} root(s) changed through the other replica"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    };
-    // `add` through one replica, `reissue` and `retire` through another (or the same).
-    let rotation = |add_at: SocketAddr, finish_at: SocketAddr| {
-        let added = rotate("add", add_at);
-        assert!(added.contains("added"), "{added}");
-        roots_at_a(2);
-        let reissued = rotate("reissue", finish_at);
-        assert!(reissued.contains("signs now"), "{reissued}");
-        let retired = rotate("retire", finish_at);
-        assert!(retired.contains("retired"), "{retired}");
-        roots_at_a(1);
-    };
+    let rotation = |add_at: SocketAddr, finish_at: SocketAddr| rotation(dir, add_at, finish_at);
     rotation(a_addr, a_addr);
     // Every write to etcd is a revision: the three stages, and the replicas' records of their
     // proxies (each proxy acknowledges a snapshot per stage, and once more with its new
@@ -505,12 +715,7 @@ services:
     );
     // Every proxy's certificate is from the new root, as B knows through A and itself.
     let status_b = status(b_addr, dir);
-    let rows: Vec<&str> = status_b
-        .lines()
-        .skip_while(|l| *l != "proxies")
-        .skip(2)
-        .take_while(|l| !l.is_empty())
-        .collect();
+    let rows = proxy_rows(&status_b);
     assert_eq!(rows.len(), 3, "{status_b}");
     assert!(rows.iter().all(|r| r.contains("CA gen. 3")), "{status_b}");
     assert!(!status_b.contains("CA rotation in progress"), "{status_b}");

@@ -4,12 +4,13 @@
 //! feature, `no_etcd.rs` stands in for this module.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
 use super::Shared;
+use super::fence::{self, Contact};
 use crate::pb;
 use crate::plane::{ApiError, Followed};
 use crate::store::etcd::client::{etcd_error, read_all};
@@ -23,8 +24,12 @@ pub(super) struct SharedEtcd {
     spec: EtcdSpec,
     /// The highest revision this replica's watch has put in force.
     applied: watch::Sender<i64>,
+    /// When this replica last heard from etcd (its lease, its watch), which decides the fence.
+    contact: Mutex<Contact>,
 }
 
+/// How often the fence is decided again (well within the lease's TTL).
+const FENCE_EVERY: Duration = Duration::from_millis(100);
 /// How long a graceful stop waits for the replica's lease to be revoked.
 const REVOKE_ON_STOP: Duration = Duration::from_secs(2);
 
@@ -39,6 +44,14 @@ impl SharedEtcd {
             client: store.client().clone(),
             spec: store.spec().clone(),
             applied: watch::channel(store.view().revision()).0,
+            contact: Mutex::new(Contact::new(Instant::now())),
+        }
+    }
+
+    fn contact(&self) -> MutexGuard<'_, Contact> {
+        match self.contact.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
         }
     }
 
@@ -224,14 +237,44 @@ fn header_revision(h: Option<&etcd_client::ResponseHeader>) -> i64 {
     h.map_or(0, etcd_client::ResponseHeader::revision)
 }
 
-/// Follows the shared store (the watch below) and writes this replica's records of its proxies
-/// beside it ([`share`]). Returns after a graceful stop, once the replica's lease is revoked (or
-/// a short bound passed).
+/// Follows the shared store (the watch below), writes this replica's records of its proxies
+/// beside it ([`share`]), and fences the replica while it is cut off etcd ([`fence`]). Returns
+/// after a graceful stop, once the replica's lease is revoked (or a short bound passed).
 pub(super) async fn follow(shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let share = tokio::spawn(share::share_proxies(shared.clone(), shutdown.clone()));
+    let fencing = tokio::spawn(keep_fence(shared.clone()));
     watch_store(&shared, shutdown).await;
+    fencing.abort();
     // The records leave now rather than with the lease's TTL, as documented.
     let _ = tokio::time::timeout(REVOKE_ON_STOP, share).await;
+}
+
+/// Decides the fence again and again: a replica that lost its etcd lease, or whose watch is
+/// broken beyond the lease's TTL, ends its proxies' streams and refuses their calls, so they
+/// move to a replica the others see; it serves again once etcd grants it a new lease.
+async fn keep_fence(shared: Arc<Shared>) {
+    let Some(etcd) = &shared.etcd else { return };
+    let mut tick = tokio::time::interval(FENCE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let why = fence::fenced(&etcd.contact(), Instant::now(), share::REPLICA_TTL);
+        // Only a change of state is sent (the streams wait for `Some`).
+        shared.fence.send_if_modified(|now| {
+            if now.is_some() == why.is_some() {
+                return false;
+            }
+            match &why {
+                Some(why) => tracing::warn!(
+                    "fenced: this replica lost the shared store (etcd): {why}; ending its \
+                     proxies' streams and refusing their calls until it holds a lease again"
+                ),
+                None => tracing::info!("no longer fenced: serving proxies again"),
+            }
+            (*now).clone_from(&why);
+            true
+        });
+    }
 }
 
 /// One watch on the prefix from the revision the plane holds; when it breaks (etcd
@@ -270,6 +313,7 @@ async fn watch_store(shared: &Arc<Shared>, mut shutdown: watch::Receiver<bool>) 
                     broken = true;
                 }
                 Ok(mut stream) => loop {
+                    etcd.contact().watch_running();
                     let msg = tokio::select! {
                         msg = stream.message() => msg,
                         _ = shutdown.wait_for(|stopped| *stopped) => return,
@@ -323,6 +367,9 @@ async fn watch_store(shared: &Arc<Shared>, mut shutdown: watch::Receiver<bool>) 
                     from = from.max(rev);
                 },
             }
+        }
+        if broken {
+            etcd.contact().watch_broken(Instant::now());
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}

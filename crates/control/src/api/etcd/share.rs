@@ -7,7 +7,7 @@
 //! Writes are coalesced: every 100 ms, the latest facts of each proxy that changed, in one
 //! transaction (a proxy acknowledging several versions meanwhile is written once). The lease is
 //! kept alive between a rewrite's transactions too, so many records on a slow etcd cannot let it
-//! lapse.
+//! lapse. Each keep-alive (or its failure) is told to the fence ([`super::fence`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +21,8 @@ use crate::store::etcd::client::etcd_error;
 
 /// How long this replica's records outlive it: its lease's TTL (seconds).
 const REPLICA_TTL_SECS: i64 = 5;
+/// The same, for the fence: a replica not kept alive this long is no longer seen by the others.
+pub(super) const REPLICA_TTL: Duration = Duration::from_secs(REPLICA_TTL_SECS.unsigned_abs());
 /// How often the lease is kept alive (well within its TTL).
 const RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How often what changed is written.
@@ -107,6 +109,7 @@ async fn step(
                 .map_err(|e| fail(&e))?;
             // Every record is written again, on this lease.
             shared.plane().set_replica_lease(u64::try_from(id).ok());
+            etcd.contact().renewed(Instant::now());
             *lease = Some(Lease {
                 id,
                 keeper,
@@ -139,6 +142,7 @@ async fn step(
                 if lease_gone(&e) {
                     *lease = None;
                     shared.plane().set_replica_lease(None);
+                    etcd.contact().lease_gone();
                 }
                 fail(&e)
             }
@@ -173,16 +177,37 @@ async fn keep_alive(
         && r.ttl() > 0
     {
         l.renewed = Instant::now();
+        etcd.contact().renewed(l.renewed);
         return Ok(());
     }
     *lease = None;
     shared.plane().set_replica_lease(None);
     let url = etcd.spec.url();
     Err(match outcome {
-        Ok(Err(e)) => etcd_error(&etcd.spec, &e).to_string(),
+        Ok(Err(e)) => {
+            if reported_gone(&e) {
+                etcd.contact().lease_gone();
+            }
+            etcd_error(&etcd.spec, &e).to_string()
+        }
         Err(_) => format!("etcd at {url}: no answer within {REQUEST_TIMEOUT:?}"),
         Ok(Ok(None)) => format!("etcd at {url}: the lease's keep-alive stream ended"),
-        // A TTL of 0: etcd says the lease expired.
-        Ok(Ok(Some(_))) => format!("etcd at {url}: this replica's lease expired"),
+        Ok(Ok(Some(_))) => {
+            // A TTL of 0: etcd says the lease expired.
+            etcd.contact().lease_gone();
+            format!("etcd at {url}: this replica's lease expired")
+        }
     })
+}
+
+/// etcd's own word that the lease is gone. Not [`lease_gone`]: a keep-alive stream that broke
+/// (etcd out of reach) also says `LeaseKeepAliveError`, and that fences only after the TTL.
+fn reported_gone(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::LeaseKeepAliveError(m) => m.contains("lease not found"),
+        etcd_client::Error::GRpcStatus(s) => {
+            s.code() == tonic::Code::NotFound || s.message().contains("lease not found")
+        }
+        _ => false,
+    }
 }
