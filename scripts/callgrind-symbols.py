@@ -5,6 +5,11 @@
 
 Prints one linker symbol per line, the most instructions (self cost, summed over the files)
 first: lld's --symbol-ordering-file format. scripts/perf-instructions --order calls it.
+
+The names are exact, hashes included: Rust's legacy mangling gives every instance of a generic
+function the same path, told apart only by the hash, so a name without it would pull every
+instance in the binary (thousands) into the hot region. The hashes change when a crate's
+dependencies or features change; perf-instructions says how many names still match.
 """
 import re
 import sys
@@ -52,8 +57,13 @@ def main():
         self_costs(path, obj, cost)
     if not cost:
         sys.exit(f"callgrind-symbols: no function of {obj} in {' '.join(sys.argv[2:])}")
+    seen = set()
     for name, _ in sorted(cost.items(), key=lambda kv: (-kv[1], kv[0])):
-        print(name)
+        name = re.sub(r"'\d+$", "", name)  # callgrind's recursion depth, not part of the name
+        # callgrind's own names (`(below main)`) are not symbols.
+        if re.fullmatch(r"[A-Za-z0-9_.$]+", name) and name not in seen:
+            seen.add(name)
+            print(name)
 
 
 main()
