@@ -126,6 +126,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 external: None,
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
+                inbound: Default::default(),
             },
         );
     }

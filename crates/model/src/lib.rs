@@ -12,10 +12,12 @@ pub mod delta;
 pub mod diag;
 pub mod duration;
 pub mod mesh;
+pub mod path;
 pub mod policy;
 pub mod preset;
 pub mod raw;
 pub mod read;
+pub mod spiffe;
 pub mod timing;
 pub mod topology;
 pub mod yaml;
@@ -25,8 +27,8 @@ pub use diag::{Diagnostic, Diagnostics, Pos};
 pub use duration::Dur;
 pub use mesh::{Allow, Call, Entry, Mesh, Service};
 pub use policy::{
-    Balancer, Budget, Decision, GrpcCode, Limits, Outcome, Outlier, Policy, Protocol, Retry,
-    RetryOn,
+    Balancer, Budget, Decision, GrpcCode, InboundLimits, Limits, Outcome, Outlier, Policy,
+    Protocol, Retry, RetryOn,
 };
 pub use preset::Preset;
 pub use raw::SampleKind;

@@ -8,10 +8,11 @@ use serde::Serialize;
 
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
-use crate::policy::{Budget, Policy, Protocol, idempotent_method};
+use crate::policy::{Budget, InboundLimits, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
 use crate::raw::{
-    AllowWord, OrNone, RawAllow, RawCopies, RawMesh, RawPolicy, RawRequest, SampleKind, read_mesh,
+    AllowWord, OrNone, RawAllow, RawCopies, RawInbound, RawMesh, RawPolicy, RawRequest, SampleKind,
+    read_mesh,
 };
 use crate::read::{Locations, Reader};
 use crate::topology::{self, Copy, External};
@@ -46,6 +47,8 @@ pub struct Service {
     pub allow: Allow,
     /// Narrower rules by path prefix.
     pub allow_paths: Vec<(String, Vec<String>)>,
+    /// What its inbound proxy lets through to the app.
+    pub inbound: InboundLimits,
 }
 
 /// Who may call a service (checked by its inbound proxy against the caller's identity).
@@ -235,6 +238,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
+                inbound: inbound_limits(rs.inbound.as_ref()),
             },
         );
     }
@@ -258,6 +262,18 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
         certs: info.certs,
         services,
         locations,
+    }
+}
+
+fn inbound_limits(raw: Option<&RawInbound>) -> InboundLimits {
+    let d = InboundLimits::DEFAULT;
+    let Some(raw) = raw else { return d };
+    InboundLimits {
+        max_requests: raw.max_requests.unwrap_or(d.max_requests),
+        max_requests_per_caller: raw
+            .max_requests_per_caller
+            .unwrap_or(d.max_requests_per_caller),
+        timeout: raw.timeout.map_or(d.timeout, OrNone::option),
     }
 }
 

@@ -360,6 +360,36 @@ impl Limits {
     }
 }
 
+/// Caps on what a service's inbound proxy lets through to its local app, and how long it waits
+/// for the app's answer. Not layered with presets: they protect the callee, whoever calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct InboundLimits {
+    /// Requests to the app in flight at once, per proxy (every caller together).
+    pub max_requests: u32,
+    /// Requests to the app in flight at once from one calling identity.
+    pub max_requests_per_caller: u32,
+    /// How long the app may take to start its answer (the response head); `None`: no limit.
+    pub timeout: Option<Dur>,
+}
+
+impl InboundLimits {
+    /// The defaults: as many requests as the outbound caps allow toward one upstream (so a
+    /// caller's default caps never trip ours first), a quarter of them per caller (four callers
+    /// at their cap fill the app; one cannot), 30 s for the app to answer (longer than the
+    /// default route timeout of 10 s, so it fires only when a caller does not give up).
+    pub const DEFAULT: InboundLimits = InboundLimits {
+        max_requests: 1024,
+        max_requests_per_caller: 256,
+        timeout: Some(Dur::from_millis(30_000)),
+    };
+}
+
+impl Default for InboundLimits {
+    fn default() -> Self {
+        InboundLimits::DEFAULT
+    }
+}
+
 /// Taking a copy that keeps failing out of the rotation (Envoy's outlier detection, the
 /// consecutive-gateway-failure detector).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

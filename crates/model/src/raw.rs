@@ -142,6 +142,10 @@ pub struct RawService {
     /// Narrower rules for paths, by prefix: only these services may call them.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub allow_paths: IndexMap<String, Vec<String>>,
+    /// What the service's inbound proxy lets through to its app: caps on requests in flight
+    /// (per proxy and per calling identity) and how long the app may take to answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inbound: Option<RawInbound>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.
@@ -410,6 +414,21 @@ pub struct RawLimits {
     pub max_retries: Option<u32>,
 }
 
+/// `services.<name>.inbound`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawInbound {
+    /// Requests to the app in flight at once, per proxy (default 1024).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests: Option<u32>,
+    /// Requests to the app in flight at once from one calling identity (default 256).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_requests_per_caller: Option<u32>,
+    /// How long the app may take to start its answer (default 30s); `none`: no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<OrNone<Dur>>,
+}
+
 // ---- readers: YAML tree → raw types, every problem collected ----
 
 pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
@@ -520,12 +539,8 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
                 let mut out = IndexMap::new();
                 for (k, v) in entries {
                     let child = format!("{p}.{}", k.name);
-                    if !k.name.starts_with('/') {
-                        r.error(
-                            &child,
-                            k.pos,
-                            format!("`{}` is not a path prefix: it must start with `/`", k.name),
-                        );
+                    if let Err(message) = path_prefix(&k.name) {
+                        r.error(&child, k.pos, message);
                         continue;
                     }
                     if let Some(list) = r.list(v, &child, Reader::string) {
@@ -535,6 +550,16 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
                 Some(out)
             })
             .unwrap_or_default(),
+        inbound: f.get(r, "inbound", |r, n, p| {
+            let mut f = r.fields(n, p)?;
+            let i = RawInbound {
+                max_requests: f.get(r, "max_requests", positive_u32),
+                max_requests_per_caller: f.get(r, "max_requests_per_caller", positive_u32),
+                timeout: f.get(r, "timeout", or_none(positive_timeout)),
+            };
+            f.finish(r);
+            Some(i)
+        }),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))
@@ -571,7 +596,14 @@ fn read_call(r: &mut Reader, node: &Node, path: &str) -> Option<RawCall> {
                 Some(r.named(n, p, |r, n, p| {
                     let mut f = r.fields(n, p)?;
                     let route = RawRoute {
-                        path: f.get(r, "path", Reader::string),
+                        path: f.get(r, "path", |r, n, p| {
+                            let path = r.string(n, p)?;
+                            if let Err(message) = path_prefix(&path) {
+                                r.error(p, n.pos, message);
+                                return None;
+                            }
+                            Some(path)
+                        }),
                         request: read_request(r, &mut f),
                         policy: read_policy(r, &mut f),
                     };
@@ -707,6 +739,23 @@ fn read_limits(r: &mut Reader, node: &Node, path: &str) -> Option<RawLimits> {
     };
     f.finish(r);
     Some(limits)
+}
+
+/// A path rule's prefix must start with `/` and be in the form requests are matched in
+/// ([`crate::path`]): another spelling would never match anything.
+fn path_prefix(prefix: &str) -> Result<(), String> {
+    if !prefix.starts_with('/') {
+        return Err(format!(
+            "`{prefix}` is not a path prefix: it must start with `/`"
+        ));
+    }
+    match crate::path::normalize(prefix) {
+        Ok(p) if p == prefix => Ok(()),
+        Ok(p) => Err(format!(
+            "`{prefix}` is not a normalized path (requests are matched normalized): write `{p}`"
+        )),
+        Err(e) => Err(format!("`{prefix}` cannot be a path prefix: {e}")),
+    }
 }
 
 fn u32_field(r: &mut Reader, n: &Node, p: &str) -> Option<u32> {

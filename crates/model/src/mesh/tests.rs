@@ -5,6 +5,15 @@ fn errors(text: &str) -> Vec<Diagnostic> {
     Mesh::from_yaml(text).expect_err("should be refused").0
 }
 
+/// Every problem as `path: message`, one a line.
+fn error_text(text: &str) -> String {
+    errors(text)
+        .iter()
+        .map(|d| format!("{}: {}", d.path, d.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn layers_apply_in_order_and_presets_restart() {
     let mesh = Mesh::from_yaml(
@@ -226,12 +235,7 @@ fn authorization_is_read_and_checked() {
     assert_eq!(mesh.services["b"].allow, Allow::Only(vec!["a".into()]));
     assert_eq!(mesh.services["c"].allow, Allow::Only(vec![]));
     assert_eq!(mesh.services["a"].allow, Allow::Any);
-    let errs = errors("services:\n  b: { allow: [ghost], allow_paths: { admin: [b] } }\n");
-    let text: Vec<String> = errs
-        .iter()
-        .map(|d| format!("{}: {}", d.path, d.message))
-        .collect();
-    let text = text.join("\n");
+    let text = error_text("services:\n  b: { allow: [ghost], allow_paths: { admin: [b] } }\n");
     assert!(
         text.contains("services.b.allow: allows `ghost`, which is not a service"),
         "{text}"
@@ -310,4 +314,40 @@ fn samples_and_counted_copies_are_read_and_checked() {
     ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
+}
+
+#[test]
+fn path_rules_must_be_canonical() {
+    let text = error_text(
+        "services:\n  a: { calls: { b: { routes: { r: { path: /x/./y } } } } }\n  b: { allow_paths: { //pay: [a], /p%61y: [a], /a%2Fb: [a] } }\n",
+    );
+    assert!(
+        text.contains("services.b.allow_paths.//pay: `//pay` is not a normalized path"),
+        "{text}"
+    );
+    assert!(text.contains("write `/pay`"), "{text}");
+    assert!(
+        text.contains("services.a.calls.b.routes.r.path: `/x/./y` is not a normalized path"),
+        "{text}"
+    );
+    assert!(text.contains("`/a%2Fb` cannot be a path prefix"), "{text}");
+}
+
+#[test]
+fn inbound_caps_are_read_with_safe_defaults() {
+    let mesh = Mesh::from_yaml(
+        "services:\n  a: {}\n  b: { inbound: { max_requests: 10, max_requests_per_caller: 2, timeout: none } }\n  c: { inbound: { timeout: 2s } }\n",
+    )
+    .unwrap();
+    assert_eq!(mesh.services["a"].inbound, InboundLimits::DEFAULT);
+    let b = mesh.services["b"].inbound;
+    assert_eq!(
+        (b.max_requests, b.max_requests_per_caller, b.timeout),
+        (10, 2, None)
+    );
+    let c = mesh.services["c"].inbound;
+    assert_eq!(c.timeout, Some(Dur::from_millis(2000)));
+    assert_eq!(c.max_requests, 1024);
+    let errs = errors("services:\n  a: { inbound: { max_requests: 0, timeout: 0s, max: 1 } }\n");
+    assert_eq!(errs.len(), 3, "{errs:?}");
 }
