@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hopwise_model::{Mesh, Policy, Protocol};
+use hopwise_model::{InboundLimits, Mesh, Policy, Protocol};
 use indexmap::IndexMap;
 use serde::Serialize;
 
@@ -73,8 +73,8 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// The index of the route for `path`: the longest matching prefix, else the first route
-    /// without one, else the first route.
+    /// The index of the route for `path` (canonical, [`hopwise_model::path`]): the longest
+    /// matching prefix, else the first route without one, else the first route.
     pub fn route_index(&self, path: &str) -> Option<usize> {
         let by_prefix = self
             .routes
@@ -135,6 +135,8 @@ pub struct ProxyConfig {
     pub allowed_paths: Vec<(String, Vec<String>)>,
     /// Route names for inbound metrics, from every caller's routes to this service.
     pub inbound_routes: Vec<(String, String)>,
+    /// Caps on requests to the local app and how long it may take (`services.<name>.inbound`).
+    pub inbound_limits: InboundLimits,
     #[serde(skip)]
     pub certs: Option<CertFiles>,
     pub workers: usize,
@@ -241,6 +243,7 @@ impl ProxyConfig {
             deny_all,
             allowed_paths,
             inbound_routes,
+            inbound_limits: s.inbound,
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
             timeouts: ListenerTimeouts::default(),
@@ -276,7 +279,8 @@ impl ProxyConfig {
     }
 
     /// May `identity` call `path` on this service? The longest matching `allow_paths` prefix
-    /// decides; otherwise `allow`.
+    /// decides; otherwise `allow`. `path` must be canonical ([`hopwise_model::path`]), as the
+    /// prefixes are: the inbound proxy normalizes it first.
     pub fn authorizes(&self, identity: &str, path: &str) -> bool {
         if let Some((_, list)) = self
             .allowed_paths
@@ -286,9 +290,21 @@ impl ProxyConfig {
         {
             return list.iter().any(|a| a == identity);
         }
+        // `any` is any service of this mesh: `spiffe://<trust-domain>/service/<name>`, not
+        // another trust domain's or the control plane's identity from the same CA.
+        let of_this_mesh = || {
+            self.identity
+                .rsplit_once('/')
+                .and_then(|(services, _)| identity.strip_prefix(services))
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+        };
         !self.deny_all
-            && (self.allowed_callers.is_empty()
-                || self.allowed_callers.iter().any(|a| a == identity))
+            && if self.allowed_callers.is_empty() {
+                of_this_mesh()
+            } else {
+                self.allowed_callers.iter().any(|a| a == identity)
+            }
     }
 
     /// The inbound route name for metrics: the longest matching prefix among callers' routes.

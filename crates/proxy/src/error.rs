@@ -37,6 +37,14 @@ pub enum ProxyError {
     Protocol,
     #[error("the caller {0} is not allowed to call this service")]
     Forbidden(String),
+    #[error("the caller's certificate names no identity: {0}")]
+    NoIdentity(String),
+    #[error("the request's path cannot be made canonical: {0}")]
+    BadPath(hopwise_model::path::PathError),
+    #[error("{0} is reached for this service's app: failing fast instead of queueing")]
+    InboundOverflow(&'static str),
+    #[error("the app did not answer within the inbound timeout")]
+    AppTimeout,
     #[error("the proxy is shutting down")]
     Draining,
     #[error("the caller's deadline has passed")]
@@ -65,6 +73,10 @@ impl ProxyError {
             ProxyError::RouteTimeout => "route-timeout",
             ProxyError::Protocol => "protocol",
             ProxyError::Forbidden(_) => "forbidden",
+            ProxyError::NoIdentity(_) => "no-identity",
+            ProxyError::BadPath(_) => "bad-path",
+            ProxyError::InboundOverflow(_) => "overflow",
+            ProxyError::AppTimeout => "app-timeout",
             ProxyError::Draining => "draining",
             ProxyError::DeadlineExceeded => "deadline-exceeded",
             ProxyError::Overflow(_) => "overflow",
@@ -82,11 +94,15 @@ impl ProxyError {
             | ProxyError::NoEndpoint(_) => Outcome::ConnectFailure,
             ProxyError::ResetBeforeRequest => Outcome::ResetBeforeRequest,
             ProxyError::Reset | ProxyError::Protocol => Outcome::Reset,
-            ProxyError::PerTryTimeout | ProxyError::RouteTimeout | ProxyError::DeadlineExceeded => {
-                Outcome::Timeout
-            }
+            ProxyError::PerTryTimeout
+            | ProxyError::RouteTimeout
+            | ProxyError::DeadlineExceeded
+            | ProxyError::AppTimeout => Outcome::Timeout,
             ProxyError::NoRoute(_)
             | ProxyError::Forbidden(_)
+            | ProxyError::NoIdentity(_)
+            | ProxyError::BadPath(_)
+            | ProxyError::InboundOverflow(_)
             | ProxyError::Draining
             | ProxyError::ConnectMethod
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
@@ -97,10 +113,12 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
             ProxyError::ConnectMethod => StatusCode::METHOD_NOT_ALLOWED,
-            ProxyError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ProxyError::PerTryTimeout | ProxyError::RouteTimeout | ProxyError::DeadlineExceeded => {
-                StatusCode::GATEWAY_TIMEOUT
-            }
+            ProxyError::Forbidden(_) | ProxyError::NoIdentity(_) => StatusCode::FORBIDDEN,
+            ProxyError::BadPath(_) => StatusCode::BAD_REQUEST,
+            ProxyError::PerTryTimeout
+            | ProxyError::RouteTimeout
+            | ProxyError::DeadlineExceeded
+            | ProxyError::AppTimeout => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Protocol | ProxyError::Tls(_) => StatusCode::BAD_GATEWAY,
             ProxyError::NoEndpoint(_)
             | ProxyError::ConnectRefused
@@ -108,6 +126,7 @@ impl ProxyError {
             | ProxyError::Reset
             | ProxyError::ResetBeforeRequest
             | ProxyError::Overflow(_)
+            | ProxyError::InboundOverflow(_)
             | ProxyError::Draining => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -116,11 +135,16 @@ impl ProxyError {
     /// Linkerd answers), failures to reach the upstream UNAVAILABLE.
     pub fn grpc_code(&self, on_timeout: GrpcCode) -> u8 {
         match self {
-            ProxyError::NoRoute(_) => 12,  // UNIMPLEMENTED
-            ProxyError::Forbidden(_) => 7, // PERMISSION_DENIED
+            ProxyError::NoRoute(_) => 12,    // UNIMPLEMENTED
+            ProxyError::Forbidden(_) => 7,   // PERMISSION_DENIED
+            ProxyError::NoIdentity(_) => 16, // UNAUTHENTICATED
+            ProxyError::BadPath(_) => 3,     // INVALID_ARGUMENT
+            ProxyError::AppTimeout => GrpcCode::DeadlineExceeded.number(),
             ProxyError::PerTryTimeout | ProxyError::RouteTimeout => on_timeout.number(),
             ProxyError::DeadlineExceeded => GrpcCode::DeadlineExceeded.number(),
-            ProxyError::Overflow(_) => GrpcCode::ResourceExhausted.number(),
+            ProxyError::Overflow(_) | ProxyError::InboundOverflow(_) => {
+                GrpcCode::ResourceExhausted.number()
+            }
             ProxyError::Protocol => 13, // INTERNAL
             _ => GrpcCode::Unavailable.number(),
         }
@@ -155,7 +179,7 @@ impl ProxyError {
             r
         };
         resp.headers_mut().insert(ERROR_HEADER, reason);
-        if let ProxyError::Overflow(limit) = self {
+        if let ProxyError::Overflow(limit) | ProxyError::InboundOverflow(limit) = self {
             resp.headers_mut().insert(
                 crate::attempts::LIMIT_HEADER,
                 HeaderValue::from_static(limit),

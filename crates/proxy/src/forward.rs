@@ -6,16 +6,18 @@
 //! safety, the budget and the deadline allow) → record metrics → the upstream's answer, or one
 //! local reply from [`ProxyError`].
 //!
-//! inbound: the caller's SPIFFE identity (from the handshake) → authorise it → pass it to the
-//! app in `x-hopwise-peer-identity` → forward to the local app in plain HTTP (h2c for gRPC).
+//! The inbound side is [`crate::inbound`]. Both sides strip hop-by-hop headers from what they
+//! are sent before adding their own ([`crate::headers`]) and match routes on the canonical path.
 //!
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hopwise_model::{Balancer, Budget, GrpcCode, Limits, Outlier, Protocol};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hopwise_model::path::PathError;
+use hopwise_model::{Balancer, Budget, GrpcCode, Limits, Outlier};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
@@ -23,7 +25,6 @@ use indexmap::IndexMap;
 use rustls_pki_types::ServerName;
 
 use crate::attempts;
-use crate::attempts::Via;
 use crate::balance::Endpoints;
 use crate::budget::RetryBudget;
 use crate::config::{Cluster, ProxyConfig, Target};
@@ -31,30 +32,16 @@ use crate::deadline;
 use crate::error::ProxyError;
 use crate::limits::Gauges;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
-use crate::replay::{Replay, ReplayBody};
+use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError, external_client_config};
-use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
+use crate::upstream::{self, Connector, Dest, H1Pool, Pool};
 
 pub use crate::body::Body;
 
-/// The header that carries the caller's verified SPIFFE identity to the app.
-pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
-const PEER: HeaderName = HeaderName::from_static(PEER_IDENTITY);
-
-/// The caller's verified identity, with its header value built once per connection.
-#[derive(Debug)]
-pub struct Peer {
-    pub id: Arc<str>,
-    /// `None` if the identity cannot be a header value: then the app gets no identity.
-    header: Option<HeaderValue>,
-}
-
-impl Peer {
-    pub fn new(id: Arc<str>) -> Peer {
-        let header = HeaderValue::from_str(&id).ok();
-        Peer { id, header }
-    }
-}
+use crate::headers::PEER;
+pub use crate::headers::PEER_IDENTITY;
+pub(crate) use crate::headers::strip_hop_by_hop;
+pub use crate::inbound::{Caller, Inbound, Peer};
 
 /// Which outbound listener a request arrived on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,7 +270,7 @@ impl Outbound {
         resp
     }
 
-    async fn forward(&self, dispatch: Dispatch, req: Request<Incoming>) -> Response<Body> {
+    async fn forward(&self, dispatch: Dispatch, mut req: Request<Incoming>) -> Response<Body> {
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
         // Tunnels would carry traffic past every policy: refused here, before any upstream.
@@ -291,6 +278,15 @@ impl Outbound {
             self.metrics
                 .local_reply(Direction::Outbound, &self.service, "connect-unsupported");
             return local(ProxyError::ConnectMethod, grpc, GrpcCode::Unavailable);
+        }
+        // Before anything of ours is added: nothing the app sends can name our headers.
+        strip_hop_by_hop(req.headers_mut());
+        // Routes match the canonical path, and it is what goes on.
+        if let Err(e) = normalize_path(&mut req) {
+            let err = ProxyError::BadPath(e);
+            self.metrics
+                .local_reply(Direction::Outbound, &self.service, err.reason());
+            return local(err, grpc, GrpcCode::Unavailable);
         }
         let state = match dispatch {
             Dispatch::Port(p) => p
@@ -489,212 +485,33 @@ fn finish_local(
     resp.map(Body::from)
 }
 
-fn local(err: ProxyError, grpc: bool, on_timeout: GrpcCode) -> Response<Body> {
+pub(crate) fn local(err: ProxyError, grpc: bool, on_timeout: GrpcCode) -> Response<Body> {
     err.response(grpc, on_timeout).map(Body::from)
 }
 
-/// Inbound forwarding state of one worker: the pool to the local app.
-pub struct Inbound {
-    config: Arc<ProxyConfig>,
-    app: Option<SocketAddr>,
-    /// HTTP/1.1 apps.
-    h1: Arc<H1Pool>,
-    /// gRPC apps (h2c).
-    h2: Pool,
-    /// Metrics handles by index into `config.inbound_routes`, then the catch-all `inbound`
-    /// (none when there is no inbound port).
-    routes: Vec<RouteMetrics>,
-    fallback: Option<RouteMetrics>,
-    metrics: Arc<Metrics>,
-}
-
-impl std::fmt::Debug for Inbound {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Inbound").field("app", &self.app).finish()
-    }
-}
-
-impl Inbound {
-    /// One worker's inbound state for `config`; the pools to the app are `previous`'s (the
-    /// configuration this one replaces) when the app's address is the same.
-    pub fn new(
-        config: Arc<ProxyConfig>,
-        metrics: Arc<Metrics>,
-        previous: Option<&Inbound>,
-    ) -> Self {
-        let (h1, h2) = match previous.filter(|p| p.app == config.app) {
-            Some(p) => (p.h1.clone(), p.h2.clone()),
-            None => {
-                let connector = Connector::plain(Duration::from_secs(1));
-                (
-                    Arc::new(H1Pool::new(connector.clone(), config.timeouts.pool_idle)),
-                    upstream::pool(connector, true, config.timeouts.pool_idle),
-                )
-            }
-        };
-        let (routes, fallback) = if config.inbound.is_some() {
-            let route = |name: &str| metrics.route(Direction::Inbound, &config.service, name);
-            (
-                config
-                    .inbound_routes
-                    .iter()
-                    .map(|(n, _)| route(n))
-                    .collect(),
-                Some(route("inbound")),
-            )
-        } else {
-            (Vec::new(), None)
-        };
-        Inbound {
-            app: config.app,
-            config,
-            h1,
-            h2,
-            routes,
-            fallback,
-            metrics,
-        }
-    }
-
-    pub async fn handle(&self, peer: Option<&Peer>, req: Request<Incoming>) -> Response<Body> {
-        let version = req.version();
-        let mut resp = self.forward(peer, req).await;
-        *resp.version_mut() = version;
-        resp
-    }
-
-    async fn forward(&self, peer: Option<&Peer>, mut req: Request<Incoming>) -> Response<Body> {
-        let start = Instant::now();
-        let grpc = is_grpc(req.headers());
-        let on_timeout = GrpcCode::DeadlineExceeded;
-        let allowed = match peer {
-            Some(p) => self.config.authorizes(&p.id, req.uri().path()),
-            // Plain-text mesh (no certificates): nothing to check.
-            None => true,
-        };
-        let rm = self
-            .config
-            .inbound_route_index(req.uri().path())
-            .and_then(|i| self.routes.get(i))
-            .or(self.fallback.as_ref());
-        if let Some(rm) = rm {
-            rm.request();
-        }
-        if !allowed {
-            let err = ProxyError::Forbidden(peer.map_or("unknown", |p| &p.id).to_owned());
-            self.metrics
-                .local_reply(Direction::Inbound, &self.config.service, err.reason());
-            let resp = err.response(grpc, on_timeout);
-            if let Some(rm) = rm {
-                rm.response(
-                    resp.status().as_u16(),
-                    resp.headers(),
-                    start.elapsed(),
-                    Duration::ZERO,
-                );
-            }
-            return resp.map(Body::from);
-        }
-        let Some(app) = self.app else {
-            return local(
-                ProxyError::NoEndpoint(self.config.service.clone()),
-                grpc,
-                on_timeout,
-            );
-        };
-        let headers = req.headers_mut();
-        // `insert` replaces whatever the caller claimed.
-        match peer.and_then(|p| p.header.clone()) {
-            Some(v) => {
-                headers.insert(PEER, v);
-            }
-            None => {
-                headers.remove(PEER);
-            }
-        }
-        let sent = Instant::now();
-        let result = if self.config.protocol == Protocol::Grpc {
-            self.send_h2c(app, req).await
-        } else {
-            self.send_h1(app, req).await
-        };
-        let upstream_time = sent.elapsed();
-        let resp = match result {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                strip_hop_by_hop(&mut parts.headers);
-                Response::from_parts(parts, Body::Upstream(body))
-            }
-            Err(e) => {
-                self.metrics
-                    .local_reply(Direction::Inbound, &self.config.service, e.reason());
-                local(e, grpc, on_timeout)
-            }
-        };
-        if let Some(rm) = rm {
-            rm.response(
-                resp.status().as_u16(),
-                resp.headers(),
-                start.elapsed(),
-                upstream_time,
-            );
-        }
-        resp
-    }
-
-    /// HTTP/1.1 to the app. A request the connection never took (the app closed it just as we
-    /// picked it: its idle timeout) comes back from the pool and goes once more — always safe,
-    /// and no copy of the request is made in advance.
-    async fn send_h1(
-        &self,
-        app: SocketAddr,
-        req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, ProxyError> {
-        let dest = Dest::Addr(app);
-        let req = rewrite_h1(req.map(ReplayBody::passthrough), None);
-        match self.h1.try_send(&dest, req).await {
-            Ok(resp) => Ok(resp),
-            Err(Failed {
-                error: ProxyError::ResetBeforeRequest,
-                unsent: Some(req),
-            }) => self.h1.send(&dest, req).await,
-            Err(f) => Err(f.error),
-        }
-    }
-
-    /// gRPC to the app (h2c); a request that was never sent goes once more.
-    async fn send_h2c(
-        &self,
-        app: SocketAddr,
-        req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, ProxyError> {
-        let (head, body) = req.into_parts();
-        // Nothing is kept for replay: only a request that was never sent is sent again.
-        let replay = Replay::new(body, 0);
-        let authority = app.to_string();
-        let via = Via::H2(&self.h2, Scheme::HTTP, authority.clone());
-        let mut result = Err(ProxyError::ResetBeforeRequest);
-        for attempt in 1..=2 {
-            let mut req = Request::new(replay.body(attempt));
-            *req.method_mut() = head.method.clone();
-            *req.uri_mut() = head.uri.clone();
-            *req.version_mut() = head.version;
-            *req.headers_mut() = head.headers.clone();
-            let req = rewrite(req, Scheme::HTTP, &authority, true, false)?;
-            result = attempts::send(&via, req, None, ProxyError::RouteTimeout).await;
-            if !matches!(result, Err(ProxyError::ResetBeforeRequest)) || !replay.can_replay() {
-                break;
-            }
-        }
-        result
-    }
-}
-
-fn is_grpc(headers: &HeaderMap) -> bool {
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// Puts the canonical form of the request's path ([`hopwise_model::path`]) in its URI, the
+/// query untouched, so what path rules decide on is what the next hop gets.
+pub(crate) fn normalize_path<B>(req: &mut Request<B>) -> Result<(), PathError> {
+    let fresh = match hopwise_model::path::normalize(req.uri().path())? {
+        Cow::Borrowed(_) => return Ok(()),
+        Cow::Owned(p) => p,
+    };
+    let path_and_query = match req.uri().query() {
+        Some(q) => format!("{fresh}?{q}"),
+        None => fresh,
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query =
+        Some(PathAndQuery::try_from(path_and_query).map_err(|_| PathError::BadPercent)?);
+    *req.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::BadPercent)?;
+    Ok(())
 }
 
 /// The destination named by an absolute URI (`http_proxy` clients), or `Host`/`:authority`.
@@ -784,77 +601,4 @@ pub(crate) fn rewrite_h1<B>(req: Request<B>, host: Option<&HeaderValue>) -> Requ
     strip_hop_by_hop(&mut parts.headers);
     parts.version = Version::HTTP_11;
     Request::from_parts(parts, body)
-}
-
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authorization"
-            | "transfer-encoding"
-            | "upgrade"
-            | "te"
-    )
-}
-
-/// Removes connection-specific headers (RFC 9110 §7.6.1), which must not be forwarded and
-/// which HTTP/2 forbids. `te: trailers` survives: gRPC needs it.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages carry none: one pass over the names instead of a hashed removal each.
-    if !headers.keys().any(is_hop_by_hop) {
-        return;
-    }
-    let listed: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for name in listed {
-        headers.remove(name);
-    }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-        header::PROXY_AUTHORIZATION,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(name);
-    }
-    if headers
-        .get(header::TE)
-        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"trailers"))
-    {
-        headers.remove(header::TE);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hop_by_hop_headers_are_dropped_and_te_trailers_kept() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("keep-alive, x-secret"),
-        );
-        h.insert("x-secret", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert(header::TE, HeaderValue::from_static("trailers"));
-        h.insert("x-kept", HeaderValue::from_static("1"));
-        strip_hop_by_hop(&mut h);
-        assert!(h.get("x-secret").is_none() && h.get("keep-alive").is_none());
-        assert_eq!(h[header::TE], "trailers");
-        assert_eq!(h["x-kept"], "1");
-        h.insert(header::TE, HeaderValue::from_static("gzip"));
-        strip_hop_by_hop(&mut h);
-        assert!(h.get(header::TE).is_none());
-    }
 }

@@ -6,7 +6,7 @@
 //! proxies; timeouts from the mesh file; Prometheus metrics by route name; an admin endpoint.
 //!
 //! Map: [`config`] (what to run, from the mesh file) → [`server`] (workers, listeners, drain)
-//! → [`forward`] (the request lifecycle) → [`upstream`] (pools and connectors) and [`tls`];
+//! → [`forward`] and [`inbound`] (the request lifecycles) → [`upstream`] (pools and connectors) and [`tls`];
 //! [`error`] is the one place failures become responses. Policy arithmetic is `hopwise-model`'s.
 
 pub mod admin;
@@ -20,6 +20,8 @@ pub mod control;
 pub mod deadline;
 pub mod error;
 pub mod forward;
+pub mod headers;
+pub mod inbound;
 pub mod limits;
 pub mod live;
 pub mod metrics;

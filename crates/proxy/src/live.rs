@@ -20,7 +20,9 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use crate::config::ProxyConfig;
-use crate::forward::{ClusterShared, Inbound, Outbound};
+use crate::forward::{ClusterShared, Outbound};
+use crate::inbound::Inbound;
+use crate::inbound::limits::InboundGauges;
 use crate::metrics::Metrics;
 use crate::tls::{CertStore, TlsError};
 
@@ -30,6 +32,8 @@ use crate::tls::{CertStore, TlsError};
 pub struct Live {
     pub config: Arc<ProxyConfig>,
     pub clusters: IndexMap<String, Arc<ClusterShared>>,
+    /// The caps on requests to the local app, shared by the workers.
+    pub inbound: Arc<InboundGauges>,
     workers: Vec<Handlers>,
 }
 
@@ -60,6 +64,7 @@ impl Live {
                 (name.clone(), ClusterShared::next(c, old.map(Arc::as_ref)))
             })
             .collect();
+        let inbound = InboundGauges::next(config.inbound_limits, previous.map(|p| &p.inbound));
         let mut handlers = Vec::with_capacity(workers);
         for w in 0..workers.max(1) {
             let old = previous.and_then(|p| p.workers.get(w));
@@ -72,12 +77,18 @@ impl Live {
                     ports,
                     old.map(|h| &h.outbound),
                 )?,
-                inbound: Inbound::new(config.clone(), metrics.clone(), old.map(|h| &h.inbound)),
+                inbound: Inbound::new(
+                    config.clone(),
+                    metrics.clone(),
+                    inbound.clone(),
+                    old.map(|h| &h.inbound),
+                ),
             });
         }
         Ok(Live {
             config,
             clusters,
+            inbound,
             workers: handlers,
         })
     }

@@ -25,10 +25,11 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
 use crate::config::ProxyConfig;
-use crate::forward::{Dispatch, Entry, Outbound, Peer};
+use crate::forward::{Dispatch, Entry, Outbound};
+use crate::inbound::Caller;
 use crate::live::Live;
 use crate::metrics::{Direction, Metrics};
-use crate::tls::{CertStore, TlsError, spiffe_id};
+use crate::tls::{CertStore, TlsError};
 
 /// Largest request head (request line and headers) accepted; beyond it: 431.
 const MAX_HEAD: usize = 64 * 1024;
@@ -508,21 +509,14 @@ impl Conn {
                         }
                     };
                     metrics.handshake(Direction::Inbound, true);
-                    let peer: Option<Arc<Peer>> = tls
-                        .get_ref()
-                        .1
-                        .peer_certificates()
-                        .and_then(|c| c.first())
-                        .and_then(spiffe_id)
-                        .map(|id| Arc::new(Peer::new(Arc::from(id))));
+                    // A certificate from the CA that names nobody is kept as such: refused.
+                    let caller = Arc::new(Caller::of_tls(tls.get_ref().1.peer_certificates()));
                     let (live, w) = (RefCell::new(self.state.cache()), self.worker);
                     let svc = service_fn(move |req: hyper::Request<Incoming>| {
                         let live = live.borrow_mut().load().clone();
-                        let peer = peer.clone();
+                        let caller = caller.clone();
                         async move {
-                            Ok::<_, Infallible>(
-                                live.worker(w).inbound.handle(peer.as_deref(), req).await,
-                            )
+                            Ok::<_, Infallible>(live.worker(w).inbound.handle(&caller, req).await)
                         }
                     });
                     let conn = self.builder.serve_connection(TokioIo::new(tls), svc);
@@ -533,7 +527,9 @@ impl Conn {
                     let svc = service_fn(move |req: hyper::Request<Incoming>| {
                         let live = live.borrow_mut().load().clone();
                         async move {
-                            Ok::<_, Infallible>(live.worker(w).inbound.handle(None, req).await)
+                            Ok::<_, Infallible>(
+                                live.worker(w).inbound.handle(&Caller::Plaintext, req).await,
+                            )
                         }
                     });
                     let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);

@@ -372,16 +372,50 @@ impl ServerCertVerifier for SpiffeServerVerifier {
     }
 }
 
-/// The SPIFFE ID in a certificate's URI SAN, if it has one.
+/// Why a certificate that chains to the mesh's CA still names nobody.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    #[error("the peer presented no certificate")]
+    NoCertificate,
+    #[error("the certificate cannot be parsed")]
+    Unparsable,
+    #[error("the certificate carries no URI SAN (no SPIFFE ID)")]
+    NoUri,
+    #[error("the certificate carries {0} URI SANs; a SPIFFE certificate has exactly one")]
+    SeveralUris(usize),
+    #[error("the certificate's URI SAN is not a SPIFFE ID: {0}")]
+    Malformed(#[from] hopwise_model::spiffe::SpiffeIdError),
+}
+
+/// The SPIFFE ID of a certificate, by the X.509-SVID rules: exactly one URI SAN, and that a
+/// SPIFFE ID checked strictly ([`hopwise_model::spiffe::parse_id`]).
+pub fn peer_identity(cert: &CertificateDer<'_>) -> Result<String, IdentityError> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
+        .map_err(|_| IdentityError::Unparsable)?;
+    let san = parsed
+        .subject_alternative_name()
+        .map_err(|_| IdentityError::Unparsable)?
+        .ok_or(IdentityError::NoUri)?;
+    let mut uris = san
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            x509_parser::extensions::GeneralName::URI(uri) => Some(*uri),
+            _ => None,
+        });
+    let uri = uris.next().ok_or(IdentityError::NoUri)?;
+    let more = uris.count();
+    if more > 0 {
+        return Err(IdentityError::SeveralUris(more + 1));
+    }
+    hopwise_model::spiffe::parse_id(uri)?;
+    Ok(uri.to_owned())
+}
+
+/// The SPIFFE ID of a certificate ([`peer_identity`]), if it has a valid one.
 pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
-    let san = parsed.subject_alternative_name().ok()??;
-    san.value.general_names.iter().find_map(|name| match name {
-        x509_parser::extensions::GeneralName::URI(uri) if uri.starts_with("spiffe://") => {
-            Some((*uri).to_owned())
-        }
-        _ => None,
-    })
+    peer_identity(cert).ok()
 }
 
 /// A client config toward the control plane (TLS 1.3, ALPN h2): its certificate must chain to

@@ -1,0 +1,315 @@
+//! The inbound request lifecycle, read top to bottom: the caller's headers stripped of what
+//! must not cross a hop → the path made canonical ([`hopwise_model::path`]: 400 if it cannot
+//! be) → who the caller is ([`Caller`], from the handshake; fail closed) → authorise it on the
+//! canonical path → the caps on requests to the app ([`limits`]) → `x-hopwise-peer-identity` set
+//! from the certificate alone → forward the canonical path to the local app in plain HTTP (h2c
+//! for gRPC), waiting at most `inbound.timeout` for its answer.
+
+pub mod limits;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hopwise_model::{GrpcCode, Protocol};
+use http::header::HeaderValue;
+use http::uri::Scheme;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use rustls_pki_types::CertificateDer;
+
+use crate::attempts::{self, Via};
+use crate::config::ProxyConfig;
+use crate::error::ProxyError;
+use crate::forward::{Body, is_grpc, local, normalize_path, rewrite, rewrite_h1};
+use crate::headers::{PEER, strip_hop_by_hop};
+use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::replay::{Replay, ReplayBody};
+use crate::tls::{IdentityError, peer_identity};
+use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
+
+use limits::InboundGauges;
+
+/// Who is calling, as the connection's handshake established it.
+#[derive(Debug)]
+pub enum Caller {
+    /// The proxy runs without TLS (`--plaintext`): there is no identity, and nothing to check.
+    Plaintext,
+    /// A certificate from the mesh's CA with a valid SPIFFE ID.
+    Verified(Peer),
+    /// A certificate from the mesh's CA that names nobody: refused, whatever the rules say.
+    Unidentified(IdentityError),
+}
+
+/// The caller's verified identity, with its header value built once per connection.
+#[derive(Debug)]
+pub struct Peer {
+    pub id: Arc<str>,
+    header: HeaderValue,
+}
+
+impl Caller {
+    /// The caller of a mutual-TLS connection, from the certificates it presented (already
+    /// verified against the trust bundle by the handshake).
+    pub fn of_tls(certs: Option<&[CertificateDer<'_>]>) -> Caller {
+        let Some(cert) = certs.and_then(<[_]>::first) else {
+            return Caller::Unidentified(IdentityError::NoCertificate);
+        };
+        match peer_identity(cert) {
+            Ok(id) => Caller::verified(&id),
+            Err(e) => Caller::Unidentified(e),
+        }
+    }
+
+    /// A caller with identity `id` (a checked SPIFFE ID).
+    pub fn verified(id: &str) -> Caller {
+        match HeaderValue::from_str(id) {
+            Ok(header) => Caller::Verified(Peer {
+                id: Arc::from(id),
+                header,
+            }),
+            // A checked SPIFFE ID is always a header value; if not, it names nobody.
+            Err(_) => Caller::Unidentified(IdentityError::Unparsable),
+        }
+    }
+
+    fn identity(&self) -> Option<&Arc<str>> {
+        match self {
+            Caller::Verified(p) => Some(&p.id),
+            _ => None,
+        }
+    }
+}
+
+/// Inbound forwarding state of one worker: the pool to the local app.
+pub struct Inbound {
+    config: Arc<ProxyConfig>,
+    app: Option<SocketAddr>,
+    /// HTTP/1.1 apps.
+    h1: Arc<H1Pool>,
+    /// gRPC apps (h2c).
+    h2: Pool,
+    /// Metrics handles by index into `config.inbound_routes`, then the catch-all `inbound`
+    /// (none when there is no inbound port).
+    routes: Vec<RouteMetrics>,
+    fallback: Option<RouteMetrics>,
+    metrics: Arc<Metrics>,
+    /// The caps, shared by every worker of the proxy.
+    gauges: Arc<InboundGauges>,
+}
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbound").field("app", &self.app).finish()
+    }
+}
+
+impl Inbound {
+    /// One worker's inbound state for `config`; the pools to the app are `previous`'s (the
+    /// configuration this one replaces) when the app's address is the same.
+    pub fn new(
+        config: Arc<ProxyConfig>,
+        metrics: Arc<Metrics>,
+        gauges: Arc<InboundGauges>,
+        previous: Option<&Inbound>,
+    ) -> Self {
+        let (h1, h2) = match previous.filter(|p| p.app == config.app) {
+            Some(p) => (p.h1.clone(), p.h2.clone()),
+            None => {
+                let connector = Connector::plain(Duration::from_secs(1));
+                (
+                    Arc::new(H1Pool::new(connector.clone(), config.timeouts.pool_idle)),
+                    upstream::pool(connector, true, config.timeouts.pool_idle),
+                )
+            }
+        };
+        let (routes, fallback) = if config.inbound.is_some() {
+            let route = |name: &str| metrics.route(Direction::Inbound, &config.service, name);
+            (
+                config
+                    .inbound_routes
+                    .iter()
+                    .map(|(n, _)| route(n))
+                    .collect(),
+                Some(route("inbound")),
+            )
+        } else {
+            (Vec::new(), None)
+        };
+        Inbound {
+            app: config.app,
+            config,
+            h1,
+            h2,
+            routes,
+            fallback,
+            metrics,
+            gauges,
+        }
+    }
+
+    pub async fn handle(&self, caller: &Caller, req: Request<Incoming>) -> Response<Body> {
+        let version = req.version();
+        let mut resp = self.forward(caller, req).await;
+        *resp.version_mut() = version;
+        resp
+    }
+
+    /// A local reply, counted (and recorded on the route when one matched).
+    fn refuse(
+        &self,
+        rm: Option<&RouteMetrics>,
+        err: ProxyError,
+        grpc: bool,
+        start: Instant,
+    ) -> Response<Body> {
+        self.metrics
+            .local_reply(Direction::Inbound, &self.config.service, err.reason());
+        let resp = local(err, grpc, GrpcCode::DeadlineExceeded);
+        if let Some(rm) = rm {
+            rm.response(
+                resp.status().as_u16(),
+                resp.headers(),
+                start.elapsed(),
+                Duration::ZERO,
+            );
+        }
+        resp
+    }
+
+    async fn forward(&self, caller: &Caller, mut req: Request<Incoming>) -> Response<Body> {
+        let start = Instant::now();
+        let grpc = is_grpc(req.headers());
+        // Before anything of ours is added: nothing the caller sends can name our headers.
+        strip_hop_by_hop(req.headers_mut());
+        if let Err(e) = normalize_path(&mut req) {
+            return self.refuse(None, ProxyError::BadPath(e), grpc, start);
+        }
+        let path = req.uri().path();
+        let rm = self
+            .config
+            .inbound_route_index(path)
+            .and_then(|i| self.routes.get(i))
+            .or(self.fallback.as_ref());
+        if let Some(rm) = rm {
+            rm.request();
+        }
+        let refused = match caller {
+            Caller::Plaintext => None,
+            Caller::Verified(p) if self.config.authorizes(&p.id, path) => None,
+            Caller::Verified(p) => Some(ProxyError::Forbidden(p.id.to_string())),
+            Caller::Unidentified(e) => Some(ProxyError::NoIdentity(e.to_string())),
+        };
+        if let Some(err) = refused {
+            return self.refuse(rm, err, grpc, start);
+        }
+        let Some(app) = self.app else {
+            return local(
+                ProxyError::NoEndpoint(self.config.service.clone()),
+                grpc,
+                GrpcCode::DeadlineExceeded,
+            );
+        };
+        let _admitted = match self.gauges.admit(caller.identity()) {
+            Ok(a) => a,
+            Err(cap) => {
+                self.metrics.limit_tripped(&self.config.service, cap);
+                return self.refuse(rm, ProxyError::InboundOverflow(cap), grpc, start);
+            }
+        };
+        // `insert` replaces whatever the caller claimed.
+        match caller {
+            Caller::Verified(p) => {
+                req.headers_mut().insert(PEER, p.header.clone());
+            }
+            _ => {
+                req.headers_mut().remove(PEER);
+            }
+        }
+        let sent = Instant::now();
+        let send = async {
+            if self.config.protocol == Protocol::Grpc {
+                self.send_h2c(app, req).await
+            } else {
+                self.send_h1(app, req).await
+            }
+        };
+        // Dropping the request on expiry drops its connection to the app (or resets its
+        // stream): the app's work for a caller who holds on is bounded too.
+        let result = match self.gauges.limits().timeout {
+            Some(t) => tokio::time::timeout(t.get(), send)
+                .await
+                .unwrap_or(Err(ProxyError::AppTimeout)),
+            None => send.await,
+        };
+        let upstream_time = sent.elapsed();
+        let resp = match result {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                strip_hop_by_hop(&mut parts.headers);
+                Response::from_parts(parts, Body::Upstream(body))
+            }
+            Err(e) => {
+                self.metrics
+                    .local_reply(Direction::Inbound, &self.config.service, e.reason());
+                local(e, grpc, GrpcCode::DeadlineExceeded)
+            }
+        };
+        if let Some(rm) = rm {
+            rm.response(
+                resp.status().as_u16(),
+                resp.headers(),
+                start.elapsed(),
+                upstream_time,
+            );
+        }
+        resp
+    }
+
+    /// HTTP/1.1 to the app. A request the connection never took (the app closed it just as we
+    /// picked it: its idle timeout) comes back from the pool and goes once more — always safe,
+    /// and no copy of the request is made in advance.
+    async fn send_h1(
+        &self,
+        app: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let dest = Dest::Addr(app);
+        let req = rewrite_h1(req.map(ReplayBody::passthrough), None);
+        match self.h1.try_send(&dest, req).await {
+            Ok(resp) => Ok(resp),
+            Err(Failed {
+                error: ProxyError::ResetBeforeRequest,
+                unsent: Some(req),
+            }) => self.h1.send(&dest, req).await,
+            Err(f) => Err(f.error),
+        }
+    }
+
+    /// gRPC to the app (h2c); a request that was never sent goes once more.
+    async fn send_h2c(
+        &self,
+        app: SocketAddr,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let (head, body) = req.into_parts();
+        // Nothing is kept for replay: only a request that was never sent is sent again.
+        let replay = Replay::new(body, 0);
+        let authority = app.to_string();
+        let via = Via::H2(&self.h2, Scheme::HTTP, authority.clone());
+        let mut result = Err(ProxyError::ResetBeforeRequest);
+        for attempt in 1..=2 {
+            let mut req = Request::new(replay.body(attempt));
+            *req.method_mut() = head.method.clone();
+            *req.uri_mut() = head.uri.clone();
+            *req.version_mut() = head.version;
+            *req.headers_mut() = head.headers.clone();
+            let req = rewrite(req, Scheme::HTTP, &authority, true, false)?;
+            result = attempts::send(&via, req, None, ProxyError::RouteTimeout).await;
+            if !matches!(result, Err(ProxyError::ResetBeforeRequest)) || !replay.can_replay() {
+                break;
+            }
+        }
+        result
+    }
+}

@@ -1,0 +1,153 @@
+//! Caps on requests from the mesh to the local app (`services.<name>.inbound`): in flight per
+//! proxy, and per calling identity, so one caller cannot take every connection the app has. A
+//! request over a cap fails at once with 503 and `x-hopwise-limit` naming the cap, as the
+//! outbound caps do ([`crate::limits`]). Shared by all workers of a proxy.
+//!
+//! The per-caller table holds only callers with a request in flight (an entry goes at zero),
+//! and a caller is counted there only once the proxy-wide cap admitted it, so it never holds
+//! more than `max_requests` entries, whatever identities callers present.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hopwise_model::InboundLimits;
+
+/// The name of each cap, in `x-hopwise-limit` and the `limits_tripped` metric.
+pub const MAX_REQUESTS: &str = "inbound.max_requests";
+pub const MAX_REQUESTS_PER_CALLER: &str = "inbound.max_requests_per_caller";
+
+#[derive(Debug)]
+pub struct InboundGauges {
+    limits: InboundLimits,
+    active: AtomicU32,
+    callers: Mutex<HashMap<Arc<str>, u32>>,
+}
+
+/// Held while a request to the app is in flight; gives its places back on drop.
+#[derive(Debug)]
+pub struct Admitted<'a> {
+    gauges: &'a InboundGauges,
+    caller: Option<Arc<str>>,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if let Some(caller) = self.caller.take() {
+            let mut callers = self.gauges.callers();
+            if let Some(n) = callers.get_mut(&caller) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    callers.remove(&caller);
+                }
+            }
+        }
+        self.gauges.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl InboundGauges {
+    pub fn new(limits: InboundLimits) -> Arc<Self> {
+        Arc::new(InboundGauges {
+            limits,
+            active: AtomicU32::new(0),
+            callers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The gauges under a new configuration: `previous`'s (with what is in flight) if the
+    /// caps are the same.
+    pub fn next(limits: InboundLimits, previous: Option<&Arc<InboundGauges>>) -> Arc<Self> {
+        match previous {
+            Some(p) if p.limits == limits => p.clone(),
+            _ => InboundGauges::new(limits),
+        }
+    }
+
+    pub fn limits(&self) -> &InboundLimits {
+        &self.limits
+    }
+
+    fn callers(&self) -> MutexGuard<'_, HashMap<Arc<str>, u32>> {
+        // A panic elsewhere while counting leaves counts that are still counts.
+        self.callers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits a request from `caller` (none: plaintext mode, no identity to count by), or
+    /// names the cap it would exceed.
+    pub fn admit(&self, caller: Option<&Arc<str>>) -> Result<Admitted<'_>, &'static str> {
+        let before = self.active.fetch_add(1, Ordering::AcqRel);
+        let mut guard = Admitted {
+            gauges: self,
+            caller: None,
+        };
+        if before >= self.limits.max_requests {
+            return Err(MAX_REQUESTS);
+        }
+        if let Some(caller) = caller {
+            let mut callers = self.callers();
+            let n = callers.get(caller).copied().unwrap_or(0);
+            if n >= self.limits.max_requests_per_caller {
+                return Err(MAX_REQUESTS_PER_CALLER);
+            }
+            callers.insert(caller.clone(), n + 1);
+            guard.caller = Some(caller.clone());
+        }
+        Ok(guard)
+    }
+
+    /// Callers with a request in flight (for tests: the table stays bounded).
+    pub fn callers_in_flight(&self) -> usize {
+        self.callers().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hopwise_model::Dur;
+
+    fn gauges(max_requests: u32, max_requests_per_caller: u32) -> Arc<InboundGauges> {
+        InboundGauges::new(InboundLimits {
+            max_requests,
+            max_requests_per_caller,
+            timeout: Some(Dur::from_millis(1000)),
+        })
+    }
+
+    #[test]
+    fn each_caller_is_capped_and_others_still_get_through() {
+        let g = gauges(3, 2);
+        let (a, b): (Arc<str>, Arc<str>) =
+            ("spiffe://m/service/a".into(), "spiffe://m/service/b".into());
+        let a1 = g.admit(Some(&a)).unwrap();
+        let _a2 = g.admit(Some(&a)).unwrap();
+        assert_eq!(g.admit(Some(&a)).unwrap_err(), MAX_REQUESTS_PER_CALLER);
+        let _b1 = g.admit(Some(&b)).unwrap();
+        assert_eq!(g.admit(Some(&b)).unwrap_err(), MAX_REQUESTS);
+        drop(a1);
+        assert!(g.admit(Some(&a)).is_ok());
+    }
+
+    #[test]
+    fn the_caller_table_holds_only_callers_in_flight() {
+        let g = gauges(4, 1);
+        let held: Vec<_> = (0..100)
+            .map(|i| g.admit(Some(&Arc::from(format!("spiffe://m/service/c{i}")))))
+            .collect();
+        assert_eq!(held.iter().filter(|r| r.is_ok()).count(), 4);
+        assert_eq!(g.callers_in_flight(), 4);
+        drop(held);
+        assert_eq!(g.callers_in_flight(), 0);
+        assert_eq!(g.active.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn plaintext_callers_count_only_against_the_proxy() {
+        let g = gauges(2, 1);
+        let _one = g.admit(None).unwrap();
+        let _two = g.admit(None).unwrap();
+        assert_eq!(g.admit(None).unwrap_err(), MAX_REQUESTS);
+        assert_eq!(g.callers_in_flight(), 0);
+    }
+}
