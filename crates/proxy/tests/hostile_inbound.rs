@@ -216,6 +216,20 @@ async fn certificates_that_name_nobody_get_403_and_the_app_sees_nothing() {
                 && !l.ends_with(" 0")),
             "{text}"
         );
+        // Valid SPIFFE IDs from the same CA that are no service of this mesh.
+        for (name, id) in [
+            ("other-domain", "spiffe://other.local/service/loan"),
+            ("control", "spiffe://hostile.local/control"),
+            ("deeper", "spiffe://hostile.local/service/loan/x"),
+        ] {
+            let client = ca.client(&ca.sign(name, vec![uri(id)]), service, b"http/1.1");
+            let (status, error, body) = raw(&client, addr, &get("/")).await;
+            assert_eq!(
+                (status, error.as_deref()),
+                (403, Some("forbidden")),
+                "{id}: {body}"
+            );
+        }
         // The same CA, a real identity: through.
         let client = ca.client(
             &CertFiles::in_dir(&ca.certs(), "loan"),

@@ -63,3 +63,39 @@ fn the_control_planes_verifier_accepts_only_control_from_its_roots() {
     // Either of two bundles (the flag's, the last snapshot's) is enough.
     assert!(verify(&[root, other_root], None, &forged).is_ok());
 }
+
+fn leaf_with(issuer: &Issuer<'static, KeyPair>, sans: Vec<SanType>) -> CertificateDer<'static> {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::default();
+    params.subject_alt_names = sans;
+    params.signed_by(&key, issuer).unwrap().der().clone()
+}
+
+#[test]
+fn a_peer_identity_is_exactly_one_strict_spiffe_uri() {
+    let (_, issuer) = ca();
+    let uri = |s: &str| SanType::URI(s.to_owned().try_into().unwrap());
+    let ok = leaf_with(&issuer, vec![uri("spiffe://m.local/service/a")]);
+    assert_eq!(peer_identity(&ok).unwrap(), "spiffe://m.local/service/a");
+    let none = leaf_with(&issuer, vec![SanType::DnsName("a".try_into().unwrap())]);
+    assert_eq!(peer_identity(&none), Err(IdentityError::NoUri));
+    let empty = leaf_with(&issuer, vec![]);
+    assert_eq!(peer_identity(&empty), Err(IdentityError::NoUri));
+    let two = leaf_with(
+        &issuer,
+        vec![uri("spiffe://m.local/service/a"), uri("https://a.example/")],
+    );
+    assert_eq!(peer_identity(&two), Err(IdentityError::SeveralUris(2)));
+    for bad in [
+        "SPIFFE://m.local/service/a",
+        "spiffe://m.local/service/a/",
+        "spiffe://M.local/a",
+    ] {
+        let c = leaf_with(&issuer, vec![uri(bad)]);
+        assert!(
+            matches!(peer_identity(&c), Err(IdentityError::Malformed(_))),
+            "{bad}"
+        );
+        assert_eq!(spiffe_id(&c), None);
+    }
+}
