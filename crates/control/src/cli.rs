@@ -20,6 +20,8 @@ use crate::plane::{CaFiles, ConfigFile, Options, Plane, StartError};
 use crate::store::etcd::{EtcdSpec, EtcdStore};
 use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE, Store, StoreError, TOKENS_DIR};
 
+mod etcd;
+
 /// Exit status: done.
 pub const EXIT_OK: u8 = 0;
 /// Exit status: refused because `hopwise check` found an error.
@@ -96,11 +98,15 @@ pub struct ControlArgs {
     #[arg(long, required = true)]
     pub state: Option<PathBuf>,
     /// Where the state is kept: in --state (the default), or in etcd, shared by several
-    /// replicas: `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (prefix `/hopwise` by default).
+    /// replicas: `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` (prefix `/hopwise` by default;
+    /// `etcds://` for TLS). Needs --store-key.
     /// The first replica on an empty prefix needs --config; later ones take the stored state.
     /// etcd needs a build with it: `cargo build --features etcd`.
     #[arg(long)]
     pub store: Option<String>,
+    /// The shared store's key, TLS and credentials (`cli/etcd.rs`).
+    #[command(flatten)]
+    pub etcd: etcd::EtcdArgs,
     /// Where to listen (TLS 1.3 with the control plane's own certificate; any address, e.g.
     /// 0.0.0.0:7900 to serve other machines).
     #[arg(long, default_value = "127.0.0.1:7900")]
@@ -332,9 +338,16 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
     let lifetime: Duration = args.cert_lifetime.get();
     let spec = match &args.store {
         None => None,
-        Some(text) => Some(
-            EtcdSpec::parse(text).map_err(|reason| CliError::Usage(format!("--store {reason}")))?,
-        ),
+        Some(text) => {
+            let spec = EtcdSpec::parse(text)
+                .map_err(|reason| CliError::Usage(format!("--store {reason}")))?;
+            // A build without etcd says so before asking for etcd's flags.
+            if !cfg!(feature = "etcd") {
+                return Err(StoreError::NoEtcd { url: spec.url() }.into());
+            }
+            let access = args.etcd.resolve(&spec)?;
+            Some((spec, access))
+        }
     };
     // The runtime comes first: the etcd store is opened on it, and `Plane::start` (on this
     // thread, outside it) blocks on it to write.
@@ -348,7 +361,12 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
     let started = loop {
         let store = match &spec {
             None => Store::open(&state)?,
-            Some(spec) => Store::Etcd(rt.block_on(EtcdStore::open(spec.clone(), &state))?),
+            Some((spec, (access, keys))) => Store::Etcd(rt.block_on(EtcdStore::open(
+                spec.clone(),
+                access,
+                keys.clone(),
+                &state,
+            ))?),
         };
         attempt += 1;
         match Plane::start(store, options.clone(), SystemTime::now()) {

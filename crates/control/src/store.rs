@@ -18,7 +18,8 @@
 //! start.
 //!
 //! [`Store`] is the plane's one door to persistence: the embedded file ([`FileStore`], the
-//! default) or etcd shared by several replicas ([`etcd::EtcdStore`], `--store etcd://…`).
+//! default) or etcd shared by several replicas ([`etcd::EtcdStore`], `--store etcd://…`), where
+//! the secrets are sealed with the replicas' store key ([`etcd::seal`]).
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -73,6 +74,21 @@ pub enum StoreError {
         .keys.join(", ")
     )]
     Conflict { url: String, keys: Vec<String> },
+    /// A secret in etcd that this replica's store key cannot open (or seal).
+    #[error("etcd at {url}: {key} {reason}")]
+    Sealed {
+        url: String,
+        key: String,
+        reason: String,
+    },
+    /// A file of secrets for the shared store (`--store-key`, `--etcd-password-file`, …)
+    /// that cannot be used.
+    #[error("{flag} {path}: {reason}")]
+    SecretFile {
+        flag: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
     /// `--store etcd://…` asked of a build without the `etcd` feature.
     #[error(
         "--store {url}: this build of hopwise has no etcd support; rebuild with `cargo build --features etcd` (needs `protoc`: `apt-get install protobuf-compiler`)"

@@ -28,127 +28,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Proc, backend, free, get, http_get, spawn_logged as spawn, until_all};
-
-/// The `etcd` binary, or a failure that says how to get it.
-fn etcd_binary() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("etcd"))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "this test needs the `etcd` binary on PATH and did not find it: install it with \
-             `apt-get install etcd-server` (Debian; scripts/test does this)"
-        )
-    })
-}
-
-/// One etcd member on free ports, with its data in `data`.
-struct Etcd {
-    client: SocketAddr,
-    peer: SocketAddr,
-    data: PathBuf,
-    log: PathBuf,
-    proc: Option<Proc>,
-}
-
-impl Etcd {
-    fn new(dir: &Path) -> Etcd {
-        let mut e = Etcd {
-            client: free(),
-            peer: free(),
-            data: dir.join("etcd-data"),
-            log: dir.join("etcd.log"),
-            proc: None,
-        };
-        e.start();
-        e
-    }
-
-    fn start(&mut self) {
-        let client = format!("http://{}", self.client);
-        let peer = format!("http://{}", self.peer);
-        let child = Command::new(etcd_binary())
-            .args([
-                "--name",
-                "hopwise-test",
-                "--data-dir",
-                self.data.to_str().unwrap(),
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-                "--initial-cluster",
-                &format!("hopwise-test={peer}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.log)
-                    .unwrap(),
-            )
-            .spawn()
-            .unwrap();
-        self.proc = Some(Proc(child));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !http_get(self.client, "/health", "etcd").contains("\"health\":\"true\"") {
-            assert!(
-                Instant::now() < deadline,
-                "etcd did not become healthy; its log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            p.kill();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("etcd://{}/hopwise-test", self.client)
-    }
-}
-
-/// Runs `hopwise ARGS` to the end (a command that hangs fails the test after 30 s).
-fn hopwise(args: &[&str]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("hopwise {args:?} did not finish within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().unwrap();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::etcd::{Etcd, store_key};
+use common::{Proc, backend, free, get, run as hopwise, spawn_logged as spawn, until_all};
 
 /// `hopwise ARGS` as the admin: the bundle in B's state directory, the admin token from A's
 /// (replicas share it through etcd, so either replica's works on every replica).
@@ -262,6 +147,11 @@ impl Mesh {
             state.to_str().unwrap().to_owned(),
             "--listen".to_owned(),
             listen.to_string(),
+            "--store-key".to_owned(),
+            store_key(&self.dir, "store.key", 7)
+                .to_str()
+                .unwrap()
+                .to_owned(),
         ];
         if config {
             args.push("--config".into());

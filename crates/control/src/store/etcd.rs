@@ -14,7 +14,10 @@
 //!                                  its stream there, its last acknowledgement ([`proxy`])
 //! ```
 //!
-//! Everything secret is under `<prefix>/secret/`, so one etcd role can guard it. Values are JSON.
+//! Everything secret is under `<prefix>/secret/`, so one etcd role can guard it, and every value
+//! there is sealed with the replicas' store key ([`seal`]): etcd never holds the CA's key or a
+//! token as it is. The view holds the opened values; a write is sealed on its way out
+//! ([`View::stored`]). Other values are JSON.
 //!
 //! Each replica keeps a [`View`] — the state as of the last revision it saw — fed by one watch
 //! on the prefix. Writes of the state are transactions that compare each changed key's
@@ -34,27 +37,40 @@ use serde::{Deserialize, Serialize};
 
 use super::{CaState, MeshState, Rotation, Secret, State};
 
+pub mod access;
 pub mod proxy;
+pub mod seal;
+pub use access::Access;
 pub use proxy::{AckValue, ProxyValue};
+pub use seal::Keys;
 
 /// The default key prefix.
 pub const DEFAULT_PREFIX: &str = "/hopwise";
 
-/// Where the shared store is: `etcd://127.0.0.1:2379,10.0.0.2:2379/hopwise`.
+/// Where the shared store is: `etcd://127.0.0.1:2379,10.0.0.2:2379/hopwise`, or `etcds://…`
+/// for TLS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdSpec {
     /// `host:port` of each etcd member.
     pub endpoints: Vec<String>,
     /// The key prefix, without a trailing `/` (e.g. `/hopwise`).
     pub prefix: String,
+    /// `etcds://`: TLS to every member.
+    pub tls: bool,
 }
 
 impl EtcdSpec {
-    /// Reads `etcd://HOST:PORT[,HOST:PORT…][/PREFIX]`. The error names what is wrong.
+    /// Reads `etcd[s]://HOST:PORT[,HOST:PORT…][/PREFIX]`. The error names what is wrong.
     pub fn parse(text: &str) -> Result<EtcdSpec, String> {
-        let rest = text.strip_prefix("etcd://").ok_or_else(|| {
-            format!("`{text}` is not an etcd address: write etcd://HOST:PORT[,HOST:PORT…][/PREFIX]")
-        })?;
+        let (tls, rest) = match (text.strip_prefix("etcds://"), text.strip_prefix("etcd://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => {
+                return Err(format!(
+                    "`{text}` is not an etcd address: write etcd://HOST:PORT[,HOST:PORT…][/PREFIX] (etcds:// for TLS)"
+                ));
+            }
+        };
         let (hosts, prefix) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, DEFAULT_PREFIX),
@@ -81,12 +97,14 @@ impl EtcdSpec {
         Ok(EtcdSpec {
             endpoints,
             prefix: prefix.to_owned(),
+            tls,
         })
     }
 
     /// As written on the command line.
     pub fn url(&self) -> String {
-        format!("etcd://{}{}", self.endpoints.join(","), self.prefix)
+        let scheme = if self.tls { "etcds" } else { "etcd" };
+        format!("{scheme}://{}{}", self.endpoints.join(","), self.prefix)
     }
 
     pub fn layout(&self) -> Layout {
@@ -131,6 +149,12 @@ impl Layout {
     /// Every key of the store starts with this (`<prefix>/`).
     pub fn root(&self) -> String {
         format!("{}/", self.prefix)
+    }
+
+    /// Whether `key` is under `<prefix>/secret/`, where every value is sealed.
+    pub fn is_secret(&self, key: &str) -> bool {
+        key.strip_prefix(&self.root())
+            .is_some_and(|rest| rest.starts_with("secret/"))
     }
 
     pub fn key(&self, key: &Key) -> String {
@@ -394,9 +418,18 @@ pub struct View {
     state: State,
     /// The highest revision seen.
     revision: i64,
+    /// The store key (`None`: secrets are written as they are, which only the tests do).
+    keys: Option<Keys>,
+    /// Secret keys stored in plaintext or under the previous store key: sealed again under the
+    /// current one by [`View::reseal`].
+    stale: std::collections::BTreeSet<String>,
+    /// Secret keys whose stored value this replica cannot open, and why (their last opened
+    /// value, if any, stays in force).
+    unreadable: BTreeMap<String, seal::SealError>,
 }
 
 impl View {
+    /// A view that writes secrets as they are (tests of the layout).
     pub fn new(layout: Layout) -> View {
         View {
             layout,
@@ -404,7 +437,59 @@ impl View {
             revs: BTreeMap::new(),
             state: State::default(),
             revision: 0,
+            keys: None,
+            stale: Default::default(),
+            unreadable: BTreeMap::new(),
         }
+    }
+
+    /// A view whose secrets are sealed with `keys`.
+    pub fn sealed(layout: Layout, keys: Keys) -> View {
+        View {
+            keys: Some(keys),
+            ..View::new(layout)
+        }
+    }
+
+    /// A stored secret opened: its value, and whether it is sealed under the current key.
+    fn open(&self, key: &str, stored: &[u8]) -> Result<(Vec<u8>, bool), seal::SealError> {
+        match (&self.keys, seal::is_sealed(stored)) {
+            (Some(keys), true) => keys.open(key, stored),
+            (None, true) => Err(seal::no_key(stored)),
+            // Written before secrets were sealed: taken in, and sealed at the next reseal.
+            (Some(_), false) => Ok((stored.to_vec(), false)),
+            (None, false) => Ok((stored.to_vec(), true)),
+        }
+    }
+
+    /// The bytes to put in etcd for `write`'s value: sealed under `<prefix>/secret/`.
+    pub fn stored(&self, write: &Write) -> Result<Option<Vec<u8>>, seal::SealError> {
+        match (&write.value, &self.keys) {
+            (Some(v), Some(keys)) if self.layout.is_secret(&write.key) => {
+                keys.seal(&write.key, v).map(Some)
+            }
+            (value, _) => Ok(value.clone()),
+        }
+    }
+
+    /// The writes that seal again, under the current key, the secrets stored in plaintext or
+    /// under the previous key (values unchanged).
+    pub fn reseal(&self) -> Vec<Write> {
+        self.stale
+            .iter()
+            .filter_map(|k| {
+                Some(Write {
+                    key: k.clone(),
+                    value: Some(self.raw.get(k)?.clone()),
+                    expect: self.revs.get(k).copied().unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// The first secret this replica cannot open, and why.
+    pub fn unreadable(&self) -> Option<(&str, &seal::SealError)> {
+        self.unreadable.iter().next().map(|(k, e)| (k.as_str(), e))
     }
 
     pub fn layout(&self) -> &Layout {
@@ -470,12 +555,39 @@ impl View {
                     if self.revs.get(&c.key).is_some_and(|&r| r >= c.revision) {
                         continue;
                     }
+                    let value = match &c.value {
+                        Some(stored) if self.layout.is_secret(&c.key) => {
+                            match self.open(&c.key, stored) {
+                                Ok((plain, current)) => {
+                                    self.unreadable.remove(&c.key);
+                                    if current {
+                                        self.stale.remove(&c.key);
+                                    } else {
+                                        self.stale.insert(c.key.clone());
+                                    }
+                                    Some(plain)
+                                }
+                                // Its revision is not taken: a write of ours over it would
+                                // not be guarded by a value this replica never understood.
+                                Err(e) => {
+                                    problems.push(format!("{}: {e}", c.key));
+                                    self.unreadable.insert(c.key.clone(), e);
+                                    continue;
+                                }
+                            }
+                        }
+                        other => {
+                            self.unreadable.remove(&c.key);
+                            self.stale.remove(&c.key);
+                            other.clone()
+                        }
+                    };
                     self.revs.insert(c.key.clone(), c.revision);
                     let before = self.raw.get(&c.key);
-                    if before == c.value.as_ref() {
+                    if before == value.as_ref() {
                         continue;
                     }
-                    match &c.value {
+                    match &value {
                         Some(v) => self.raw.insert(c.key.clone(), v.clone()),
                         None => self.raw.remove(&c.key),
                     };
@@ -519,6 +631,8 @@ impl View {
     /// Records writes that etcd accepted at `revision`.
     pub fn committed(&mut self, writes: &[Write], next: State, revision: i64) {
         for w in writes {
+            self.stale.remove(&w.key);
+            self.unreadable.remove(&w.key);
             match &w.value {
                 Some(v) => self.raw.insert(w.key.clone(), v.clone()),
                 None => self.raw.remove(&w.key),

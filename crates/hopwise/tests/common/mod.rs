@@ -7,6 +7,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
+pub mod etcd;
+
 /// A loopback port nothing listens on (yet).
 pub fn free() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
@@ -48,6 +50,17 @@ pub fn spawn_logged(args: &[&str], log: &std::path::Path) -> Proc {
 }
 
 fn start(args: &[&str], stderr: Stdio, log: Option<&std::path::Path>) -> Proc {
+    try_start(args, stderr, log).unwrap_or_else(|log| {
+        panic!("hopwise {args:?} printed nothing; its log:\n{log}");
+    })
+}
+
+/// [`spawn_logged`], or, when the command ends without printing a line (a refusal), its log.
+pub fn try_spawn_logged(args: &[&str], log: &std::path::Path) -> Result<Proc, String> {
+    try_start(args, std::fs::File::create(log).unwrap().into(), Some(log))
+}
+
+fn try_start(args: &[&str], stderr: Stdio, log: Option<&std::path::Path>) -> Result<Proc, String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(args)
         .stdout(Stdio::piped())
@@ -58,13 +71,46 @@ fn start(args: &[&str], stderr: Stdio, log: Option<&std::path::Path>) -> Proc {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(
-        !line.is_empty(),
-        "hopwise {args:?} printed nothing; its log:\n{}",
-        log.and_then(|l| std::fs::read_to_string(l).ok())
-            .unwrap_or_default()
+    let proc = Proc(child);
+    if line.is_empty() {
+        drop(proc);
+        return Err(log
+            .and_then(|l| std::fs::read_to_string(l).ok())
+            .unwrap_or_default());
+    }
+    Ok(proc)
+}
+
+/// Runs `hopwise ARGS` to the end (a command that hangs fails the test after 30 s): its
+/// stdout and stderr together.
+pub fn run(args: &[&str]) -> String {
+    run_status(args).1
+}
+
+/// [`run`], with the exit status.
+pub fn run_status(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("hopwise {args:?} did not finish within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
-    Proc(child)
+    (out.status.code(), text)
 }
 
 /// An app that answers every request with `name` (HTTP/1.1, keep-alive).

@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 use std::path::Path;
 
-use super::{Effect, EtcdSpec, View};
+use super::{Access, Effect, EtcdSpec, Keys, View};
 use crate::store::{State, StoreError};
 
 /// A store that cannot exist in this build.
@@ -15,7 +15,12 @@ pub struct EtcdStore(pub(crate) Infallible);
 
 impl EtcdStore {
     /// Always refuses: this build has no etcd client.
-    pub async fn open(spec: EtcdSpec, _dir: &Path) -> Result<EtcdStore, StoreError> {
+    pub async fn open(
+        spec: EtcdSpec,
+        _access: &Access,
+        _keys: Keys,
+        _dir: &Path,
+    ) -> Result<EtcdStore, StoreError> {
         Err(StoreError::NoEtcd { url: spec.url() })
     }
 

@@ -374,3 +374,13 @@ fn the_view_knows_when_each_state_key_last_changed() {
     assert_eq!(effects, [Effect::State]);
     assert_eq!((view.modified(&Key::Ca), view.revision()), (8, 9));
 }
+
+#[test]
+fn etcds_means_tls() {
+    let spec = EtcdSpec::parse("etcds://127.0.0.1:2379/p").unwrap();
+    assert!(spec.tls);
+    assert_eq!(spec.url(), "etcds://127.0.0.1:2379/p");
+    assert!(!EtcdSpec::parse("etcd://127.0.0.1:2379").unwrap().tls);
+}
+
+mod sealed;
