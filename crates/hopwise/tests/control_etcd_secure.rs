@@ -6,7 +6,9 @@
 //!   certificate is refused, saying so.
 //! - what etcd holds: no value holds the CA's private key or a token (read raw, as anyone who can
 //!   read etcd would); a second replica with the same `--store-key` serves and writes the same
-//!   tokens; one with another key is refused, naming the keys.
+//!   tokens; one with another key is refused, naming the keys; a plaintext secret is sealed by
+//!   the next replica; a replica with a new key and the old one as `--store-previous-key` seals
+//!   everything under the new key, after which the old key alone is refused.
 //! - etcd's authentication on (turned on here through etcd-client's auth API): a replica with an
 //!   etcd user (whose role covers only the prefix) and its password file serves; a wrong
 //!   password, or none, is refused with the flag to look at.
@@ -27,6 +29,7 @@ use common::{Proc, backend, free, run, spawn_logged, try_spawn_logged};
 use hopwise_control::store::Secret;
 use hopwise_control::store::etcd::access::Tls;
 use hopwise_control::store::etcd::client::{connect, etcd_client};
+use hopwise_control::store::etcd::seal::StoreKey;
 use hopwise_control::store::etcd::{Access, EtcdSpec};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -310,6 +313,27 @@ fn tls_with_client_certificates_and_secrets_sealed_in_etcd() {
             && refused.contains("not with this replica's key"),
         "{refused}"
     );
+
+    // Rotating the store key: a replica with the new key and the old one as previous seals
+    // every secret again under the new key; then the new key alone serves, the old one is
+    // refused.
+    let mut rotating = with_key(&tls, &other);
+    rotating.extend(["--store-previous-key", p(&key_1)]);
+    let (_e, _) = replica(dir, "e", &url, &rotating).unwrap();
+    let ids: Vec<String> = raw(&url, &access)
+        .into_iter()
+        .filter(|(k, _)| k.contains("/secret/"))
+        .map(|(_, v)| v.split(':').nth(2).unwrap().to_owned())
+        .collect();
+    let new_id = StoreKey::parse(&std::fs::read(&other).unwrap()).unwrap();
+    assert!(ids.len() >= 4, "{ids:?}");
+    assert!(ids.iter().all(|i| i == new_id.id()), "{ids:?}");
+    let (_f, f_addr) = replica(dir, "f", &url, &with_key(&tls, &other)).unwrap();
+    assert!(status(f_addr, &dir.join("state-f")).contains(" healthy "));
+    let refused = replica(dir, "g", &url, &with_key(&tls, &key_1))
+        .err()
+        .expect("a replica with the retired store key started");
+    assert!(refused.contains("not with this replica's key"), "{refused}");
 }
 
 #[test]
