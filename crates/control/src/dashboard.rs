@@ -62,6 +62,7 @@ pub fn spawn(
         plane,
         scraped,
         samples,
+        port: addr.port(),
     });
     let server = tokio::spawn(async move {
         loop {

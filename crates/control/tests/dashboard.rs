@@ -235,7 +235,7 @@ async fn the_dashboard_api_over_real_http() {
         s.write_all(b"GET /api/graph HTTP/1.1\r\nhost: evil.example\r\nconnection: close\r\n\r\n").unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
-        assert!(out.starts_with("HTTP/1.1 421"), "{out}");
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
 
         // --- the graph: the registered copy's metrics, read over HTTP -----------------------
         until("the edge frontend → checkout shows 12 requests", || {

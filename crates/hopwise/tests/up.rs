@@ -91,9 +91,16 @@ impl Drop for Up {
 fn http(addr: SocketAddr, method: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
+    // The knob ports take a change only as JSON and answer only to their own name
+    // (hopwise_model::browser_guard).
+    let json = if method == "GET" {
+        ""
+    } else {
+        "content-type: application/json\r\n"
+    };
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nhost: t\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\n{json}content-length: 0\r\nconnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();

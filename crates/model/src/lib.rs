@@ -7,6 +7,7 @@
 //! and every problem is reported at once with its path and line.
 
 pub mod backoff;
+pub mod browser_guard;
 pub mod control_port;
 pub mod delta;
 pub mod diag;

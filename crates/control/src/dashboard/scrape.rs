@@ -53,11 +53,14 @@ pub async fn request(
             .await
             .map_err(|e| HttpError::Http(addr, e.to_string()))?;
         tokio::spawn(conn);
+        let change = method != http::Method::GET;
         let mut req = http::Request::builder()
             .method(method)
             .uri(path)
             .header(http::header::HOST, addr.to_string());
-        if body.is_some() {
+        // The knob servers take a change only as JSON (hopwise_model::browser_guard), an
+        // empty `clear` too.
+        if change {
             req = req.header(http::header::CONTENT_TYPE, "application/json");
         }
         let req = req

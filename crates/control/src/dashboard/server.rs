@@ -13,14 +13,17 @@
 //! | `POST /api/fault/<service>[/<copy>]` | a partial knob state, relayed to each copy |
 //! | `POST /api/fault/<service>[/<copy>]/clear` | back to no fault |
 //!
-//! POSTs must say `content-type: application/json` (a cross-site form cannot), and every
-//! request must name a loopback host (no DNS rebinding to this port).
+//! Every request is first put to [`hopwise_model::browser_guard`]: `Host` must be one of this
+//! server's own loopback names and port (no DNS rebinding to this port; 403), and every POST
+//! must say `content-type: application/json` (415) with no `Origin` or this server's own (403),
+//! so a page from another site cannot calculate, set or clear a fault.
 
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use hopwise_model::browser_guard::{self, Header};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -44,6 +47,8 @@ pub struct App {
     pub scraped: Shared,
     /// `--samples FILE`.
     pub samples: Option<PathBuf>,
+    /// The port this server listens on: the only one its `Host` and `Origin` may name.
+    pub port: u16,
 }
 
 type Body = Full<Bytes>;
@@ -89,37 +94,26 @@ pub async fn serve_connection(app: Arc<App>, tcp: tokio::net::TcpStream) {
         .await;
 }
 
-/// A host this server answers to: a loopback IP or `localhost`, with any port.
-fn loopback_host(req: &Request<Incoming>) -> bool {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| req.uri().host())
-        .unwrap_or("");
-    let name = match host.rsplit_once(':') {
-        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
-        _ => host,
-    };
-    let name = name.trim_start_matches('[').trim_end_matches(']');
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+/// [`browser_guard::check_request`] on `req`, for a server on loopback port `port`: the
+/// dashboard's, and the sample apps' knob ports' (`hopwise-lab` calls it too).
+pub fn guard<B>(port: u16, req: &Request<B>) -> Result<(), browser_guard::Refusal> {
+    browser_guard::check_request(
+        port,
+        req.method().as_str(),
+        req.uri().authority().map(|a| a.as_str()),
+        |name| {
+            Header::of(
+                req.headers()
+                    .get_all(name)
+                    .iter()
+                    .map(HeaderValue::as_bytes),
+            )
+        },
+    )
 }
 
 async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
-    let json_type = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !json_type {
-        return Err(error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send content-type: application/json",
-        ));
-    }
+    // The content type was checked by `guard`, before any handler ran.
     let bytes = Limited::new(req.into_body(), MAX_REQUEST)
         .collect()
         .await
@@ -135,11 +129,9 @@ async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
 }
 
 pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
-    if !loopback_host(&req) {
-        return error(
-            StatusCode::MISDIRECTED_REQUEST,
-            "this dashboard answers on loopback only",
-        );
+    if let Err(refusal) = guard(app.port, &req) {
+        let status = StatusCode::from_u16(refusal.status()).unwrap_or(StatusCode::FORBIDDEN);
+        return error(status, &refusal.to_string());
     }
     let path = req.uri().path().to_owned();
     let method = req.method().clone();

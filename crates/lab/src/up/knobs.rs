@@ -6,6 +6,9 @@
 //! The contract (the dashboard depends on it): `GET /fault` → the whole state as JSON;
 //! `POST /fault` with a partial object → merged, the whole new state back (400 with the
 //! reason on a bad field or value); `POST /fault/clear` → everything back to the default.
+//! Every request passes [`hopwise_model::browser_guard`] first: `Host` one of this port's own
+//! loopback names (403), and each POST `content-type: application/json` (415) with no `Origin`
+//! or this port's own (403) — a web page cannot set a fault through the user's browser.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -186,17 +189,24 @@ const MAX_BODY: usize = 64 * 1024;
 
 /// Serves the knobs on `listener` until dropped.
 pub fn serve(listener: TcpListener, knobs: Arc<Knobs>) -> Server {
+    // Port 0 (the address unknown) is a name no request can give: everything is refused.
+    let port = listener.local_addr().map_or(0, |a| a.port());
     let handler: Handler = Arc::new(move |req: Request<Incoming>| {
         let knobs = knobs.clone();
-        Box::pin(async move { answer(&knobs, req).await })
+        Box::pin(async move { answer(&knobs, port, req).await })
     });
     wire::serve(listener, handler, None)
 }
 
-async fn answer(knobs: &Knobs, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn answer(knobs: &Knobs, port: u16, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let refuse = |code: u16, why: String| wire::json(code, &json!({ "error": why }));
+    // The dashboard's own check, so the two cannot drift.
+    let guarded = hopwise_control::dashboard::server::guard(port, &req);
+    if let Err(refusal) = guarded {
+        return refuse(refusal.status(), refusal.to_string());
+    }
     let (parts, body) = req.into_parts();
     let state = |f: &Fault| wire::json(200, &json!(f));
-    let refuse = |code: u16, why: String| wire::json(code, &json!({ "error": why }));
     match (&parts.method, parts.uri.path()) {
         (&Method::GET, "/fault") => state(&knobs.get()),
         (&Method::POST, "/fault/clear") => {
