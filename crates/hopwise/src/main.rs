@@ -49,9 +49,16 @@ enum Command {
         /// The mesh file.
         #[arg(long)]
         config: PathBuf,
-        /// Where to write the PEM files (default: the mesh file's `mesh.certs`).
+        /// Where to write the PEM files (default: the mesh file's `mesh.certs`). The CA's key
+        /// goes apart, into `OUT/ca/`.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// How long each service's certificate is valid (`24h`, `30m`).
+        #[arg(long, default_value = "24h")]
+        validity: hopwise_model::Dur,
+        /// How long the development CA is valid; no certificate outlives it.
+        #[arg(long, default_value = "168h")]
+        ca_validity: hopwise_model::Dur,
     },
     /// Benchmarks: `hopwise bench hops` measures what one mesh hop costs.
     Bench(hopwise_lab::bench::Args),
@@ -286,7 +293,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             c,
             &mut std::io::stdout(),
         )?)),
-        Command::Certs { config, out } => {
+        Command::Certs {
+            config,
+            out,
+            validity,
+            ca_validity,
+        } => {
             let (mesh, base) = load_mesh(&config)?;
             let dir = match out {
                 Some(d) => d,
@@ -297,13 +309,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     )
                 })?),
             };
-            let written = hopwise_proxy::certs::write_dev_certs(&mesh, &dir)
+            let life = hopwise_proxy::certs::Lifetimes {
+                ca: ca_validity.get(),
+                leaf: validity.get(),
+            };
+            let now = std::time::SystemTime::now();
+            let written = hopwise_proxy::certs::write_certs(&mesh, &dir, life, now)
                 .with_context(|| format!("cannot write certificates into {}", dir.display()))?;
-            println!(
-                "wrote {} files into {} (CA and one certificate per service)",
-                written.files.len(),
-                dir.display()
-            );
+            print_certs(&written, life);
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema => {
@@ -314,6 +327,37 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// What `hopwise certs` wrote: each file, what it is, until when, and its mode.
+#[allow(clippy::print_stdout)]
+fn print_certs(w: &hopwise_proxy::certs::Written, life: hopwise_proxy::certs::Lifetimes) {
+    let width = w
+        .files
+        .iter()
+        .map(|f| f.path.display().to_string().len())
+        .max()
+        .unwrap_or(0);
+    for f in &w.files {
+        let when = match (f.not_after, f.mode) {
+            (Some(t), _) => format!("valid until {}", hopwise_proxy::certs::utc(t)),
+            (None, Some(m)) => format!("mode {m:04o}"),
+            (None, None) => String::new(),
+        };
+        println!("{:<width$}  {when:<32}  {}", f.path.display(), f.what);
+    }
+    if let Some(old) = &w.removed {
+        println!(
+            "removed {} (the key of the CA this replaced)",
+            old.display()
+        );
+    }
+    println!(
+        "the CA's key is in {} (mode 0700), apart from the services' files; certificates last {}, the CA {}",
+        w.ca_dir.display(),
+        hopwise_model::Dur(life.leaf),
+        hopwise_model::Dur(life.ca)
+    );
 }
 
 /// The mesh in `text`, or `None` after printing every problem (and that nothing was `done`).

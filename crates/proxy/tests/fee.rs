@@ -523,8 +523,16 @@ async fn a_fee_certificate_from_another_ca_is_a_502_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fee_certificate_for_another_name_is_a_502_tls() {
-    // The fee's certificate is for localhost / 127.0.0.1, signed by the right CA.
-    let lib = library("{ server_name: fee.library.example }").await;
+    // The fee's certificate is for localhost / 127.0.0.1 (what `hopwise certs` issues for a
+    // fee at `localhost:PORT` named `localhost`), signed by the right CA ...
+    let work = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = work.local_addr().unwrap().port();
+    let mut f = Fixture::new(&mesh_file(port, "{ server_name: localhost }"));
+    let fee = fee_service(work, &f.certs()).await;
+    // ... and loan's sidecar expects another name.
+    let other = mesh_file(port, "{ server_name: fee.library.example }");
+    f.mesh = hopwise_model::Mesh::from_yaml(&other).unwrap();
+    let lib = library_with(f, fee).await;
     let port = lib.sidecar.bound.upstreams["fee"];
     let (status, headers, body) = get(port, request("GET", "/penalty/U-41", "fee", b"")).await;
     assert_eq!(status, 502, "{body}");

@@ -258,7 +258,7 @@ async fn start(
         s("--ca-cert"),
         s(certs.join("ca.pem").display()),
         s("--ca-key"),
-        s(certs.join("ca-key.pem").display()),
+        s(hopwise_proxy::certs::ca_key_path(&certs).display()),
     ];
     if let Some(d) = dashboard {
         control_args.extend([
