@@ -134,6 +134,19 @@ struct ProxyArgs {
     /// No TLS between proxies (for measuring the plain path; never in production).
     #[arg(long)]
     plaintext: bool,
+    /// Open connections each listener (inbound, the HTTP-proxy port, each per-upstream port)
+    /// holds at once; past it new ones are closed at once. The admin listener holds 64.
+    #[arg(long, default_value_t = hopwise_proxy::listeners::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    listener_connections: u64,
+    /// Let the outbound listeners (per-upstream ports, the HTTP-proxy port) bind an address
+    /// other than loopback: whoever reaches them calls the mesh as this service.
+    #[arg(long)]
+    allow_remote_outbound: bool,
+    /// Let the admin listener bind an address other than loopback (it serves the
+    /// configuration and the metrics).
+    #[arg(long)]
+    allow_remote_admin: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -484,6 +497,11 @@ fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
     };
     config.workers = a.workers.max(1);
     config.plaintext = a.plaintext;
+    config.listeners = hopwise_proxy::listeners::ListenerPolicy {
+        max_connections: usize::try_from(a.listener_connections).unwrap_or(usize::MAX),
+        allow_remote_outbound: a.allow_remote_outbound,
+        allow_remote_admin: a.allow_remote_admin,
+    };
     config.inbound = a.inbound.or(config.inbound);
     config.app = a.app.or(config.app);
     config.admin = a.admin.or(config.admin);

@@ -9,6 +9,7 @@ use hopwise_model::{InboundLimits, Mesh, Policy, Protocol};
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use crate::listeners::ListenerPolicy;
 use crate::tls::CertFiles;
 
 #[derive(Debug, thiserror::Error)]
@@ -92,8 +93,12 @@ impl Cluster {
 /// Listener-level timeouts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ListenerTimeouts {
-    /// A client must send a request's headers within this (slowloris defence).
+    /// A client must send a request's headers within this (slowloris defence): the first
+    /// request's from the accept (TLS handshake included), and each next one's (HTTP/1).
     pub header_read: Duration,
+    /// A connection with no request open, started or ended for this long is asked to go away
+    /// (HTTP/2: GOAWAY), and closed a `header_read` later if it is still idle.
+    pub idle: Duration,
     /// Pooled upstream connections idle longer than this are closed.
     pub pool_idle: Duration,
     /// How long a graceful shutdown waits for requests in flight.
@@ -104,6 +109,7 @@ impl Default for ListenerTimeouts {
     fn default() -> Self {
         ListenerTimeouts {
             header_read: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
             // Below every server's keep-alive idle timeout we know of (ours 10 s, Node's 5 s), so
             // the pool drops a connection before the server does, not while we reuse it.
             pool_idle: Duration::from_secs(4),
@@ -143,6 +149,8 @@ pub struct ProxyConfig {
     pub timeouts: ListenerTimeouts,
     /// Run without TLS between proxies (benchmarks of the plain path, local experiments).
     pub plaintext: bool,
+    /// Connection caps and which listeners may bind non-loopback addresses (command line).
+    pub listeners: ListenerPolicy,
 }
 
 impl ProxyConfig {
@@ -248,6 +256,7 @@ impl ProxyConfig {
             workers: 1,
             timeouts: ListenerTimeouts::default(),
             plaintext: false,
+            listeners: ListenerPolicy::default(),
         })
     }
 

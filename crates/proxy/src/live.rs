@@ -177,6 +177,7 @@ pub fn next_config(
         workers: running.workers,
         timeouts: running.timeouts,
         plaintext: running.plaintext,
+        listeners: running.listeners,
         ..new
     })
 }

@@ -86,6 +86,13 @@ struct DirectionLabels {
     direction: Direction,
 }
 
+/// `direction`: the listener's kind (`inbound`, `outbound`, `admin`); `reason`: `limit`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusedLabels {
+    direction: &'static str,
+    reason: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HandshakeLabels {
     direction: Direction,
@@ -113,6 +120,7 @@ pub struct Metrics {
     connections: Family<DirectionLabels, Counter>,
     active: Family<DirectionLabels, Gauge>,
     handshakes: Family<HandshakeLabels, Counter>,
+    refused: Family<RefusedLabels, Counter>,
     tries: Family<RouteLabels, Counter>,
     retries: Family<RetryLabels, Counter>,
     skipped: Family<SkipLabels, Counter>,
@@ -152,6 +160,7 @@ impl Metrics {
         let connections = Family::default();
         let active = Family::default();
         let handshakes = Family::default();
+        let refused = Family::default();
         let tries = Family::default();
         let retries = Family::default();
         let skipped = Family::default();
@@ -206,6 +215,11 @@ impl Metrics {
         registry.register("connections", "Connections accepted", connections.clone());
         registry.register("connections_active", "Connections open", active.clone());
         registry.register(
+            "connections_refused",
+            "Connections closed at once on accept, by listener and reason (limit: the listener is full)",
+            refused.clone(),
+        );
+        registry.register(
             "tls_handshakes",
             "TLS handshakes, by result",
             handshakes.clone(),
@@ -220,6 +234,7 @@ impl Metrics {
             connections,
             active,
             handshakes,
+            refused,
             tries,
             retries,
             skipped,
@@ -297,6 +312,13 @@ impl Metrics {
         self.active
             .get_or_create(&DirectionLabels { direction })
             .dec();
+    }
+
+    /// A connection closed as soon as accepted: `direction` is the listener's kind.
+    pub fn connection_refused(&self, direction: &'static str, reason: &'static str) {
+        self.refused
+            .get_or_create(&RefusedLabels { direction, reason })
+            .inc();
     }
 
     pub fn handshake(&self, direction: Direction, ok: bool) {

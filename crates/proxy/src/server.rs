@@ -16,17 +16,18 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use indexmap::IndexMap;
 use socket2::{Domain, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
 use crate::config::ProxyConfig;
+use crate::conn::{self, Guard};
 use crate::forward::{Dispatch, Entry, Outbound};
 use crate::inbound::Caller;
+use crate::listeners::{self, ConnCap, NotLoopback};
 use crate::live::Live;
 use crate::metrics::{Direction, Metrics};
 use crate::tls::{CertStore, TlsError};
@@ -48,6 +49,8 @@ pub enum ServerError {
     Tls(#[from] TlsError),
     #[error("{0} requires certificates (the inbound port is mutual TLS)")]
     NeedCerts(String),
+    #[error(transparent)]
+    NotLoopback(#[from] NotLoopback),
 }
 
 /// What a running proxy listens on (real ports, also when the file said port 0).
@@ -162,10 +165,30 @@ enum Kind {
     Admin,
 }
 
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Inbound => "inbound",
+            Kind::Outbound => "outbound",
+            Kind::Admin => "admin",
+        }
+    }
+}
+
 struct Listen {
     kind: Kind,
     entry: Option<Entry>,
     sockets: Vec<std::net::TcpListener>,
+    /// Its open connections, shared by the workers' sockets.
+    cap: Arc<ConnCap>,
+}
+
+/// One worker's socket of one listener.
+struct Socket1 {
+    kind: Kind,
+    entry: Option<Entry>,
+    socket: std::net::TcpListener,
+    cap: Arc<ConnCap>,
 }
 
 fn bind(
@@ -232,7 +255,13 @@ pub async fn shutdown_signal() {
 /// Binds every listener and starts the workers. Errors (a port in use, unreadable
 /// certificates) come back before anything is served.
 pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
+    listeners::check_loopback(&config)?;
+    match listeners::raise_open_files() {
+        Ok(n) => tracing::info!("open files: up to {n}"),
+        Err(e) => tracing::warn!("cannot raise the open-file limit: {e}"),
+    }
     let workers = config.workers.max(1);
+    let cap = config.listeners.max_connections;
     let certs = match (&config.certs, config.plaintext) {
         (Some(files), false) => Some(CertStore::open(files.clone())?),
         _ => None,
@@ -253,6 +282,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
             kind: Kind::Inbound,
             entry: None,
             sockets: s,
+            cap: ConnCap::new(cap),
         });
     }
     if let Some(a) = config.outbound {
@@ -262,6 +292,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
             kind: Kind::Outbound,
             entry: Some(Entry::HttpProxy),
             sockets: s,
+            cap: ConnCap::new(cap),
         });
     }
     for (name, a) in &config.upstream_ports {
@@ -273,6 +304,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
             kind: Kind::Outbound,
             entry: Some(Entry::Upstream(name.clone())),
             sockets: s,
+            cap: ConnCap::new(cap),
         });
     }
     let admin_socket = match config.admin {
@@ -286,6 +318,10 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
 
     let metrics = Metrics::new();
     let header_read = config.timeouts.header_read;
+    let limits = conn::Limits {
+        header_read,
+        idle: config.timeouts.idle,
+    };
     let ports: Vec<String> = config.upstream_ports.keys().cloned().collect();
     // Budgets, caps and what we know of each copy are per proxy, shared by its workers; pools
     // are per worker.
@@ -304,22 +340,33 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     });
     let (shutdown, watch_rx) = watch::channel(false);
     let mut threads = Vec::new();
-    let mut admin_socket = admin_socket;
+    let mut admin_socket = admin_socket.map(|socket| Socket1 {
+        kind: Kind::Admin,
+        entry: None,
+        socket,
+        cap: ConnCap::new(listeners::ADMIN_MAX_CONNECTIONS),
+    });
     for w in 0..workers {
-        let mine: Vec<(Kind, Option<Entry>, std::net::TcpListener)> = listens
+        let mut mine: Vec<Socket1> = listens
             .iter_mut()
             .filter_map(|l| {
-                let s = l.sockets.pop()?;
-                Some((l.kind, l.entry.clone(), s))
+                Some(Socket1 {
+                    kind: l.kind,
+                    entry: l.entry.clone(),
+                    socket: l.sockets.pop()?,
+                    cap: l.cap.clone(),
+                })
             })
             .collect();
-        let admin = if w == 0 { admin_socket.take() } else { None };
+        if w == 0 {
+            mine.extend(admin_socket.take());
+        }
         let worker = Worker {
             index: w,
             listeners: mine,
-            admin,
             ports: ports.clone(),
             header_read,
+            limits,
             acceptor: acceptor.clone(),
             certs: if w == 0 { certs.clone() } else { None },
             state: state.clone(),
@@ -345,10 +392,10 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
 
 struct Worker {
     index: usize,
-    listeners: Vec<(Kind, Option<Entry>, std::net::TcpListener)>,
-    admin: Option<std::net::TcpListener>,
+    listeners: Vec<Socket1>,
     ports: Vec<String>,
     header_read: Duration,
+    limits: conn::Limits,
     acceptor: Option<TlsAcceptor>,
     certs: Option<Arc<CertStore>>,
     state: Arc<State>,
@@ -357,41 +404,50 @@ struct Worker {
 
 impl Worker {
     async fn run(self) {
-        let graceful = Arc::new(GracefulShutdown::new());
+        // Every connection task holds a sender: when all are gone, the worker has drained.
+        let (open, mut drained) = mpsc::channel::<()>(1);
         let mut tasks = tokio::task::JoinSet::new();
         let builder = Arc::new(server_builder(self.header_read));
         let listeners: Vec<_> = self
             .listeners
             .into_iter()
-            .chain(self.admin.map(|a| (Kind::Admin, None, a)))
-            .filter_map(|(kind, entry, std)| match TcpListener::from_std(std) {
-                Ok(l) => Some((kind, entry, l)),
+            .filter_map(|l| match TcpListener::from_std(l.socket) {
+                Ok(listener) => Some((l.kind, l.entry, l.cap, listener)),
                 Err(e) => {
                     tracing::error!("cannot register a listener: {e}");
                     None
                 }
             })
             .collect();
-        for (kind, entry, listener) in listeners {
+        for (kind, entry, cap, listener) in listeners {
             let ctx = Conn {
                 kind,
                 worker: self.index,
                 dispatch: entry.as_ref().map(|e| Outbound::dispatch(e, &self.ports)),
                 header_read: self.header_read,
+                limits: self.limits,
                 acceptor: self.acceptor.clone(),
                 state: self.state.clone(),
                 builder: builder.clone(),
             };
-            let graceful = graceful.clone();
+            let open = open.clone();
             let mut shutdown = self.shutdown.clone();
             tasks.spawn(async move {
                 loop {
                     tokio::select! {
                         accepted = listener.accept() => match accepted {
                             Ok((tcp, _)) => {
-                                let ctx = ctx.clone();
-                                let watcher = graceful.watcher();
-                                tokio::spawn(async move { ctx.serve(tcp, watcher).await });
+                                // Full: closed at once, before any TLS or HTTP.
+                                let Some(place) = cap.take() else {
+                                    ctx.state.metrics.connection_refused(kind.name(), "limit");
+                                    drop(tcp);
+                                    continue;
+                                };
+                                let (ctx, open, drain) = (ctx.clone(), open.clone(), shutdown.clone());
+                                tokio::spawn(async move {
+                                    ctx.serve(tcp, drain).await;
+                                    drop((place, open));
+                                });
                             }
                             // Out of file descriptors and the like: back off, do not spin.
                             Err(e) => {
@@ -422,10 +478,10 @@ impl Worker {
         }
         self.state.ready_workers.fetch_add(1, Ordering::AcqRel);
         while tasks.join_next().await.is_some() {}
-        // Listeners are closed; let requests in flight finish.
+        // Listeners are closed and every connection asked to finish; let requests in flight do.
+        drop(open);
         let drain = self.state.config().timeouts.drain;
-        let graceful = Arc::try_unwrap(graceful).unwrap_or_else(|_| GracefulShutdown::new());
-        let _ = tokio::time::timeout(drain, graceful.shutdown()).await;
+        let _ = tokio::time::timeout(drain, drained.recv()).await;
     }
 }
 
@@ -439,9 +495,15 @@ fn server_builder(header_read: Duration) -> auto::Builder<TokioExecutor> {
     b.http2()
         .timer(TokioTimer::new())
         .max_header_list_size(MAX_HEAD as u32)
-        .keep_alive_interval(Duration::from_secs(30));
+        // A peer that stops answering pings is gone: closed, whatever its streams.
+        .keep_alive_interval(H2_PING_INTERVAL)
+        .keep_alive_timeout(H2_PING_TIMEOUT);
     b
 }
+
+/// HTTP/2 keep-alive pings on served connections: every 30 s, answered within 10 s.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 struct Conn {
@@ -451,13 +513,16 @@ struct Conn {
     /// Outbound listeners: where their requests go, resolved once.
     dispatch: Option<Dispatch>,
     header_read: Duration,
+    limits: conn::Limits,
     acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
     builder: Arc<auto::Builder<TokioExecutor>>,
 }
 
 impl Conn {
-    async fn serve(self, tcp: TcpStream, watcher: Watcher) {
+    async fn serve(self, tcp: TcpStream, drain: watch::Receiver<bool>) {
+        // The header-read allowance counts from here, TLS handshake included.
+        let guard = Guard::new(self.limits);
         let _ = tcp.set_nodelay(true);
         let direction = match self.kind {
             Kind::Inbound => Direction::Inbound,
@@ -474,8 +539,10 @@ impl Conn {
                     let state = state.clone();
                     async move { Ok::<_, Infallible>(admin::handle(&state, req)) }
                 });
-                let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
-                let _ = watcher.watch(conn.into_owned()).await;
+                let conn = self
+                    .builder
+                    .serve_connection(TokioIo::new(tcp), guard.track(svc));
+                guard.drive(conn.into_owned(), drain).await;
             }
             Kind::Outbound => {
                 let live = RefCell::new(self.state.cache());
@@ -488,8 +555,10 @@ impl Conn {
                         Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await)
                     }
                 });
-                let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
-                let _ = watcher.watch(conn.into_owned()).await;
+                let conn = self
+                    .builder
+                    .serve_connection(TokioIo::new(tcp), guard.track(svc));
+                guard.drive(conn.into_owned(), drain).await;
             }
             Kind::Inbound => match &self.acceptor {
                 Some(acceptor) => {
@@ -519,8 +588,10 @@ impl Conn {
                             Ok::<_, Infallible>(live.worker(w).inbound.handle(&caller, req).await)
                         }
                     });
-                    let conn = self.builder.serve_connection(TokioIo::new(tls), svc);
-                    let _ = watcher.watch(conn.into_owned()).await;
+                    let conn = self
+                        .builder
+                        .serve_connection(TokioIo::new(tls), guard.track(svc));
+                    guard.drive(conn.into_owned(), drain).await;
                 }
                 None => {
                     let (live, w) = (RefCell::new(self.state.cache()), self.worker);
@@ -532,8 +603,10 @@ impl Conn {
                             )
                         }
                     });
-                    let conn = self.builder.serve_connection(TokioIo::new(tcp), svc);
-                    let _ = watcher.watch(conn.into_owned()).await;
+                    let conn = self
+                        .builder
+                        .serve_connection(TokioIo::new(tcp), guard.track(svc));
+                    guard.drive(conn.into_owned(), drain).await;
                 }
             },
         }

@@ -1,0 +1,155 @@
+//! What may reach a listener: which addresses it may bind (loopback only, for the listeners
+//! that act with this service's identity or tell its topology, unless the command line allows
+//! more), how many connections it holds at once (a cap shared by the workers; past it a new
+//! connection is closed at once, before any TLS), and the process's open-file limit raised to
+//! the hard limit at start so the caps, not the kernel, decide.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde::Serialize;
+
+use crate::config::ProxyConfig;
+
+/// Connections one listener holds at once, unless `--listener-connections` says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Connections the admin listener holds at once (scrapers and probes; never many).
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+
+/// The command line's say over the listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ListenerPolicy {
+    /// Open connections per listener (inbound, the HTTP-proxy port, each per-upstream port).
+    pub max_connections: usize,
+    /// The outbound listeners may bind a non-loopback address (`--allow-remote-outbound`).
+    pub allow_remote_outbound: bool,
+    /// The admin listener may bind a non-loopback address (`--allow-remote-admin`).
+    pub allow_remote_admin: bool,
+}
+
+impl Default for ListenerPolicy {
+    fn default() -> Self {
+        ListenerPolicy {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            allow_remote_outbound: false,
+            allow_remote_admin: false,
+        }
+    }
+}
+
+/// A listener that would bind an address others can reach, without the flag that allows it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the {listener} listener would listen on {addr}, which is not a loopback address: anyone who can reach it {risk}. Bind 127.0.0.1 or ::1, or pass {flag} to allow it"
+)]
+pub struct NotLoopback {
+    pub listener: String,
+    pub addr: SocketAddr,
+    pub risk: &'static str,
+    pub flag: &'static str,
+}
+
+/// Refuses outbound (per-upstream and HTTP-proxy) and admin addresses that are not loopback,
+/// unless `policy` allows them. The inbound listener is mutual TLS: any address. Pure.
+pub fn check_loopback(config: &ProxyConfig) -> Result<(), NotLoopback> {
+    const RELAY: &str = "could call the mesh with this service's identity";
+    let policy = &config.listeners;
+    let outbound = config
+        .outbound
+        .map(|a| ("outbound (HTTP-proxy)".to_owned(), a))
+        .into_iter()
+        .chain(
+            config
+                .upstream_ports
+                .iter()
+                .map(|(name, a)| (format!("upstream {name}"), *a)),
+        );
+    if !policy.allow_remote_outbound {
+        for (listener, addr) in outbound {
+            if !addr.ip().is_loopback() {
+                return Err(NotLoopback {
+                    listener,
+                    addr,
+                    risk: RELAY,
+                    flag: "--allow-remote-outbound",
+                });
+            }
+        }
+    }
+    if let Some(addr) = config.admin
+        && !policy.allow_remote_admin
+        && !addr.ip().is_loopback()
+    {
+        return Err(NotLoopback {
+            listener: "admin".to_owned(),
+            addr,
+            risk: "could read the configuration and the metrics",
+            flag: "--allow-remote-admin",
+        });
+    }
+    Ok(())
+}
+
+/// The open connections of one listener, shared by its workers.
+#[derive(Debug)]
+pub struct ConnCap {
+    open: AtomicUsize,
+    max: usize,
+}
+
+/// One place under a [`ConnCap`], given back on drop.
+#[derive(Debug)]
+pub struct Place(Arc<ConnCap>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ConnCap {
+    pub fn new(max: usize) -> Arc<ConnCap> {
+        Arc::new(ConnCap {
+            open: AtomicUsize::new(0),
+            max,
+        })
+    }
+
+    /// A place for one more connection, or `None` when the listener is full.
+    pub fn take(self: &Arc<Self>) -> Option<Place> {
+        let before = self.open.fetch_add(1, Ordering::AcqRel);
+        let place = Place(self.clone());
+        (before < self.max).then_some(place)
+    }
+
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit; returns the limit now in force.
+pub fn raise_open_files() -> Result<u64, nix::Error> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    }
+    Ok(getrlimit(Resource::RLIMIT_NOFILE)?.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_listener_refuses_until_a_place_comes_back() {
+        let cap = ConnCap::new(2);
+        let a = cap.take().unwrap();
+        let _b = cap.take().unwrap();
+        assert!(cap.take().is_none());
+        assert_eq!(cap.open(), 2, "a refusal gives its place back");
+        drop(a);
+        assert!(cap.take().is_some());
+    }
+}
