@@ -30,7 +30,7 @@ use crate::budget::RetryBudget;
 use crate::config::{Cluster, ProxyConfig, Target};
 use crate::deadline;
 use crate::error::ProxyError;
-use crate::limits::Gauges;
+use crate::limits::{Connections, Gauges};
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError, external_client_config};
@@ -70,6 +70,8 @@ pub struct ClusterShared {
     pub endpoints: Arc<Endpoints>,
     pub budget: Option<Arc<RetryBudget>>,
     pub gauges: Arc<Gauges>,
+    /// The connections to it (`limits.max_connections`): always carried over, the cap updated.
+    pub connections: Arc<Connections>,
     params: SharedParams,
 }
 
@@ -134,10 +136,19 @@ impl ClusterShared {
             Some(p) if p.params.limits == params.limits => p.gauges.clone(),
             _ => Arc::new(Gauges::new(params.limits)),
         };
+        // The pools that stay keep their connections, so the count of them stays too.
+        let connections = match previous {
+            Some(p) => {
+                p.connections.set_max(params.limits.max_connections);
+                p.connections.clone()
+            }
+            None => Connections::new(params.limits.max_connections),
+        };
         Arc::new(ClusterShared {
             endpoints,
             budget,
             gauges,
+            connections,
             params,
         })
     }
@@ -209,9 +220,16 @@ impl Outbound {
             let reuse = previous
                 .and_then(|p| p.clusters.get(name))
                 .filter(|p| connects_alike(&p.cluster, cluster));
+            let shared = shared
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| ClusterShared::new(cluster));
             let (h1, h2) = match reuse {
                 Some(p) => (p.h1.clone(), p.h2.clone()),
-                None => pools(cluster, certs, &metrics, connect_timeout, idle)?,
+                None => {
+                    let slots = &shared.connections;
+                    pools(cluster, certs, &metrics, connect_timeout, idle, slots)?
+                }
             };
             let routes = cluster
                 .routes
@@ -236,10 +254,7 @@ impl Outbound {
                     h2,
                     external_dest,
                     external_host,
-                    shared: shared
-                        .get(name)
-                        .cloned()
-                        .unwrap_or_else(|| ClusterShared::new(cluster)),
+                    shared,
                     routes,
                 },
             );
@@ -409,7 +424,9 @@ fn pools(
     metrics: &Arc<Metrics>,
     connect_timeout: Duration,
     idle: Duration,
+    slots: &Arc<Connections>,
 ) -> Result<(Arc<H1Pool>, Pool), TlsError> {
+    let h1 = |c: Connector| Arc::new(H1Pool::capped(c, idle, slots.clone()));
     Ok(match &cluster.target {
         Target::Mesh { identity, .. } => match certs {
             Some(store) => {
@@ -425,18 +442,12 @@ fn pools(
                     connect_timeout,
                     metrics.clone(),
                 );
-                (
-                    Arc::new(H1Pool::new(c1, idle)),
-                    upstream::pool(c2, true, idle),
-                )
+                (h1(c1), upstream::pool(c2, true, idle))
             }
             // Without certificates the mesh runs in plain text (tests, benchmarks).
             None => {
                 let c = Connector::plain(connect_timeout);
-                (
-                    Arc::new(H1Pool::new(c.clone(), idle)),
-                    upstream::pool(c, true, idle),
-                )
+                (h1(c.clone()), upstream::pool(c, true, idle))
             }
         },
         Target::External { tls, .. } => {
@@ -460,7 +471,7 @@ fn pools(
                 })
             };
             (
-                Arc::new(H1Pool::new(connector(b"http/1.1")?, idle)),
+                h1(connector(b"http/1.1")?),
                 upstream::pool(connector(b"h2")?, true, idle),
             )
         }

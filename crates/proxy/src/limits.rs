@@ -1,11 +1,15 @@
 //! Caps on what may be in flight to one upstream service (Envoy's circuit-breaker thresholds):
-//! requests in flight, requests waiting for a connection, retries in flight. A request over a
-//! cap fails at once with 503 and a header naming the cap — backpressure, never a queue without
-//! limit. Shared by all workers of a proxy.
+//! requests in flight, requests waiting for a connection, retries in flight, and the
+//! connections themselves. A request over a request cap fails at once with 503 and a header
+//! naming the cap — backpressure, never a queue without limit; a request that finds every
+//! connection taken waits for one ([`Connections`]), and counts as pending while it does.
+//! Shared by all workers of a proxy.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use hopwise_model::Limits;
+use tokio::sync::Notify;
 
 #[derive(Debug)]
 pub struct Gauges {
@@ -83,6 +87,81 @@ impl Gauges {
     }
 }
 
+/// The connections open to one upstream service, all workers together, under
+/// `limits.max_connections` (which a new configuration may change in place). A connection holds
+/// a [`Slot`] for its whole life.
+#[derive(Debug)]
+pub struct Connections {
+    open: AtomicU32,
+    max: AtomicU32,
+    /// A slot came back.
+    freed: Notify,
+    /// A request waits for a slot: pools close their idle connections to make room.
+    wanted: Notify,
+}
+
+/// One connection's place under [`Connections`]; given back when the connection ends.
+#[derive(Debug)]
+pub struct Slot(Arc<Connections>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.0.freed.notify_one();
+    }
+}
+
+impl Connections {
+    pub fn new(max: u32) -> Arc<Connections> {
+        Arc::new(Connections {
+            open: AtomicU32::new(0),
+            max: AtomicU32::new(max),
+            freed: Notify::new(),
+            wanted: Notify::new(),
+        })
+    }
+
+    /// No cap (the local app's pools).
+    pub fn unlimited() -> Arc<Connections> {
+        Connections::new(u32::MAX)
+    }
+
+    /// A new configuration's cap; connections open beyond it stay until they end.
+    pub fn set_max(&self, max: u32) {
+        self.max.store(max, Ordering::Release);
+    }
+
+    /// A slot for one more connection, or `None` when the cap is reached.
+    pub fn try_take(self: &Arc<Self>) -> Option<Slot> {
+        let max = self.max.load(Ordering::Acquire);
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then(|| n + 1)
+            })
+            .ok()
+            .map(|_| Slot(self.clone()))
+    }
+
+    pub fn open(&self) -> u32 {
+        self.open.load(Ordering::Acquire)
+    }
+
+    /// Resolves when a slot may have come back (register it before looking: `enable`).
+    pub fn freed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.freed.notified()
+    }
+
+    /// Asks every pool of this upstream to close its idle connections.
+    pub fn want(&self) {
+        self.wanted.notify_waiters();
+    }
+
+    /// Resolves when a request waits for a slot.
+    pub fn wanted(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wanted.notified()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +187,19 @@ mod tests {
         let g = gauges(100, 100, 1);
         let _one = g.admit().unwrap();
         assert_eq!(g.admit().unwrap_err(), Tripped::MaxRequests);
+    }
+
+    #[test]
+    fn connections_stop_at_the_cap_and_come_back_when_one_ends() {
+        let c = Connections::new(2);
+        let a = c.try_take().unwrap();
+        let _b = c.try_take().unwrap();
+        assert!(c.try_take().is_none());
+        assert_eq!(c.open(), 2);
+        drop(a);
+        assert!(c.try_take().is_some());
+        c.set_max(5);
+        assert!(c.try_take().is_some());
     }
 
     #[test]

@@ -25,6 +25,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 use crate::error::ProxyError;
+use crate::limits::{Connections, Slot};
 use crate::metrics::{Direction, Metrics};
 use crate::replay::ReplayBody;
 
@@ -342,11 +343,31 @@ type Stacks = Vec<(Dest, Vec<Idle>)>;
 /// back by the requests' own tasks. hyper-util's legacy pool cost a spawned task, a pool lock
 /// and two SipHash rounds per request (docs/performance.md); this is a short scan of a few
 /// destinations under a lock nobody else holds (one worker, one thread).
+///
+/// Every connection holds a slot of the upstream's [`Connections`] (shared by the workers'
+/// pools): at the cap a request waits for a connection of its own pool to finish its exchange,
+/// or for a slot to come back, and the pools close their idle connections to make room.
 pub struct H1Pool {
     connector: Connector,
     idle_timeout: Duration,
     stacks: Arc<Mutex<Stacks>>,
     reaper: AtomicBool,
+    slots: Arc<Connections>,
+    /// Destinations requests of this pool wait for (one entry per request): their
+    /// connections are theirs as soon as they are ready, never closed to make room.
+    waited: Arc<Mutex<Vec<Dest>>>,
+}
+
+/// One request waiting in [`H1Pool::open`]; leaves the list on drop.
+struct Waiting<'a>(&'a Mutex<Vec<Dest>>, &'a Dest);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut w = lock(self.0);
+        if let Some(i) = w.iter().position(|d| d == self.1) {
+            w.swap_remove(i);
+        }
+    }
 }
 
 impl std::fmt::Debug for H1Pool {
@@ -358,7 +379,7 @@ impl std::fmt::Debug for H1Pool {
     }
 }
 
-fn lock(m: &Mutex<Stacks>) -> MutexGuard<'_, Stacks> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(p) => p.into_inner(),
@@ -379,14 +400,31 @@ fn prune(stack: &mut Vec<Idle>, now: Instant, timeout: Duration) {
     });
 }
 
+/// How often a request waiting for a slot held by another worker asks the pools again to
+/// close their idle connections (nobody is told when an exchange ends).
+const ASK_AGAIN: Duration = Duration::from_millis(20);
+
+/// Drops the connections that are idle and ready (their slots come back when they close).
+fn evict_idle(stack: &mut Vec<Idle>) {
+    stack.retain(|i| !i.send.is_closed() && !i.send.is_ready());
+}
+
 impl H1Pool {
-    /// Connections idle longer than `idle_timeout` are closed, never reused.
+    /// Connections idle longer than `idle_timeout` are closed, never reused. No cap on their
+    /// number (the local app's pools).
     pub fn new(connector: Connector, idle_timeout: Duration) -> Self {
+        H1Pool::capped(connector, idle_timeout, Connections::unlimited())
+    }
+
+    /// As [`H1Pool::new`], each connection holding one of `slots`.
+    pub fn capped(connector: Connector, idle_timeout: Duration, slots: Arc<Connections>) -> Self {
         H1Pool {
             connector,
             idle_timeout,
             stacks: Arc::new(Mutex::new(Vec::new())),
             reaper: AtomicBool::new(false),
+            slots,
+            waited: Arc::default(),
         }
     }
 
@@ -407,7 +445,7 @@ impl H1Pool {
     ) -> Result<Response<Incoming>, Failed> {
         let mut send = match self.take(dest) {
             Some(s) => s,
-            None => match self.connect(dest).await {
+            None => match self.open(dest).await {
                 Ok(s) => s,
                 Err(e) => {
                     return Err(Failed {
@@ -434,14 +472,54 @@ impl H1Pool {
     }
 
     fn take(&self, dest: &Dest) -> Option<Sender> {
+        self.take_where(dest, |s| s.is_ready())
+    }
+
+    /// The most recently given back connection to `dest` that `fits`.
+    fn take_where(&self, dest: &Dest, fits: impl Fn(&Sender) -> bool) -> Option<Sender> {
         let now = Instant::now();
         let mut stacks = lock(&self.stacks);
         let stack = stacks
             .iter_mut()
             .find_map(|(d, s)| (d == dest).then_some(s))?;
         prune(stack, now, self.idle_timeout);
-        let i = stack.iter().rposition(|i| i.send.is_ready())?;
+        let i = stack.iter().rposition(|i| fits(&i.send))?;
         Some(stack.remove(i).send)
+    }
+
+    /// A connection to `dest` for a request that found none idle: a new one while the
+    /// upstream's connections are under the cap; at the cap, the first of this pool's busy
+    /// connections to `dest` that finishes its exchange, or a slot that comes back.
+    async fn open(&self, dest: &Dest) -> Result<Sender, ConnectError> {
+        let mut waiting = None;
+        loop {
+            let freed = self.slots.freed();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            if let Some(slot) = self.slots.try_take() {
+                return self.connect(dest, slot).await;
+            }
+            if let Some(send) = self.take(dest) {
+                return Ok(send);
+            }
+            if waiting.is_none() {
+                lock(&self.waited).push(dest.clone());
+                waiting = Some(Waiting(&self.waited, dest));
+            }
+            self.slots.want();
+            let Some(mut busy) = self.take_where(dest, |_| true) else {
+                // Another worker's connections hold the slots: its pool closes them once idle,
+                // when asked again.
+                let _ = tokio::time::timeout(ASK_AGAIN, freed).await;
+                continue;
+            };
+            tokio::select! {
+                ready = busy.ready() => if ready.is_ok() {
+                    return Ok(busy);
+                },
+                () = freed => self.give_back(dest, busy),
+            }
+        }
     }
 
     fn give_back(&self, dest: &Dest, send: Sender) {
@@ -456,11 +534,16 @@ impl H1Pool {
         }
         drop(stacks);
         if !self.reaper.swap(true, Ordering::Relaxed) {
-            tokio::spawn(reap(Arc::downgrade(&self.stacks), self.idle_timeout));
+            tokio::spawn(reap(
+                Arc::downgrade(&self.stacks),
+                self.idle_timeout,
+                self.slots.clone(),
+                self.waited.clone(),
+            ));
         }
     }
 
-    async fn connect(&self, dest: &Dest) -> Result<Sender, ConnectError> {
+    async fn connect(&self, dest: &Dest, slot: Slot) -> Result<Sender, ConnectError> {
         let io = self.connector.connect(dest).await?;
         let (send, conn) = hyper::client::conn::http1::handshake(io)
             .await
@@ -469,6 +552,8 @@ impl H1Pool {
                 source: io::Error::other(e),
             })?;
         tokio::spawn(async move {
+            // The slot is the connection's: back when it ends.
+            let _slot = slot;
             if let Err(e) = conn.await {
                 tracing::debug!("upstream connection ended: {e}");
             }
@@ -477,17 +562,32 @@ impl H1Pool {
     }
 }
 
-/// Closes idle connections past the timeout even when no request comes to find them.
-async fn reap(stacks: Weak<Mutex<Stacks>>, timeout: Duration) {
+/// Closes idle connections past the timeout even when no request comes to find them, and
+/// every idle one when a request of any worker waits for a slot of the upstream (except those
+/// to a destination a request of this pool waits for: they are its).
+async fn reap(
+    stacks: Weak<Mutex<Stacks>>,
+    timeout: Duration,
+    slots: Arc<Connections>,
+    waited: Arc<Mutex<Vec<Dest>>>,
+) {
     loop {
-        tokio::time::sleep(timeout).await;
+        let evict = tokio::select! {
+            () = tokio::time::sleep(timeout) => false,
+            () = slots.wanted() => true,
+        };
         let Some(stacks) = stacks.upgrade() else {
             return;
         };
         let now = Instant::now();
+        let waited = lock(&waited).clone();
         let mut s = lock(&stacks);
-        for (_, stack) in s.iter_mut() {
-            prune(stack, now, timeout);
+        for (dest, stack) in s.iter_mut() {
+            if !evict {
+                prune(stack, now, timeout);
+            } else if !waited.contains(dest) {
+                evict_idle(stack);
+            }
         }
         s.retain(|(_, stack)| !stack.is_empty());
     }
