@@ -252,9 +252,9 @@ impl Guard {
     }
 
     /// Serves `conn` to its end, or closes it when [`look`] says so. When `drain` turns true
-    /// the connection is asked to finish (requests in flight complete).
-    pub async fn drive<C: Finish>(self, conn: C, mut drain: watch::Receiver<bool>) {
-        let mut conn = std::pin::pin!(conn);
+    /// the connection is asked to finish (requests in flight complete). The connection comes
+    /// boxed: moved into this future by value it took room twice in every connection's task.
+    pub async fn drive<C: Finish>(self, mut conn: Pin<Box<C>>, mut drain: watch::Receiver<bool>) {
         let mut draining = false;
         let mut phase = Phase::FirstHead;
         let timer = tokio::time::sleep_until(self.accepted + self.limits.header_read);

@@ -542,7 +542,7 @@ impl Conn {
                 let conn = self
                     .builder
                     .serve_connection(TokioIo::new(tcp), guard.track(svc));
-                guard.drive(conn.into_owned(), drain).await;
+                guard.drive(Box::pin(conn.into_owned()), drain).await;
             }
             Kind::Outbound => {
                 let live = RefCell::new(self.state.cache());
@@ -558,7 +558,7 @@ impl Conn {
                 let conn = self
                     .builder
                     .serve_connection(TokioIo::new(tcp), guard.track(svc));
-                guard.drive(conn.into_owned(), drain).await;
+                guard.drive(Box::pin(conn.into_owned()), drain).await;
             }
             Kind::Inbound => match &self.acceptor {
                 Some(acceptor) => {
@@ -591,7 +591,7 @@ impl Conn {
                     let conn = self
                         .builder
                         .serve_connection(TokioIo::new(tls), guard.track(svc));
-                    guard.drive(conn.into_owned(), drain).await;
+                    guard.drive(Box::pin(conn.into_owned()), drain).await;
                 }
                 None => {
                     let (live, w) = (RefCell::new(self.state.cache()), self.worker);
@@ -606,7 +606,7 @@ impl Conn {
                     let conn = self
                         .builder
                         .serve_connection(TokioIo::new(tcp), guard.track(svc));
-                    guard.drive(conn.into_owned(), drain).await;
+                    guard.drive(Box::pin(conn.into_owned()), drain).await;
                 }
             },
         }
