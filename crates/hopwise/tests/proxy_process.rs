@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
@@ -145,4 +147,47 @@ fn a_port_in_use_is_refused_clearly() {
         err.contains(&format!("cannot listen on 127.0.0.1:{port} (outbound)")),
         "{err}"
     );
+}
+
+#[test]
+fn an_outbound_port_open_to_the_network_needs_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &file,
+        "services:\n  a:\n    copies: [{ outbound: 0.0.0.0:0 }]\n    calls: { b: {} }\n  b: {}\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let args = ["proxy", "--plaintext", "--config", file, "--service", "a"];
+    // Without the flag it must exit, not serve: waited for with a bound, killed past it.
+    let mut refused = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = refused.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = refused.kill();
+            panic!("the proxy started on 0.0.0.0 without --allow-remote-outbound");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(2));
+    let mut err = String::new();
+    let mut stderr = refused.stderr.take().unwrap();
+    stderr.read_to_string(&mut err).unwrap();
+    assert!(
+        err.contains("the outbound (HTTP-proxy) listener would listen on 0.0.0.0:0")
+            && err.contains("pass --allow-remote-outbound"),
+        "{err}"
+    );
+    // With it, it starts (and announces itself on its first line).
+    let allowed = [&args[..], &["--allow-remote-outbound"]].concat();
+    let _proxy = common::spawn_with(&allowed, Stdio::null());
 }
