@@ -390,6 +390,8 @@ fn check_csr(csr_pem: &str, identity: &str) -> Result<SubjectPublicKeyInfo, Issu
             rest.len()
         )));
     }
+    // The key first: a weak key is refused by its name, not as a signature that did not verify.
+    check_key(&csr.certification_request_info.subject_pki)?;
     csr.verify_signature()
         .map_err(|_| IssueError::BadSignature)?;
     if let Some(extensions) = csr.requested_extensions() {
@@ -416,6 +418,66 @@ fn check_csr(csr_pem: &str, identity: &str) -> Result<SubjectPublicKeyInfo, Issu
     }
     SubjectPublicKeyInfo::from_der(csr.certification_request_info.subject_pki.raw)
         .map_err(|e| IssueError::UnsupportedKey(e.to_string()))
+}
+
+/// The smallest RSA modulus signed, in bits.
+pub const MIN_RSA_BITS: usize = 2048;
+
+/// Only the keys a proxy's TLS should hold: ECDSA P-256 or P-384, Ed25519, or RSA of at least
+/// [`MIN_RSA_BITS`]. Anything else (RSA-1024, DSA, other curves, Ed448) is refused naming it.
+fn check_key(spki: &x509_parser::x509::SubjectPublicKeyInfo<'_>) -> Result<(), IssueError> {
+    use x509_parser::oid_registry as oid;
+    let alg = &spki.algorithm.algorithm;
+    let refuse = |kind: String| Err(IssueError::UnsupportedKey(kind));
+    if *alg == oid::OID_SIG_ED25519 {
+        return Ok(());
+    }
+    if *alg == oid::OID_KEY_TYPE_EC_PUBLIC_KEY {
+        let curve = spki
+            .algorithm
+            .parameters
+            .as_ref()
+            .and_then(|p| p.as_oid().ok());
+        return match curve {
+            Some(c) if c == oid::OID_EC_P256 || c == oid::OID_NIST_EC_P384 => Ok(()),
+            Some(c) => refuse(format!(
+                "ECDSA on the curve {c} (only P-256 and P-384 are signed)"
+            )),
+            None => refuse("ECDSA without a named curve (only P-256 and P-384 are signed)".into()),
+        };
+    }
+    if *alg == oid::OID_PKCS1_RSAENCRYPTION {
+        let bits = match spki.parsed() {
+            Ok(x509_parser::public_key::PublicKey::RSA(rsa)) => modulus_bits(rsa.modulus),
+            _ => 0,
+        };
+        return if bits >= MIN_RSA_BITS {
+            Ok(())
+        } else {
+            refuse(format!(
+                "RSA-{bits} (RSA keys need at least {MIN_RSA_BITS} bits)"
+            ))
+        };
+    }
+    let name = if *alg == oid::OID_KEY_TYPE_DSA {
+        "DSA".to_owned()
+    } else if *alg == oid::OID_SIG_ED448 {
+        "Ed448".to_owned()
+    } else {
+        format!("the algorithm {alg}")
+    };
+    refuse(format!(
+        "{name} (only ECDSA P-256/P-384, Ed25519 and RSA of {MIN_RSA_BITS} bits or more are signed)"
+    ))
+}
+
+/// The length in bits of a big-endian unsigned integer (DER's leading zero bytes not counted).
+fn modulus_bits(bytes: &[u8]) -> usize {
+    let digits = bytes.iter().skip_while(|b| **b == 0).collect::<Vec<_>>();
+    match digits.first() {
+        None => 0,
+        Some(first) => digits.len() * 8 - first.leading_zeros() as usize,
+    }
 }
 
 fn check_name(name: &GeneralName<'_>, identity: &str) -> Result<(), IssueError> {
@@ -511,3 +573,6 @@ fn base64(data: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod key_tests;
