@@ -17,7 +17,9 @@
 //! so `Status` and CA rotation on any replica see every proxy.
 //!
 //! Transport: HTTP/2 over TLS 1.3 only ([`crate::tls`]: the control plane's own certificate,
-//! `spiffe://<trust-domain>/control`, from its own CA, renewed while it serves). The join token
+//! `spiffe://<trust-domain>/control`, from its own CA, renewed while it serves), bounded by
+//! [`Limits`] ([`crate::conn`]: streams per connection, resets, deadlines, connections per
+//! client address, a timeout on each call). The join token
 //! authenticates issuance, registration, lease calls, subscriptions and acknowledgements; the
 //! admin token (`authorization: Bearer <token>`) authenticates `Apply`, `RotateCa` and `Status`
 //! (see docs/control.md).
@@ -33,6 +35,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::ca::{self, IssueError};
+use crate::conn::Limits;
+use crate::conn::track::Tracked;
 use crate::pb;
 use crate::pb::control_server::{Control, ControlServer};
 use crate::plane::{self, ApiError, Plane};
@@ -223,8 +227,18 @@ impl Running {
     }
 }
 
-/// Serves `plane` on `listener` over TLS in the background (needs a Tokio runtime).
-pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
+/// Serves `plane` on `listener` over TLS in the background (needs a Tokio runtime), with the
+/// default [`Limits`].
+pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
+    spawn_with(plane, listener, Limits::default())
+}
+
+/// [`spawn`] with the given limits on the control port's connections.
+pub fn spawn_with(
+    mut plane: Plane,
+    listener: tokio::net::TcpListener,
+    limits: Limits,
+) -> Result<Running, ServeError> {
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
     // Its name where `Status` says which replica a proxy is connected to.
     plane.set_replica(&replica::name(addr, replica::hostname().as_deref()));
@@ -260,8 +274,12 @@ pub fn spawn(mut plane: Plane, listener: tokio::net::TcpListener) -> Result<Runn
         tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(KEEPALIVE))
             .http2_keepalive_timeout(Some(KEEPALIVE))
-            .add_service(ControlServer::new(service.clone()))
-            .serve_with_incoming_shutdown(tls::incoming(listener, tls), async move {
+            .max_concurrent_streams(limits.streams_per_connection)
+            .http2_max_local_error_reset_streams(Some(limits.local_error_resets))
+            .http2_max_pending_accept_reset_streams(Some(limits.pending_accept_resets))
+            .timeout(limits.request_timeout)
+            .add_service(Tracked(ControlServer::new(service.clone())))
+            .serve_with_incoming_shutdown(tls::incoming(listener, tls, limits), async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             }),
     );

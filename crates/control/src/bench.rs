@@ -404,6 +404,24 @@ impl Server {
     }
 }
 
+/// Every simulated proxy connects from 127.0.0.1: the caps on connections make room for all of
+/// them (and the admin's), and they connect all at once before their first call, which may come
+/// minutes later with many proxies.
+fn bench_limits(args: &BenchArgs) -> crate::conn::Limits {
+    let defaults = crate::conn::Limits::default();
+    let room = args.proxies + 16;
+    crate::conn::Limits {
+        connections_per_address: defaults.connections_per_address.max(room),
+        connections: defaults.connections.max(room),
+        first_request: BENCH_IDLE,
+        idle: BENCH_IDLE,
+        ..defaults
+    }
+}
+
+/// The bench's connection deadlines (see [`bench_limits`]).
+const BENCH_IDLE: Duration = Duration::from_secs(3600);
+
 /// Each service with its join token.
 type Tokens = Vec<(String, String)>;
 
@@ -450,7 +468,7 @@ fn start_server(
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| start_err(&e))?;
-            api::spawn(started.plane, listener).map_err(|e| start_err(&e))
+            api::spawn_with(started.plane, listener, bench_limits(args)).map_err(|e| start_err(&e))
         })?;
         let access = client::Server::from_state(&running.addr.to_string(), &state)?;
         return Ok((
@@ -473,6 +491,11 @@ fn start_server(
         .arg("--state")
         .arg(&state)
         .args(["--listen", "127.0.0.1:0"])
+        .arg("--max-connections-per-address")
+        .arg(bench_limits(args).connections_per_address.to_string())
+        .arg("--max-connections")
+        .arg(bench_limits(args).connections.to_string())
+        .args(["--first-request-timeout", "1h", "--idle-timeout", "1h"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -124,6 +124,20 @@ pub struct ControlArgs {
     /// calculators, fault knobs) on this loopback address (plain HTTP). Off when absent.
     #[arg(long)]
     pub dashboard: Option<SocketAddr>,
+    /// Open connections allowed from one client address (an IPv6 client: its /64); past it,
+    /// new ones are closed at once. Proxies on one host each hold one.
+    #[arg(long, default_value_t = crate::conn::Limits::default().connections_per_address)]
+    pub max_connections_per_address: usize,
+    /// Open connections allowed on the control port in all.
+    #[arg(long, default_value_t = crate::conn::Limits::default().connections)]
+    pub max_connections: usize,
+    /// How long a new connection may go without a request after its TLS handshake.
+    #[arg(long, default_value = "5s")]
+    pub first_request_timeout: Dur,
+    /// How long a connection may have no request in flight (a proxy's snapshot stream always
+    /// is) before it is closed.
+    #[arg(long, default_value = "60s")]
+    pub idle_timeout: Dur,
     /// The sample apps' fault knobs, as `hopwise up` writes them (JSON; re-read on every
     /// request; a missing file shows no knobs). Used by the dashboard.
     #[arg(long, requires = "dashboard")]
@@ -434,7 +448,14 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
             });
         }
         let dir = plane.store().dir().to_owned();
-        let running = api::spawn(plane, listener)?;
+        let limits = crate::conn::Limits {
+            connections_per_address: args.max_connections_per_address,
+            connections: args.max_connections,
+            first_request: args.first_request_timeout.get(),
+            idle: args.idle_timeout.get(),
+            ..crate::conn::Limits::default()
+        };
+        let running = api::spawn_with(plane, listener, limits)?;
         if let Some(path) = watched {
             let seen = std::fs::read_to_string(&path).ok();
             tokio::spawn(watch_file(path, seen, (local.to_string(), dir)));

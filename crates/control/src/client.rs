@@ -18,6 +18,9 @@ use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE};
 
 pub(crate) mod connect;
 
+/// TLS 1.3 toward a control plane whose certificate chains to a bundle (tests dial with it).
+pub use connect::client_config;
+
 /// A connected client.
 pub type Client = ControlClient<InterceptedService<Channel, Bearer>>;
 

@@ -7,7 +7,7 @@
 //! or in etcd shared by several replicas: [`store::etcd`], with the cargo feature `etcd`, whose
 //! client needs `protoc` to build), [`plane`] holds all of it and offers every operation of the
 //! API without a clock or a socket, [`api`] serves it over gRPC on TLS 1.3 ([`tls`]: its own
-//! `/control` certificate), and [`client`] and [`cli`] are
+//! `/control` certificate; [`conn`]: what bounds its connections), and [`client`] and [`cli`] are
 //! the command line's side; [`bench`] measures it at scale (`hopwise control bench`);
 //! [`dashboard`] serves a web page over the running plane (`hopwise control --dashboard`). See
 //! docs/control.md and docs/dashboard.md.
@@ -17,6 +17,7 @@ pub mod bench;
 pub mod ca;
 pub mod cli;
 pub mod client;
+pub mod conn;
 pub mod dashboard;
 pub mod plane;
 pub mod registry;

@@ -127,6 +127,21 @@ pub struct Options {
     pub cert_lifetime: Duration,
 }
 
+impl Options {
+    /// A first start on the mesh file `text` (named `name`), with a generated CA and
+    /// certificates of `cert_lifetime`.
+    pub fn first(name: &str, text: &str, cert_lifetime: Duration) -> Options {
+        Options {
+            config: Some(ConfigFile {
+                name: name.to_owned(),
+                text: text.to_owned(),
+            }),
+            ca_files: None,
+            cert_lifetime,
+        }
+    }
+}
+
 /// Why the control plane did not start. Each names the file or the setting at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {

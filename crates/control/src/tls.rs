@@ -21,12 +21,12 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::ca::{Ca, IssueError};
+use crate::conn::{Conn, Limits, PerAddress};
 
 /// How long a client has to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -196,23 +196,27 @@ fn pem_certs(pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
         .map_err(|e| TlsError::Config(format!("a certificate of its CA: {e}")))
 }
 
-/// The TLS connections accepted on `listener`, for tonic. Each handshake runs in its own task
-/// (bounded by [`HANDSHAKE_TIMEOUT`]) so a slow or plaintext client delays nobody; a failed one
-/// is logged and dropped. Ends when the server stops reading.
+/// The TLS connections accepted on `listener`, for tonic. A connection past the caps of
+/// `limits` ([`PerAddress`]) is closed at once, before its handshake; each handshake runs in its
+/// own task (bounded by [`HANDSHAKE_TIMEOUT`]) so a slow or plaintext client delays nobody; a
+/// failed one is logged and dropped. Ends when the server stops reading.
 pub fn incoming(
     listener: TcpListener,
     tls: Arc<ServerTls>,
-) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
-    incoming_with(listener, tls, HANDSHAKES_AT_ONCE)
+    limits: Limits,
+) -> ReceiverStream<std::io::Result<Conn>> {
+    incoming_with(listener, tls, HANDSHAKES_AT_ONCE, limits)
 }
 
 fn incoming_with(
     listener: TcpListener,
     tls: Arc<ServerTls>,
     handshakes_at_once: usize,
-) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    limits: Limits,
+) -> ReceiverStream<std::io::Result<Conn>> {
     let (tx, rx) = mpsc::channel(64);
     let slots = Arc::new(tokio::sync::Semaphore::new(handshakes_at_once));
+    let open = PerAddress::new(&limits);
     tokio::spawn(async move {
         loop {
             // Never closed, so a permit always comes.
@@ -231,6 +235,14 @@ fn incoming_with(
                 },
                 () = tx.closed() => return,
             };
+            // Counted from accept to close; refused before any work (dropping it closes it).
+            let place = match open.admit(peer.ip()) {
+                Ok(place) => place,
+                Err(e) => {
+                    tracing::warn!(%peer, "refused a connection: {e}");
+                    continue;
+                }
+            };
             let _ = tcp.set_nodelay(true);
             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
             let tx = tx.clone();
@@ -238,7 +250,7 @@ fn incoming_with(
                 let _slot = slot;
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(stream)).await;
+                        let _ = tx.send(Ok(Conn::new(stream, peer, place, &limits))).await;
                     }
                     Ok(Err(e)) => tracing::info!(%peer, "TLS handshake refused: {e}"),
                     Err(_) => tracing::info!(%peer, "TLS handshake timed out"),

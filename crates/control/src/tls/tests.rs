@@ -20,7 +20,7 @@ async fn handshakes_wait_for_a_free_slot() {
     let tls = ServerTls::new(ca, "spiffe://t/control".into(), life, now).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let mut accepted = incoming_with(listener, tls, 2);
+    let mut accepted = incoming_with(listener, tls, 2, crate::conn::Limits::default());
 
     let silent = TcpStream::connect(addr).await.unwrap();
     let _silent_too = TcpStream::connect(addr).await.unwrap();
