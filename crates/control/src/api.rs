@@ -35,8 +35,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use crate::ca::{self, IssueError};
-use crate::conn::Limits;
 use crate::conn::track::Tracked;
+use crate::conn::{ConnInfo, Limits};
 use crate::pb;
 use crate::pb::control_server::{Control, ControlServer};
 use crate::plane::{self, ApiError, Plane};
@@ -364,12 +364,43 @@ fn api_status(e: &ApiError) -> Status {
         ApiError::UnknownService(_) => (tonic::Code::FailedPrecondition, "unknown-service"),
         ApiError::External(_) => (tonic::Code::FailedPrecondition, "external-service"),
         ApiError::BadAddress(_) => (tonic::Code::InvalidArgument, "bad-address"),
+        ApiError::ForeignAdmin { .. } => (tonic::Code::InvalidArgument, "foreign-admin-address"),
         ApiError::Ttl(_) => (tonic::Code::InvalidArgument, "bad-ttl"),
         ApiError::Store(_) => (tonic::Code::Internal, "store"),
         ApiError::BadStage(_) => (tonic::Code::InvalidArgument, "bad-stage"),
         ApiError::Ca(_) => (tonic::Code::Internal, "ca"),
     };
     Status::new(code, format!("{name}: {e}"))
+}
+
+/// The IP a call comes from (the control port's connection; `None` only for a call that did
+/// not come through it).
+fn caller<T>(request: &Request<T>) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<ConnInfo>()
+        .map(|info| info.remote.ip())
+}
+
+/// The admin address a proxy named (`who`, for the log), if the dashboard may read it: one
+/// that is not an address is refused; another host's is ignored with a warning, so the
+/// dashboard never reads a host the caller chose, and the proxy still registers or subscribes.
+fn admin_of(
+    text: &str,
+    from: Option<std::net::IpAddr>,
+    who: &str,
+) -> Result<Option<SocketAddr>, Status> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match plane::admin_addr(text, from) {
+        Ok(addr) => Ok(Some(addr)),
+        Err(e @ ApiError::ForeignAdmin { .. }) => {
+            tracing::warn!(%who, "{e}");
+            Ok(None)
+        }
+        Err(e) => Err(api_status(&e)),
+    }
 }
 
 impl ControlService {
@@ -481,12 +512,10 @@ impl Control for ControlService {
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
         self.shared.serving()?;
+        let from = caller(&request);
         let r = request.into_inner();
         // A bad admin address is refused before anything is registered.
-        let admin = match r.admin_addr.as_str() {
-            "" => None,
-            a => Some(plane::admin_addr(a).map_err(|e| api_status(&e))?),
-        };
+        let admin = admin_of(&r.admin_addr, from, &r.inbound_addr)?;
         if let Some(etcd) = &self.shared.etcd {
             let (lease, ttl) = etcd
                 .register(&self.shared, &r, admin)
@@ -569,7 +598,9 @@ impl Control for ControlService {
         request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
         self.shared.serving()?;
+        let from = caller(&request);
         let r = request.into_inner();
+        let admin = admin_of(&r.admin_addr, from, &r.proxy)?;
         let service = {
             let mut plane = self.shared.plane();
             let service = plane
@@ -579,10 +610,8 @@ impl Control for ControlService {
             plane
                 .snapshot(&service, Instant::now())
                 .map_err(|e| api_status(&e))?;
-            if !r.admin_addr.is_empty() {
-                plane
-                    .set_proxy_admin(&service, &r.proxy, &r.admin_addr)
-                    .map_err(|e| api_status(&e))?;
+            if let Some(admin) = admin {
+                plane.set_proxy_admin(&service, &r.proxy, admin);
             }
             plane.stream_opened(&service, &r.proxy);
             service

@@ -34,9 +34,11 @@ use crate::store::etcd::{AckValue, Change, Effect, Key, ProxyValue};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store, StoreError};
 use crate::token::{self, RandomError};
 
+mod admin;
 pub mod delta;
 pub mod proxies;
 pub mod wake;
+pub use admin::admin_addr;
 pub use wake::Wake;
 
 /// A lease's TTL when the request gives none.
@@ -196,6 +198,11 @@ pub enum ApiError {
     External(String),
     #[error("`{0}` is not an address other proxies can reach; send ip:port, e.g. 10.0.0.7:7001")]
     BadAddress(String),
+    #[error(
+        "admin address `{addr}` is not where this proxy connects from ({from}): only that \
+         address, or loopback from loopback, is read by the dashboard; it is ignored"
+    )]
+    ForeignAdmin { addr: String, from: String },
     #[error("a lease of {0:?} is not granted: use 1 s to 1 h (0 means 10 s)")]
     Ttl(Duration),
     #[error("the state could not be saved: {0}")]
@@ -997,19 +1004,12 @@ impl Plane {
         }
     }
 
-    /// Where a subscribed proxy's admin endpoint is (see [`admin_addr`]).
-    pub fn set_proxy_admin(
-        &mut self,
-        service: &str,
-        proxy: &str,
-        admin: &str,
-    ) -> Result<(), ApiError> {
-        let addr = admin_addr(admin)?;
+    /// Where a subscribed proxy's admin endpoint is (checked by [`admin_addr`]).
+    pub fn set_proxy_admin(&mut self, service: &str, proxy: &str, addr: SocketAddr) {
         let p = self.proxy(service, proxy);
         if p.admin.replace(addr) != Some(addr) {
             self.share(service, proxy);
         }
-        Ok(())
     }
 
     /// The proxies whose snapshot stream is open and that said where their admin endpoint is:
@@ -1762,25 +1762,6 @@ impl Plane {
             store: self.store.location(),
         }
     }
-}
-
-/// An admin endpoint's address as a proxy sent it: `ip:port`, port not 0; an unspecified IP
-/// becomes loopback of the same family (the admin endpoint listens on every address then).
-pub fn admin_addr(text: &str) -> Result<SocketAddr, ApiError> {
-    let mut addr: SocketAddr = text
-        .trim()
-        .parse()
-        .map_err(|_| ApiError::BadAddress(text.to_owned()))?;
-    if addr.port() == 0 {
-        return Err(ApiError::BadAddress(text.to_owned()));
-    }
-    if addr.ip().is_unspecified() {
-        addr.set_ip(match addr {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    Ok(addr)
 }
 
 /// Adds a token for every service of `mesh` that runs a proxy and has none. Returns how many.

@@ -5,24 +5,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use hopwise_control::api::{self, Running};
 use hopwise_control::client;
 use hopwise_control::conn::Limits;
-use hopwise_control::plane::{Options, Plane};
-use hopwise_control::store::Store;
-use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-const MESH: &str = "mesh: { name: shop, trust_domain: shop.local }
-services:
-  a: { calls: { b: { timeout: 1s } } }
-  b: {}
-";
+mod support;
+use support::{dial, start};
 
 /// Long enough never to fire on a slow machine.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -38,39 +30,6 @@ const REFUSED_STREAM: u32 = 0x7;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const STATUS: &str = "/hopwise.control.v1.Control/Status";
-
-struct Plant {
-    running: Running,
-    bundle: String,
-    _dir: tempfile::TempDir,
-}
-
-async fn start(limits: Limits) -> Plant {
-    let dir = tempfile::tempdir().unwrap();
-    let options = Options::first("mesh.yaml", MESH, Duration::from_secs(3600));
-    let store = Store::open(dir.path()).unwrap();
-    let plane = Plane::start(store, options, SystemTime::now())
-        .unwrap()
-        .plane;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running = api::spawn_with(plane, listener, limits).unwrap();
-    let bundle = std::fs::read_to_string(dir.path().join("ca.pem")).unwrap();
-    Plant {
-        running,
-        bundle,
-        _dir: dir,
-    }
-}
-
-/// A TLS connection with no client certificate and no token.
-async fn dial(addr: SocketAddr, bundle: &str) -> std::io::Result<TlsStream<TcpStream>> {
-    let config = client::client_config(bundle).unwrap();
-    let tcp = TcpStream::connect(addr).await?;
-    let name = ServerName::try_from("hopwise-control").unwrap();
-    tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-}
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = u32::try_from(payload.len()).unwrap();
@@ -301,7 +260,7 @@ async fn connections_without_a_request_are_closed() {
     );
 
     // A real client's calls are served: the deadline holds only while nothing is in flight.
-    let dir = plant._dir.path();
+    let dir = plant.dir.path();
     let server = client::Server::from_state(&addr.to_string(), dir).unwrap();
     let status = client::status(&server).await.unwrap();
     assert_eq!(status.mesh, "shop");
