@@ -293,14 +293,21 @@ pub fn spawn_with(
     })
 }
 
-/// Renews the control port's certificate before it expires (a CA change renews it at once, in
-/// [`Shared::publish`]). Looks once a second: one pointer comparison under the plane's lock.
+/// Once a second: renews the control port's certificate before it expires (a CA change renews
+/// it at once, in [`Shared::publish`]; here one pointer comparison under the plane's lock), and
+/// drops the records of proxies gone for good ([`Plane::prune_proxies`]).
 async fn renew_certificate(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         shared.renew_certificate();
+        let pruned = shared
+            .plane()
+            .prune_proxies(Instant::now(), SystemTime::now());
+        if pruned > 0 {
+            tracing::info!(pruned, "dropped the records of proxies gone for good");
+        }
     }
 }
 
@@ -366,6 +373,8 @@ fn api_status(e: &ApiError) -> Status {
         ApiError::BadAddress(_) => (tonic::Code::InvalidArgument, "bad-address"),
         ApiError::ForeignAdmin { .. } => (tonic::Code::InvalidArgument, "foreign-admin-address"),
         ApiError::Ttl(_) => (tonic::Code::InvalidArgument, "bad-ttl"),
+        ApiError::TooManyCopies { .. } => (tonic::Code::ResourceExhausted, "too-many-copies"),
+        ApiError::TooManyProxies { .. } => (tonic::Code::ResourceExhausted, "too-many-proxies"),
         ApiError::Store(_) => (tonic::Code::Internal, "store"),
         ApiError::BadStage(_) => (tonic::Code::InvalidArgument, "bad-stage"),
         ApiError::Ca(_) => (tonic::Code::Internal, "ca"),
@@ -473,11 +482,16 @@ impl Control for ControlService {
     ) -> Result<Response<pb::IssueResponse>, Status> {
         self.shared.serving()?;
         let r = request.into_inner();
-        let ticket = self
-            .shared
-            .plane()
-            .issue_ticket(&r.token)
-            .map_err(|e| issue_status(&e))?;
+        let ticket = {
+            let plane = self.shared.plane();
+            let ticket = plane.issue_ticket(&r.token).map_err(|e| issue_status(&e))?;
+            if !r.proxy.is_empty() {
+                plane
+                    .admit_proxy(&ticket.service, &r.proxy)
+                    .map_err(|e| api_status(&e))?;
+            }
+            ticket
+        };
         // Parsing, verifying and signing happen outside the lock.
         let issued = ticket
             .ca
@@ -613,6 +627,9 @@ impl Control for ControlService {
             if let Some(admin) = admin {
                 plane.set_proxy_admin(&service, &r.proxy, admin);
             }
+            plane
+                .admit_proxy(&service, &r.proxy)
+                .map_err(|e| api_status(&e))?;
             plane.stream_opened(&service, &r.proxy);
             service
         };

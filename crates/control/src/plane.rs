@@ -50,6 +50,18 @@ pub const MAX_TTL: Duration = Duration::from_secs(3600);
 /// proxies it knows are all there are.
 pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
 
+/// The most copies one service may hold at once (a registration at an address it already
+/// holds replaces that copy and does not count).
+pub const MAX_COPIES_PER_SERVICE: usize = 1024;
+/// The most proxy names one service's join token may use (each one is a record kept while its
+/// stream is open, or while its certificate is valid; see [`PROXY_RECORD_TTL`]).
+pub const MAX_PROXY_NAMES_PER_SERVICE: usize = 1024;
+
+/// How long the record of a proxy with no stream open is kept once its certificate (if it was
+/// issued one) has expired: longer than the default lease and than a proxy's longest back-off,
+/// so a proxy that reconnects finds it.
+pub const PROXY_RECORD_TTL: Duration = Duration::from_secs(60);
+
 /// With a shared store, etcd expires the leases; the registry's own clock never does.
 const SHARED_LEASE_HORIZON: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
@@ -100,6 +112,8 @@ pub struct ProxyWrites {
     pub lease: u64,
     /// Keys and values.
     pub puts: Vec<(String, Vec<u8>)>,
+    /// Keys of records to delete (proxies whose records were pruned).
+    pub deletes: Vec<String>,
 }
 
 /// A mesh file given on the command line.
@@ -203,6 +217,16 @@ pub enum ApiError {
          address, or loopback from loopback, is read by the dashboard; it is ignored"
     )]
     ForeignAdmin { addr: String, from: String },
+    #[error(
+        "`{service}` holds {cap} copies already (the most a service may hold); deregister \
+         some or let their leases expire"
+    )]
+    TooManyCopies { service: String, cap: usize },
+    #[error(
+        "`{service}`'s join token has been used by {cap} proxy names already (the most it may \
+         be); reuse a name, or wait until the records of gone proxies are dropped"
+    )]
+    TooManyProxies { service: String, cap: usize },
     #[error("a lease of {0:?} is not granted: use 1 s to 1 h (0 means 10 s)")]
     Ttl(Duration),
     #[error("the state could not be saved: {0}")]
@@ -409,6 +433,10 @@ pub struct Plane {
     remote: proxies::Remote,
     /// Shared store: the proxies whose record this replica has yet to write.
     proxies_dirty: BTreeSet<(String, String)>,
+    /// Since when each proxy has had no stream open (as [`Plane::prune_proxies`] saw it).
+    proxies_idle: BTreeMap<(String, String), Instant>,
+    /// Shared store: pruned proxies whose record this replica has yet to delete.
+    proxies_pruned: BTreeSet<(String, String)>,
 }
 
 fn read(path: &Path) -> Result<String, StartError> {
@@ -647,6 +675,8 @@ impl Plane {
             replica_lease: None,
             remote,
             proxies_dirty: BTreeSet::new(),
+            proxies_idle: BTreeMap::new(),
+            proxies_pruned: BTreeSet::new(),
         };
         plane.mesh_text_in_force = plane.mesh_text().to_owned();
         plane.tokens_seen = plane.store.state().tokens.clone();
@@ -989,6 +1019,28 @@ impl Plane {
         })
     }
 
+    /// Refuses a proxy name that `service` has not used yet once it has used
+    /// [`MAX_PROXY_NAMES_PER_SERVICE`] (records a join-token holder could otherwise grow
+    /// without end).
+    pub fn admit_proxy(&self, service: &str, proxy: &str) -> Result<(), ApiError> {
+        let key = (service.to_owned(), proxy.to_owned());
+        if self.proxies.contains_key(&key) {
+            return Ok(());
+        }
+        let names = self
+            .proxies
+            .range((service.to_owned(), String::new())..)
+            .take_while(|((s, _), _)| s == service)
+            .count();
+        if names >= MAX_PROXY_NAMES_PER_SERVICE {
+            return Err(ApiError::TooManyProxies {
+                service: service.to_owned(),
+                cap: MAX_PROXY_NAMES_PER_SERVICE,
+            });
+        }
+        Ok(())
+    }
+
     fn proxy(&mut self, service: &str, proxy: &str) -> &mut ProxyRecord {
         self.proxies
             .entry((service.to_owned(), proxy.to_owned()))
@@ -1067,6 +1119,7 @@ impl Plane {
     /// from and whether the snapshot's trust bundle is in force.
     pub fn ack_request(&mut self, r: &pb::AckRequest, now: SystemTime) -> Result<(), ApiError> {
         let service = self.authorize(&r.token, &r.service)?;
+        self.admit_proxy(&service, &r.proxy)?;
         let p = self.proxy(&service, &r.proxy);
         p.ack = Some(AckRecord {
             version: r.version,
@@ -1125,6 +1178,34 @@ impl Plane {
         }
     }
 
+    /// Drops the records of proxies that have had no stream open for [`PROXY_RECORD_TTL`] and
+    /// hold no certificate valid at `wall` (a proxy that may still be serving is kept: CA
+    /// rotation waits for it). Returns how many were dropped. Call it now and then (the
+    /// server does, every second).
+    pub fn prune_proxies(&mut self, now: Instant, wall: SystemTime) -> usize {
+        let mut gone = Vec::new();
+        for (key, p) in &self.proxies {
+            if p.streams > 0 {
+                self.proxies_idle.remove(key);
+                continue;
+            }
+            let since = *self.proxies_idle.entry(key.clone()).or_insert(now);
+            let valid = p.cert_not_after.is_some_and(|t| t > wall);
+            if now.saturating_duration_since(since) >= PROXY_RECORD_TTL && !valid {
+                gone.push(key.clone());
+            }
+        }
+        for key in &gone {
+            self.proxies.remove(key);
+            self.proxies_idle.remove(key);
+            self.proxies_dirty.remove(key);
+            if self.shared() {
+                self.proxies_pruned.insert(key.clone());
+            }
+        }
+        gone.len()
+    }
+
     /// Shared store: the records of proxies to write now — keys and values, attached to the
     /// lease returned — each proxy's latest facts once. Empty without a lease (they wait).
     pub fn take_proxy_writes(&mut self) -> Option<ProxyWrites> {
@@ -1144,7 +1225,21 @@ impl Plane {
                 Some((key, facts.encode()))
             })
             .collect();
-        Some(ProxyWrites { lease, puts })
+        let deletes = std::mem::take(&mut self.proxies_pruned)
+            .into_iter()
+            .map(|(service, proxy)| {
+                layout.key(&Key::Proxy {
+                    service,
+                    proxy,
+                    lease,
+                })
+            })
+            .collect();
+        Some(ProxyWrites {
+            lease,
+            puts,
+            deletes,
+        })
     }
 
     /// A record of a proxy seen on the shared store ([`proxies::Remote::learn`]).
@@ -1540,6 +1635,17 @@ impl Plane {
         if ttl > MAX_TTL || ttl < Duration::from_secs(1) {
             return Err(ApiError::Ttl(ttl));
         }
+        let held = self
+            .registry
+            .copies()
+            .filter(|(_, c)| c.service == service && c.inbound != addr)
+            .count();
+        if held >= MAX_COPIES_PER_SERVICE {
+            return Err(ApiError::TooManyCopies {
+                service,
+                cap: MAX_COPIES_PER_SERVICE,
+            });
+        }
         Ok((service, addr, ttl))
     }
 
@@ -1783,3 +1889,6 @@ mod tests;
 
 #[cfg(test)]
 mod rotation_tests;
+
+#[cfg(test)]
+mod prune_tests;

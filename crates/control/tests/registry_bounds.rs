@@ -6,6 +6,7 @@
 
 use hopwise_control::conn::Limits;
 use hopwise_control::pb;
+use hopwise_control::plane::{MAX_COPIES_PER_SERVICE, MAX_PROXY_NAMES_PER_SERVICE};
 
 mod support;
 use support::start;
@@ -75,4 +76,60 @@ async fn an_admin_address_on_another_host_is_ignored() {
         .map(|(_, proxy, addr)| (proxy.as_str(), addr.to_string()))
         .collect();
     assert_eq!(names, vec![("b-near", "127.0.0.1:9903".to_owned())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_and_proxy_names_per_service_are_capped() {
+    let plant = start(Limits::default()).await;
+    let token = plant.token("b");
+    let mut c = plant.client().await;
+    let register = |port: u32| pb::RegisterRequest {
+        token: token.clone(),
+        inbound_addr: format!("127.0.0.{}:{}", 1 + port / 60_000, 1 + port % 60_000),
+        ttl_ms: 60_000,
+        admin_addr: String::new(),
+    };
+    let cap = u32::try_from(MAX_COPIES_PER_SERVICE).unwrap();
+    for i in 0..cap {
+        c.register(register(i)).await.unwrap();
+    }
+    let past = c.register(register(cap)).await.unwrap_err();
+    assert_eq!(past.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        past.message()
+            .starts_with("too-many-copies: `b` holds 1024 copies"),
+        "{}",
+        past.message()
+    );
+    // A copy restarting at an address it holds replaces itself.
+    c.register(register(7)).await.unwrap();
+
+    let ack = |proxy: String| pb::AckRequest {
+        service: "b".into(),
+        version: 1,
+        accepted: true,
+        token: token.clone(),
+        proxy,
+        ..Default::default()
+    };
+    for i in 0..MAX_PROXY_NAMES_PER_SERVICE {
+        c.ack(ack(format!("b-{i}"))).await.unwrap();
+    }
+    let past = c.ack(ack("b-one-more".into())).await.unwrap_err();
+    assert_eq!(past.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        past.message().starts_with("too-many-proxies:"),
+        "{}",
+        past.message()
+    );
+    let subscribe = pb::SubscribeRequest {
+        service: "b".into(),
+        token: token.clone(),
+        proxy: "b-one-more".into(),
+        ..Default::default()
+    };
+    let refused = c.subscribe(subscribe).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    // A name already known goes on.
+    c.ack(ack("b-3".into())).await.unwrap();
 }

@@ -7,7 +7,9 @@
 //! Writes are coalesced: every 100 ms, the latest facts of each proxy that changed, in one
 //! transaction (a proxy acknowledging several versions meanwhile is written once). The lease is
 //! kept alive between a rewrite's transactions too, so many records on a slow etcd cannot let it
-//! lapse. Each keep-alive (or its failure) is told to the fence ([`super::fence`]).
+//! lapse. Each keep-alive (or its failure) is told to the fence ([`super::fence`]). Records of
+//! proxies the plane pruned (gone for good, [`crate::plane::Plane::prune_proxies`]) are deleted
+//! in the same transactions; a failed delete leaves the record until this replica's lease ends.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,17 +125,24 @@ async fn step(
         return Ok(());
     };
     let id = i64::try_from(writes.lease).unwrap_or(0);
-    for chunk in writes.puts.chunks(OPS_PER_TXN) {
+    // Pruned proxies' records go first: puts never name them (the plane dropped them).
+    let deletes = writes
+        .deletes
+        .iter()
+        .map(|k| TxnOp::delete(k.clone(), None));
+    let puts = writes
+        .puts
+        .iter()
+        .map(|(k, v)| TxnOp::put(k.clone(), v.clone(), Some(PutOptions::new().with_lease(id))));
+    let ops: Vec<TxnOp> = deletes.chain(puts).collect();
+    for chunk in ops.chunks(OPS_PER_TXN) {
         // Between transactions too: a long rewrite must not let the lease lapse.
         if let Err(e) = keep_alive(shared, etcd, lease).await {
             shared.plane().reshare_proxies();
             return Err(e);
         }
-        let ops: Vec<TxnOp> = chunk
-            .iter()
-            .map(|(k, v)| TxnOp::put(k.clone(), v.clone(), Some(PutOptions::new().with_lease(id))))
-            .collect();
-        let written = tokio::time::timeout(REQUEST_TIMEOUT, client.txn(Txn::new().and_then(ops)))
+        let txn = Txn::new().and_then(chunk.to_vec());
+        let written = tokio::time::timeout(REQUEST_TIMEOUT, client.txn(txn))
             .await
             .map_err(|_| timed_out());
         let error = match written {
