@@ -635,6 +635,7 @@ impl Control for ControlService {
         };
         tracing::info!(service = %service, proxy = %r.proxy, "subscriber joined");
         let deltas = r.deltas;
+        let token = r.token;
         let guard = StreamGuard {
             shared: self.shared.clone(),
             service,
@@ -649,13 +650,18 @@ impl Control for ControlService {
             let mut last: Option<pb::Snapshot> = None;
             loop {
                 changes.borrow_and_update();
-                let snapshot = guard
-                    .shared
-                    .plane()
-                    .snapshot(&guard.service, Instant::now());
+                let snapshot = {
+                    let plane = guard.shared.plane();
+                    // A token rotated or revoked since: the stream ends (the proxy must
+                    // subscribe again with the new one).
+                    plane
+                        .authorize(&token, &guard.service)
+                        .and_then(|_| plane.snapshot(&guard.service, Instant::now()))
+                };
                 match snapshot {
                     Err(e) => {
-                        // The service left the mesh file: the stream ends with the reason.
+                        // The service left the mesh file, or its token changed: the stream
+                        // ends with the reason.
                         let _ = tx.send(Err(api_status(&e))).await;
                         return;
                     }
@@ -737,6 +743,46 @@ impl Control for ControlService {
     ) -> Result<Response<pb::StatusResponse>, Status> {
         self.admin(&request)?;
         Ok(Response::new(self.shared.plane().status(Instant::now())))
+    }
+
+    async fn token(
+        &self,
+        request: Request<pb::TokenRequest>,
+    ) -> Result<Response<pb::TokenResponse>, Status> {
+        self.admin(&request)?;
+        let r = request.into_inner();
+        let shared = self.shared.clone();
+        let service = r.service.clone();
+        // Random bytes and the store's fsync stay off the async threads.
+        let (token, file) =
+            tokio::task::spawn_blocking(move || shared.plane().rotate_token(&service))
+                .await
+                .map_err(|e| Status::internal(format!("token failed: {e}")))?
+                .map_err(|e| api_status(&e))?;
+        self.shared.publish();
+        let what = if r.revoke { "revoked" } else { "rotated" };
+        tracing::warn!(service = %r.service, "join token {what}; the old one is refused from now on");
+        let file = file.display().to_string();
+        let message = if r.revoke {
+            format!(
+                "`{}`'s join token is revoked: refused from the next call on, and its open \
+                 streams end. A new token is in {file} on the control plane's host only; its \
+                 proxies need it (or `token rotate`) to connect again",
+                r.service
+            )
+        } else {
+            format!(
+                "`{}`'s join token is replaced: the old one is refused from the next call on, \
+                 and its open streams end. The new one is in {file} on the control plane's host",
+                r.service
+            )
+        };
+        Ok(Response::new(pb::TokenResponse {
+            service: r.service,
+            token: if r.revoke { String::new() } else { token },
+            token_file: file,
+            message,
+        }))
     }
 
     async fn rotate_ca(

@@ -251,6 +251,23 @@ pub async fn rotate_ca(
         .map_err(|s| call_error(&server.addr, s))
 }
 
+/// Replaces `service`'s join token (`revoke`: the new one is not sent back).
+pub async fn token(
+    server: &Server,
+    service: &str,
+    revoke: bool,
+) -> Result<pb::TokenResponse, ClientError> {
+    let mut client = connect(server).await?;
+    client
+        .token(pb::TokenRequest {
+            service: service.to_owned(),
+            revoke,
+        })
+        .await
+        .map(tonic::Response::into_inner)
+        .map_err(|s| call_error(&server.addr, s))
+}
+
 /// Asks for the status.
 pub async fn status(server: &Server) -> Result<pb::StatusResponse, ClientError> {
     let mut client = connect(server).await?;

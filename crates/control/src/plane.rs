@@ -1611,6 +1611,40 @@ impl Plane {
         })
     }
 
+    /// Replaces `service`'s join token with a new one: in the store first, then the token files.
+    /// The old token is refused from the next call on, and the streams opened with it are woken
+    /// to end ([`Plane::take_wake`]). Returns the new token and its file.
+    pub fn rotate_token(&mut self, service: &str) -> Result<(String, PathBuf), ApiError> {
+        match self.mesh.services.get(service) {
+            None => return Err(ApiError::UnknownService(service.to_owned())),
+            Some(s) if s.external.is_some() => {
+                return Err(ApiError::External(service.to_owned()));
+            }
+            Some(_) => {}
+        }
+        let fresh = token::new_token().map_err(|e| ApiError::Store(e.to_string()))?;
+        let mut next = self.store.state().clone();
+        next.tokens
+            .insert(service.to_owned(), Secret(fresh.clone()));
+        let written = self
+            .store
+            .commit(next)
+            .map_err(|e| ApiError::Store(e.to_string()))?;
+        self.tokens_seen = self.store.state().tokens.clone();
+        self.bump(written);
+        self.wake_everyone = true;
+        let file = self
+            .store
+            .dir()
+            .join(crate::store::TOKENS_DIR)
+            .join(service);
+        // Saved, so in force even if the file cannot be written (it is at the next start).
+        self.store
+            .write_tokens()
+            .map_err(|e| ApiError::Store(format!("the new token is in force, but {e}")))?;
+        Ok((fresh, file))
+    }
+
     /// Validates a registration: the token's service, the address and the TTL (0: the
     /// default). Shared by both stores.
     pub fn lease_terms(
@@ -1798,6 +1832,9 @@ impl Plane {
         if state.tokens != self.tokens_seen {
             self.tokens_seen = state.tokens.clone();
             out.tokens = true;
+            // A rotated token: the streams opened with the old one must end here too.
+            self.wake_everyone = true;
+            out.publish = true;
         }
     }
 

@@ -1,9 +1,13 @@
 //! What a join-token holder can make the control plane keep or do, over real TLS on 127.0.0.1:
 //! the admin address it names (which the dashboard reads every second) is kept only if it is
-//! where its connection comes from.
+//! where its connection comes from; copies and proxy names per service are capped; a join token
+//! rotated or revoked is refused at once.
 
 #![allow(clippy::unwrap_used)]
 
+use std::time::Duration;
+
+use hopwise_control::client;
 use hopwise_control::conn::Limits;
 use hopwise_control::pb;
 use hopwise_control::plane::{MAX_COPIES_PER_SERVICE, MAX_PROXY_NAMES_PER_SERVICE};
@@ -132,4 +136,61 @@ async fn copies_and_proxy_names_per_service_are_capped() {
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
     // A name already known goes on.
     c.ack(ack("b-3".into())).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_or_revoked_token_is_refused_at_once() {
+    let plant = start(Limits::default()).await;
+    let old = plant.token("b");
+    let mut c = plant.client().await;
+    let register = |token: &str| pb::RegisterRequest {
+        token: token.to_owned(),
+        inbound_addr: "127.0.0.1:7001".into(),
+        ttl_ms: 10_000,
+        admin_addr: String::new(),
+    };
+    c.register(register(&old)).await.unwrap();
+    let mut stream = c
+        .subscribe(pb::SubscribeRequest {
+            service: "b".into(),
+            token: old.clone(),
+            proxy: "b-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    stream.message().await.unwrap().expect("a first snapshot");
+
+    let addr = plant.running.addr.to_string();
+    let server = client::Server::from_state(&addr, plant.dir.path()).unwrap();
+    let rotated = client::token(&server, "b", false).await.unwrap();
+    assert!(rotated.token.starts_with("hopwise-join-"));
+    assert_ne!(rotated.token, old);
+    // The control plane's token file holds the new one.
+    assert_eq!(plant.token("b"), rotated.token);
+    let refused = c.register(register(&old)).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    c.register(register(&rotated.token)).await.unwrap();
+    // The stream opened with the old token ends, saying why.
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => {}
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the old token's stream went on");
+    assert_eq!(ended.unwrap_err().code(), tonic::Code::Unauthenticated);
+
+    // Revoked: the new token is not sent back, and the one in use is refused.
+    let revoked = client::token(&server, "b", true).await.unwrap();
+    assert!(revoked.token.is_empty());
+    let refused = c.register(register(&rotated.token)).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    // Not a service, or without the admin token: refused.
+    let unknown = client::token(&server, "nope", false).await.unwrap_err();
+    assert!(unknown.to_string().contains("nope"), "{unknown}");
 }
