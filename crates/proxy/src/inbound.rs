@@ -28,7 +28,7 @@ use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
 use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
-use limits::InboundGauges;
+use limits::{CallerKey, InboundGauges};
 
 /// Who is calling, as the connection's handshake established it.
 #[derive(Debug)]
@@ -46,6 +46,8 @@ pub enum Caller {
 pub struct Peer {
     pub id: Arc<str>,
     header: HeaderValue,
+    /// How the per-caller cap counts this identity, hashed once per connection.
+    key: CallerKey,
 }
 
 impl Caller {
@@ -67,15 +69,16 @@ impl Caller {
             Ok(header) => Caller::Verified(Peer {
                 id: Arc::from(id),
                 header,
+                key: CallerKey::of(id),
             }),
             // A checked SPIFFE ID is always a header value; if not, it names nobody.
             Err(_) => Caller::Unidentified(IdentityError::Unparsable),
         }
     }
 
-    fn identity(&self) -> Option<&Arc<str>> {
+    fn key(&self) -> Option<CallerKey> {
         match self {
-            Caller::Verified(p) => Some(&p.id),
+            Caller::Verified(p) => Some(p.key),
             _ => None,
         }
     }
@@ -210,7 +213,7 @@ impl Inbound {
                 GrpcCode::DeadlineExceeded,
             );
         };
-        let _admitted = match self.gauges.admit(caller.identity()) {
+        let _admitted = match self.gauges.admit(caller.key()) {
             Ok(a) => a,
             Err(cap) => {
                 self.metrics.limit_tripped(&self.config.service, cap);
@@ -227,19 +230,23 @@ impl Inbound {
             }
         }
         let sent = Instant::now();
-        let send = async {
+        // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a
+        // memcpy of the whole future per request, measured).
+        let mut send = std::pin::pin!(async {
             if self.config.protocol == Protocol::Grpc {
                 self.send_h2c(app, req).await
             } else {
                 self.send_h1(app, req).await
             }
-        };
+        });
         // Dropping the request on expiry drops its connection to the app (or resets its
         // stream): the app's work for a caller who holds on is bounded too.
         let result = match self.gauges.limits().timeout {
-            Some(t) => tokio::time::timeout(t.get(), send)
-                .await
-                .unwrap_or(Err(ProxyError::AppTimeout)),
+            Some(t) => tokio::select! {
+                biased;
+                r = &mut send => r,
+                () = tokio::time::sleep(t.get()) => Err(ProxyError::AppTimeout),
+            },
             None => send.await,
         };
         let upstream_time = sent.elapsed();
