@@ -375,7 +375,7 @@ impl Outbound {
             0
         };
         let sent = Instant::now();
-        let mut resp = attempts::run(attempts::Tries {
+        let resp = attempts::run(attempts::Tries {
             state,
             route,
             rm,
@@ -387,8 +387,8 @@ impl Outbound {
             deadline_is_callers,
         })
         .await;
+        // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.
         let upstream_time = sent.elapsed();
-        strip_hop_by_hop(resp.headers_mut());
         rm.response(
             resp.status().as_u16(),
             resp.headers(),
@@ -538,9 +538,10 @@ fn host_of<B>(req: &Request<B>) -> Option<String> {
         })
 }
 
-/// Points the request at `authority`, in the version the chosen pool speaks, and drops what
-/// must not cross a hop. The caller's `Host` is kept; for an external service it becomes the
-/// service's address.
+/// Points the request at `authority`, in the version the chosen pool speaks. The caller's
+/// `Host` is kept; for an external service it becomes the service's address. What must not
+/// cross a hop was stripped when the request arrived (`strip_hop_by_hop`, before the proxy
+/// added its own headers), once for all its tries.
 pub(crate) fn rewrite<B>(
     req: Request<B>,
     scheme: Scheme,
@@ -569,7 +570,6 @@ pub(crate) fn rewrite<B>(
         .path_and_query(path)
         .build()
         .map_err(|_| ProxyError::Protocol)?;
-    strip_hop_by_hop(&mut parts.headers);
     if h2 {
         parts.version = Version::HTTP_2;
         parts.headers.remove(header::HOST);
@@ -589,8 +589,8 @@ pub(crate) fn rewrite<B>(
 
 /// An HTTP/1.1 request for a kept-alive connection to its destination: origin-form (the
 /// connection says where), the caller's `Host` kept — from the URI's authority if it sent
-/// none (HTTP/2 callers) — or `host` for a service outside the mesh, and nothing that must not
-/// cross a hop. The endpoint's address is never formatted or parsed here.
+/// none (HTTP/2 callers) — or `host` for a service outside the mesh (hop-by-hop headers went
+/// when the request arrived). The endpoint's address is never formatted or parsed here.
 pub(crate) fn rewrite_h1<B>(req: Request<B>, host: Option<&HeaderValue>) -> Request<B> {
     let (mut parts, body) = req.into_parts();
     if let Some(h) = host {
@@ -609,7 +609,6 @@ pub(crate) fn rewrite_h1<B>(req: Request<B>, host: Option<&HeaderValue>) -> Requ
             _ => Uri::default(),
         };
     }
-    strip_hop_by_hop(&mut parts.headers);
     parts.version = Version::HTTP_11;
     Request::from_parts(parts, body)
 }
