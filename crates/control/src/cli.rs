@@ -21,6 +21,9 @@ use crate::store::etcd::{EtcdSpec, EtcdStore};
 use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE, Store, StoreError, TOKENS_DIR};
 
 mod etcd;
+mod token;
+
+pub use token::TokenAction;
 
 /// Exit status: done.
 pub const EXIT_OK: u8 = 0;
@@ -186,28 +189,6 @@ pub enum ControlAction {
     Bench(crate::bench::BenchArgs),
 }
 
-/// `hopwise control token …`.
-#[derive(Debug, clap::Subcommand)]
-pub enum TokenAction {
-    /// A new token for SERVICE, written to the control plane's `<state>/tokens/SERVICE` (and to
-    /// --out FILE here, owner-only).
-    Rotate {
-        service: String,
-        /// Also write the new token to this file (owner-only), e.g. for another machine.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-    /// SERVICE's token stops working at once; the new one is not sent over the network (it is
-    /// only in the control plane's `<state>/tokens/SERVICE`).
-    Revoke {
-        service: String,
-        #[command(flatten)]
-        server: ServerArgs,
-    },
-}
-
 /// The stages of `hopwise control rotate-ca`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RotateStageArg {
@@ -245,11 +226,6 @@ pub enum CliError {
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
         source: std::io::Error,
     },
     #[error("{0}")]
@@ -343,7 +319,7 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
         Command::Control(ControlArgs {
             action: Some(ControlAction::Token { action }),
             ..
-        }) => token(action, out),
+        }) => token::run(action, out),
         Command::Control(ControlArgs {
             action: Some(ControlAction::Bench(args)),
             ..
@@ -353,42 +329,6 @@ pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
         }
         Command::Control(args) => serve(args, out),
     }
-}
-
-/// `hopwise control token rotate|revoke SERVICE`.
-fn token(action: TokenAction, out: &mut dyn Write) -> Result<u8, CliError> {
-    let (service, server, revoke, file) = match action {
-        TokenAction::Rotate {
-            service,
-            out,
-            server,
-        } => (service, server, false, out),
-        TokenAction::Revoke { service, server } => (service, server, true, None),
-    };
-    let server = server.resolve()?;
-    let response = runtime()?.block_on(client::token(&server, &service, revoke))?;
-    let mut text = format!("{}\n", response.message);
-    if let Some(path) = file {
-        write_secret(&path, &response.token).map_err(|source| CliError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        text.push_str(&format!("written to {}\n", path.display()));
-    }
-    out.write_all(text.as_bytes()).map_err(CliError::Output)?;
-    Ok(EXIT_OK)
-}
-
-/// Writes `secret` and a newline to `path`, readable by its owner only.
-fn write_secret(path: &PathBuf, secret: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(format!("{secret}\n").as_bytes())
 }
 
 fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
