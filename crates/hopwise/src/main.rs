@@ -43,7 +43,7 @@ enum Command {
     /// Print the JSON Schema of the mesh file.
     Schema,
     /// Run the sidecar proxy of one copy of a service, from the mesh file alone.
-    Proxy(ProxyArgs),
+    Proxy(hopwise::sidecar::ProxyArgs),
     /// Create a development CA and a certificate per service with its SPIFFE identity.
     Certs {
         /// The mesh file.
@@ -75,78 +75,6 @@ enum Command {
     /// `hopwise control` (the control plane) and `hopwise status`.
     #[command(flatten)]
     Control(hopwise_control::cli::Command),
-}
-
-#[derive(Debug, clap::Args)]
-struct ProxyArgs {
-    /// The mesh file (or `--control`: the control plane sends it).
-    #[arg(long, required_unless_present = "control")]
-    config: Option<PathBuf>,
-    /// The control plane (`https://HOST:PORT`, TLS only): identity, configuration and copies
-    /// from it. Several replicas: comma-separated or the flag repeated; the proxy uses one at a
-    /// time and moves to the next when it fails.
-    #[arg(long, requires_all = ["token_file", "control_ca"], value_delimiter = ',')]
-    control: Vec<String>,
-    /// The CA bundle the control plane's certificate must chain to: its `STATE/ca.pem`. After
-    /// the first snapshot the proxy also trusts the mesh's bundle (kept in --cache).
-    #[arg(long)]
-    control_ca: Option<PathBuf>,
-    /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`).
-    #[arg(long)]
-    token_file: Option<PathBuf>,
-    /// Where a control-plane proxy keeps its certificate and last snapshot.
-    #[arg(long)]
-    cache: Option<PathBuf>,
-    /// The app's health check path (control plane mode).
-    #[arg(long, default_value = "/")]
-    health_path: String,
-    /// The lease of this copy in the registry: it leaves the endpoint sets this long after
-    /// its proxy stops renewing (control plane mode).
-    #[arg(long, default_value = "10s")]
-    lease_ttl: hopwise_model::Dur,
-    /// Listen here for mutual TLS from other proxies (overrides the mesh file).
-    #[arg(long)]
-    inbound: Option<std::net::SocketAddr>,
-    /// The app's address (overrides the mesh file).
-    #[arg(long)]
-    app: Option<std::net::SocketAddr>,
-    /// The admin endpoint (overrides the mesh file).
-    #[arg(long)]
-    admin: Option<std::net::SocketAddr>,
-    /// The HTTP-proxy port (overrides the mesh file).
-    #[arg(long)]
-    outbound: Option<std::net::SocketAddr>,
-    /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
-    #[arg(long, value_parser = hopwise_lab::up::apps::parse_upstream)]
-    upstream: Vec<(String, std::net::SocketAddr)>,
-    /// The service whose proxy this is.
-    #[arg(long)]
-    service: String,
-    /// Which copy of the service (its index under `copies`).
-    #[arg(long, default_value_t = 0)]
-    copy: usize,
-    /// Certificates directory (default: the mesh file's `mesh.certs`).
-    #[arg(long)]
-    certs: Option<PathBuf>,
-    /// Worker threads, each with its own event loop.
-    #[arg(long, default_value_t = 1)]
-    workers: usize,
-    /// No TLS between proxies (for measuring the plain path; never in production).
-    #[arg(long)]
-    plaintext: bool,
-    /// Open connections each listener (inbound, the HTTP-proxy port, each per-upstream port)
-    /// holds at once; past it new ones are closed at once. The admin listener holds 64.
-    #[arg(long, default_value_t = hopwise_proxy::listeners::DEFAULT_MAX_CONNECTIONS as u64,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    listener_connections: u64,
-    /// Let the outbound listeners (per-upstream ports, the HTTP-proxy port) bind an address
-    /// other than loopback: whoever reaches them calls the mesh as this service.
-    #[arg(long)]
-    allow_remote_outbound: bool,
-    /// Let the admin listener bind an address other than loopback (it serves the
-    /// configuration and the metrics).
-    #[arg(long)]
-    allow_remote_admin: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -284,7 +212,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Proxy(a) => run_proxy(a),
+        Command::Proxy(a) => hopwise::sidecar::start(a),
         Command::Bench(a) => {
             hopwise_lab::bench::run(a, &mut std::io::stdout())?;
             Ok(ExitCode::SUCCESS)
@@ -312,7 +240,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             validity,
             ca_validity,
         } => {
-            let (mesh, base) = load_mesh(&config)?;
+            let (mesh, base) = hopwise::mesh_file::load(&config)?;
             let dir = match out {
                 Some(d) => d,
                 None => base.join(mesh.certs.as_deref().ok_or_else(|| {
@@ -409,144 +337,5 @@ fn run_up(a: &hopwise_lab::up::UpArgs) -> anyhow::Result<ExitCode> {
     }
     hopwise_lab::up::run::up(a, &mesh, &file, &mut std::io::stdout())
         .with_context(|| format!("hopwise up {name}"))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Reads and validates a mesh file; the error lists every problem with file:line:column.
-fn load_mesh(path: &std::path::Path) -> anyhow::Result<(Mesh, PathBuf)> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the mesh file {name}"))?;
-    let mesh = Mesh::from_yaml(&text).map_err(|d| anyhow::anyhow!("{}", d.render(&name)))?;
-    let base = path
-        .parent()
-        .map(|p| {
-            if p.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                p.to_owned()
-            }
-        })
-        .unwrap_or_else(|| PathBuf::from("."));
-    Ok((mesh, base))
-}
-
-#[allow(clippy::print_stdout)]
-fn run_proxy(a: ProxyArgs) -> anyhow::Result<ExitCode> {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
-    // One small runtime for signals and the control-plane session; the proxy's workers run
-    // their own.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the signal handler")?;
-    let servers: Vec<String> = a
-        .control
-        .iter()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect();
-    let (mut config, session) = match (servers.is_empty(), &a.config) {
-        (false, _) => {
-            let token_file = a
-                .token_file
-                .as_ref()
-                .context("--control needs --token-file")?;
-            let token = std::fs::read_to_string(token_file)
-                .with_context(|| format!("cannot read the join token {}", token_file.display()))?
-                .trim()
-                .to_owned();
-            let cache = a.cache.clone().unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("hopwise-{}-{}", a.service, a.copy))
-            });
-            let control_ca = a
-                .control_ca
-                .clone()
-                .context("--control needs --control-ca FILE (the control plane's STATE/ca.pem)")?;
-            let opts = hopwise_proxy::control::ControlOptions {
-                servers: servers.clone(),
-                control_ca,
-                token,
-                service: a.service.clone(),
-                copy: a.copy,
-                name: format!("{}-{}", a.service, a.copy),
-                cache,
-                health_path: a.health_path.clone(),
-                lease_ttl: a.lease_ttl.get(),
-            };
-            let (config, session) = rt
-                .block_on(hopwise_proxy::control::bootstrap(opts))
-                .with_context(|| format!("cannot start the proxy of {}", a.service))?;
-            (config, Some(session))
-        }
-        (true, Some(file)) => {
-            let (mesh, base) = load_mesh(file)?;
-            let config = hopwise_proxy::ProxyConfig::from_mesh(
-                &mesh,
-                &a.service,
-                a.copy,
-                &base,
-                a.certs.as_deref(),
-            )?;
-            (config, None)
-        }
-        (true, None) => anyhow::bail!("give --config FILE or --control URL"),
-    };
-    config.workers = a.workers.max(1);
-    config.plaintext = a.plaintext;
-    config.listeners = hopwise_proxy::listeners::ListenerPolicy {
-        max_connections: usize::try_from(a.listener_connections).unwrap_or(usize::MAX),
-        allow_remote_outbound: a.allow_remote_outbound,
-        allow_remote_admin: a.allow_remote_admin,
-    };
-    config.inbound = a.inbound.or(config.inbound);
-    config.app = a.app.or(config.app);
-    config.admin = a.admin.or(config.admin);
-    config.outbound = a.outbound.or(config.outbound);
-    for (name, addr) in &a.upstream {
-        anyhow::ensure!(
-            config.clusters.contains_key(name),
-            "--upstream {name}=…: {} does not call {name}",
-            a.service
-        );
-        config.upstream_ports.insert(name.clone(), *addr);
-    }
-    let running = hopwise_proxy::start(config)
-        .with_context(|| format!("cannot start the proxy of {}", a.service))?;
-    let (stop_session, session_stopped) = tokio::sync::watch::channel(false);
-    let session_task = session.map(|s| {
-        let state = running.state.clone();
-        let bound = running.bound.clone();
-        rt.spawn(async move { s.run(state, &bound, session_stopped).await })
-    });
-    let b = &running.bound;
-    let show = |a: Option<std::net::SocketAddr>| a.map_or("-".to_owned(), |a| a.to_string());
-    println!(
-        "hopwise proxy for {} (copy {}): inbound {} outbound {} admin {}{}",
-        a.service,
-        a.copy,
-        show(b.inbound),
-        show(b.outbound),
-        show(b.admin),
-        b.upstreams
-            .iter()
-            .map(|(n, a)| format!(" {n}@{a}"))
-            .collect::<String>()
-    );
-    // Wait for SIGTERM or Ctrl-C, then drain.
-    rt.block_on(hopwise_proxy::server::shutdown_signal());
-    tracing::info!("draining");
-    // Leave the endpoint sets first, so no new request is sent here while we drain.
-    let _ = stop_session.send(true);
-    if let Some(task) = session_task {
-        let _ = rt.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(3), task).await
-        });
-    }
-    running.shutdown();
-    running.wait();
     Ok(ExitCode::SUCCESS)
 }

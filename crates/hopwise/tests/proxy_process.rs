@@ -1,5 +1,6 @@
 //! `hopwise proxy` as a real process: it starts from the mesh file alone, drains on SIGTERM
-//! (the request in flight finishes, then it exits 0), and refuses bad input with exit 2.
+//! (the request in flight finishes, then it exits 0), and refuses bad input with exit 2. It runs
+//! as the `hopwise-proxy` binary, which `hopwise proxy` replaces itself with.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -69,6 +70,14 @@ fn sigterm_drains_the_request_in_flight_then_exits_cleanly() {
         .read_line(&mut line)
         .unwrap();
     assert!(line.contains("hopwise proxy for a"), "{line}");
+    // `hopwise proxy` became the sidecar binary, under the same process id.
+    let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
+    assert_eq!(
+        exe.file_name().unwrap(),
+        "hopwise-proxy",
+        "the proxy runs as {}",
+        exe.display()
+    );
 
     let request = std::thread::spawn(move || {
         let mut s = TcpStream::connect(("127.0.0.1", upstream)).unwrap();

@@ -1,0 +1,234 @@
+//! `hopwise proxy`: its arguments, and running it. The sidecar runs as its own small binary,
+//! `hopwise-proxy`, installed beside `hopwise`: `hopwise proxy ARGS` checks the arguments and
+//! replaces itself with `hopwise-proxy ARGS` (same process id, so supervisors and `/proc`
+//! readings see no difference). That binary holds the proxy's code and nothing of the control
+//! plane, the analyser or the lab, so the pages a running sidecar maps are the proxy's own; it
+//! needs no link-order list to stay small (docs/performance.md, "Memory"). When
+//! `hopwise-proxy` is not beside `hopwise`, the proxy runs in this process, as it did before.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+/// The sidecar's binary, looked for in the directory of the running `hopwise`.
+pub const SIDECAR_BIN: &str = "hopwise-proxy";
+
+#[derive(Debug, clap::Args)]
+pub struct ProxyArgs {
+    /// The mesh file (or `--control`: the control plane sends it).
+    #[arg(long, required_unless_present = "control")]
+    config: Option<PathBuf>,
+    /// The control plane (`https://HOST:PORT`, TLS only): identity, configuration and copies
+    /// from it. Several replicas: comma-separated or the flag repeated; the proxy uses one at a
+    /// time and moves to the next when it fails.
+    #[arg(long, requires_all = ["token_file", "control_ca"], value_delimiter = ',')]
+    control: Vec<String>,
+    /// The CA bundle the control plane's certificate must chain to: its `STATE/ca.pem`. After
+    /// the first snapshot the proxy also trusts the mesh's bundle (kept in --cache).
+    #[arg(long)]
+    control_ca: Option<PathBuf>,
+    /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Where a control-plane proxy keeps its certificate and last snapshot.
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// The app's health check path (control plane mode).
+    #[arg(long, default_value = "/")]
+    health_path: String,
+    /// The lease of this copy in the registry: it leaves the endpoint sets this long after
+    /// its proxy stops renewing (control plane mode).
+    #[arg(long, default_value = "10s")]
+    lease_ttl: hopwise_model::Dur,
+    /// Listen here for mutual TLS from other proxies (overrides the mesh file).
+    #[arg(long)]
+    inbound: Option<std::net::SocketAddr>,
+    /// The app's address (overrides the mesh file).
+    #[arg(long)]
+    app: Option<std::net::SocketAddr>,
+    /// The admin endpoint (overrides the mesh file).
+    #[arg(long)]
+    admin: Option<std::net::SocketAddr>,
+    /// The HTTP-proxy port (overrides the mesh file).
+    #[arg(long)]
+    outbound: Option<std::net::SocketAddr>,
+    /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
+    #[arg(long, value_parser = hopwise_lab::up::apps::parse_upstream)]
+    upstream: Vec<(String, std::net::SocketAddr)>,
+    /// The service whose proxy this is.
+    #[arg(long)]
+    service: String,
+    /// Which copy of the service (its index under `copies`).
+    #[arg(long, default_value_t = 0)]
+    copy: usize,
+    /// Certificates directory (default: the mesh file's `mesh.certs`).
+    #[arg(long)]
+    certs: Option<PathBuf>,
+    /// Worker threads, each with its own event loop.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// No TLS between proxies (for measuring the plain path; never in production).
+    #[arg(long)]
+    plaintext: bool,
+    /// Open connections each listener (inbound, the HTTP-proxy port, each per-upstream port)
+    /// holds at once; past it new ones are closed at once. The admin listener holds 64.
+    #[arg(long, default_value_t = hopwise_proxy::listeners::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    listener_connections: u64,
+    /// Let the outbound listeners (per-upstream ports, the HTTP-proxy port) bind an address
+    /// other than loopback: whoever reaches them calls the mesh as this service.
+    #[arg(long)]
+    allow_remote_outbound: bool,
+    /// Let the admin listener bind an address other than loopback (it serves the
+    /// configuration and the metrics).
+    #[arg(long)]
+    allow_remote_admin: bool,
+}
+
+/// `hopwise proxy`: become `hopwise-proxy` with the same arguments, or run here without it.
+pub fn start(a: ProxyArgs) -> anyhow::Result<ExitCode> {
+    if let Some(bin) = sidecar_bin() {
+        // Everything after `proxy`, as given (clap has checked it already).
+        let args = std::env::args_os().skip_while(|s| s != "proxy").skip(1);
+        let err = std::process::Command::new(&bin).args(args).exec();
+        // exec returns only when it failed; the proxy can still run in this process.
+        note(&format!(
+            "cannot run {}: {err}; running the proxy in this process",
+            bin.display()
+        ));
+    }
+    run(a)
+}
+
+fn sidecar_bin() -> Option<PathBuf> {
+    let bin = std::env::current_exe().ok()?.with_file_name(SIDECAR_BIN);
+    bin.is_file().then_some(bin)
+}
+
+#[allow(clippy::print_stderr)]
+fn note(text: &str) {
+    eprintln!("hopwise: {text}");
+}
+
+#[allow(clippy::print_stdout)]
+/// The proxy of one copy, until SIGTERM or Ctrl-C; then it leaves the endpoint sets and drains.
+pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    // One small runtime for signals and the control-plane session; the proxy's workers run
+    // their own.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the signal handler")?;
+    let servers: Vec<String> = a
+        .control
+        .iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (mut config, session) = match (servers.is_empty(), &a.config) {
+        (false, _) => {
+            let token_file = a
+                .token_file
+                .as_ref()
+                .context("--control needs --token-file")?;
+            let token = std::fs::read_to_string(token_file)
+                .with_context(|| format!("cannot read the join token {}", token_file.display()))?
+                .trim()
+                .to_owned();
+            let cache = a.cache.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("hopwise-{}-{}", a.service, a.copy))
+            });
+            let control_ca = a
+                .control_ca
+                .clone()
+                .context("--control needs --control-ca FILE (the control plane's STATE/ca.pem)")?;
+            let opts = hopwise_proxy::control::ControlOptions {
+                servers: servers.clone(),
+                control_ca,
+                token,
+                service: a.service.clone(),
+                copy: a.copy,
+                name: format!("{}-{}", a.service, a.copy),
+                cache,
+                health_path: a.health_path.clone(),
+                lease_ttl: a.lease_ttl.get(),
+            };
+            let (config, session) = rt
+                .block_on(hopwise_proxy::control::bootstrap(opts))
+                .with_context(|| format!("cannot start the proxy of {}", a.service))?;
+            (config, Some(session))
+        }
+        (true, Some(file)) => {
+            let (mesh, base) = crate::mesh_file::load(file)?;
+            let config = hopwise_proxy::ProxyConfig::from_mesh(
+                &mesh,
+                &a.service,
+                a.copy,
+                &base,
+                a.certs.as_deref(),
+            )?;
+            (config, None)
+        }
+        (true, None) => anyhow::bail!("give --config FILE or --control URL"),
+    };
+    config.workers = a.workers.max(1);
+    config.plaintext = a.plaintext;
+    config.listeners = hopwise_proxy::listeners::ListenerPolicy {
+        max_connections: usize::try_from(a.listener_connections).unwrap_or(usize::MAX),
+        allow_remote_outbound: a.allow_remote_outbound,
+        allow_remote_admin: a.allow_remote_admin,
+    };
+    config.inbound = a.inbound.or(config.inbound);
+    config.app = a.app.or(config.app);
+    config.admin = a.admin.or(config.admin);
+    config.outbound = a.outbound.or(config.outbound);
+    for (name, addr) in &a.upstream {
+        anyhow::ensure!(
+            config.clusters.contains_key(name),
+            "--upstream {name}=…: {} does not call {name}",
+            a.service
+        );
+        config.upstream_ports.insert(name.clone(), *addr);
+    }
+    let running = hopwise_proxy::start(config)
+        .with_context(|| format!("cannot start the proxy of {}", a.service))?;
+    let (stop_session, session_stopped) = tokio::sync::watch::channel(false);
+    let session_task = session.map(|s| {
+        let state = running.state.clone();
+        let bound = running.bound.clone();
+        rt.spawn(async move { s.run(state, &bound, session_stopped).await })
+    });
+    let b = &running.bound;
+    let show = |a: Option<std::net::SocketAddr>| a.map_or("-".to_owned(), |a| a.to_string());
+    println!(
+        "hopwise proxy for {} (copy {}): inbound {} outbound {} admin {}{}",
+        a.service,
+        a.copy,
+        show(b.inbound),
+        show(b.outbound),
+        show(b.admin),
+        b.upstreams
+            .iter()
+            .map(|(n, a)| format!(" {n}@{a}"))
+            .collect::<String>()
+    );
+    // Wait for SIGTERM or Ctrl-C, then drain.
+    rt.block_on(hopwise_proxy::server::shutdown_signal());
+    tracing::info!("draining");
+    // Leave the endpoint sets first, so no new request is sent here while we drain.
+    let _ = stop_session.send(true);
+    if let Some(task) = session_task {
+        let _ = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(3), task).await
+        });
+    }
+    running.shutdown();
+    running.wait();
+    Ok(ExitCode::SUCCESS)
+}
