@@ -7,8 +7,8 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
 use hyper::body::Incoming;
 
-use crate::forward::Body;
-use crate::server::State;
+use crate::body::Body;
+use crate::state::State;
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
     let mut r = Response::new(Body::local(body));

@@ -17,10 +17,12 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::balance::Endpoint;
+use crate::body::Body;
+use crate::cluster::ClusterState;
 use crate::config::{Route, Target};
 use crate::deadline;
 use crate::error::{GRPC_STATUS, ProxyError};
-use crate::forward::{Body, ClusterState, rewrite, rewrite_h1};
+use crate::headers::{rewrite, rewrite_h1};
 use crate::metrics::RouteMetrics;
 use crate::replay::{Replay, ReplayBody};
 use crate::upstream::{self, Dest, H1Pool, Pool};
@@ -32,8 +34,6 @@ const PEEK_LIMIT: usize = 64 * 1024;
 pub const ATTEMPT_HEADER: &str = "x-hopwise-attempt";
 /// On an answer from a proxy that retried and gave up: the number of tries it made.
 pub const EXHAUSTED_HEADER: &str = "x-hopwise-retries-exhausted";
-/// Names the cap that refused a request.
-pub const LIMIT_HEADER: &str = "x-hopwise-limit";
 const ATTEMPT: HeaderName = HeaderName::from_static(ATTEMPT_HEADER);
 const EXHAUSTED: HeaderName = HeaderName::from_static(EXHAUSTED_HEADER);
 
@@ -287,7 +287,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
     match result {
         Ok(resp) => {
             let (mut parts, body) = resp.into_parts();
-            crate::forward::strip_hop_by_hop(&mut parts.headers);
+            crate::headers::strip_hop_by_hop(&mut parts.headers);
             if exhausted && !outcome_is_success(&parts) {
                 parts.headers.insert(EXHAUSTED, HeaderValue::from(attempt));
             }

@@ -9,8 +9,30 @@ use hopwise_model::{InboundLimits, Mesh, Policy, Protocol};
 use indexmap::IndexMap;
 use serde::Serialize;
 
-use crate::listeners::ListenerPolicy;
 use crate::tls::CertFiles;
+
+/// Connections one listener holds at once, unless `--listener-connections` says otherwise.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// The command line's say over the listeners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ListenerPolicy {
+    /// Open connections per listener (inbound, the HTTP-proxy port, each per-upstream port).
+    pub max_connections: usize,
+    /// The outbound listeners may bind a non-loopback address (`--allow-remote-outbound`).
+    pub allow_remote_outbound: bool,
+    /// The admin listener may bind a non-loopback address (`--allow-remote-admin`).
+    pub allow_remote_admin: bool,
+}
+
+impl Default for ListenerPolicy {
+    fn default() -> Self {
+        ListenerPolicy {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            allow_remote_outbound: false,
+            allow_remote_admin: false,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -9,10 +9,14 @@ use hopwise_model::{GrpcCode, Outcome};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
 
+use crate::body::Body;
+
 /// Parsed once: a `&str` name is validated and lower-cased again on every lookup.
 pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 
 pub const ERROR_HEADER: &str = "x-hopwise-error";
+/// Names the cap that refused a request.
+pub const LIMIT_HEADER: &str = "x-hopwise-limit";
 
 /// Why the proxy answered itself instead of forwarding the upstream's answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -180,13 +184,16 @@ impl ProxyError {
         };
         resp.headers_mut().insert(ERROR_HEADER, reason);
         if let ProxyError::Overflow(limit) | ProxyError::InboundOverflow(limit) = self {
-            resp.headers_mut().insert(
-                crate::attempts::LIMIT_HEADER,
-                HeaderValue::from_static(limit),
-            );
+            resp.headers_mut()
+                .insert(LIMIT_HEADER, HeaderValue::from_static(limit));
         }
         resp
     }
+}
+
+/// `err` as the answer to a request: the local reply in the body the proxy answers with.
+pub(crate) fn local(err: ProxyError, grpc: bool, on_timeout: GrpcCode) -> Response<Body> {
+    err.response(grpc, on_timeout).map(Body::from)
 }
 
 /// gRPC's `grpc-message` encoding: percent-encode everything outside printable ASCII and `%`.

@@ -1,4 +1,6 @@
-//! Headers that must not cross a hop, and the proxy's own headers.
+//! Headers that must not cross a hop, the proxy's own headers, and a request made ready for
+//! the next hop: its path made canonical, its destination read, its URI and `Host` rewritten
+//! for the pool that carries it. Pure functions over a request's head; no I/O.
 //!
 //! Connection-specific headers (RFC 9110 §7.6.1) — the fixed list and every name a
 //! `Connection` header lists — are dropped from what a proxy forwards, requests and responses
@@ -7,7 +9,14 @@
 //! by the proxy alone, so nothing a caller or an app sends can take away the identity header the
 //! inbound proxy sets, or a deadline or a mark the outbound proxy adds.
 
-use http::header::{self, HeaderMap, HeaderName};
+use std::borrow::Cow;
+
+use hopwise_model::path::PathError;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Uri, Version};
+
+use crate::error::ProxyError;
 
 /// The header that carries the caller's verified SPIFFE identity to the app.
 pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
@@ -65,6 +74,119 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     {
         headers.remove(header::TE);
     }
+}
+
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// Puts the canonical form of the request's path ([`hopwise_model::path`]) in its URI, the
+/// query untouched, so what path rules decide on is what the next hop gets.
+pub(crate) fn normalize_path<B>(req: &mut Request<B>) -> Result<(), PathError> {
+    let fresh = match hopwise_model::path::normalize(req.uri().path())? {
+        Cow::Borrowed(_) => return Ok(()),
+        Cow::Owned(p) => p,
+    };
+    let path_and_query = match req.uri().query() {
+        Some(q) => format!("{fresh}?{q}"),
+        None => fresh,
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query =
+        Some(PathAndQuery::try_from(path_and_query).map_err(|_| PathError::BadPercent)?);
+    *req.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::BadPercent)?;
+    Ok(())
+}
+
+/// The destination named by an absolute URI (`http_proxy` clients), or `Host`/`:authority`.
+pub(crate) fn host_of<B>(req: &Request<B>) -> Option<String> {
+    req.uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned)
+        })
+}
+
+/// Points the request at `authority`, in the version the chosen pool speaks. The caller's
+/// `Host` is kept; for an external service it becomes the service's address. What must not
+/// cross a hop was stripped when the request arrived (`strip_hop_by_hop`, before the proxy
+/// added its own headers), once for all its tries.
+pub(crate) fn rewrite<B>(
+    req: Request<B>,
+    scheme: Scheme,
+    authority: &str,
+    h2: bool,
+    replace_host: bool,
+) -> Result<Request<B>, ProxyError> {
+    let (mut parts, body) = req.into_parts();
+    let original_host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| parts.uri.authority().map(|a| a.as_str().to_owned()));
+    let path = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let authority: Authority = authority
+        .parse()
+        .map_err(|_| ProxyError::NoRoute(authority.to_owned()))?;
+    parts.uri = Uri::builder()
+        .scheme(scheme)
+        .authority(authority.clone())
+        .path_and_query(path)
+        .build()
+        .map_err(|_| ProxyError::Protocol)?;
+    if h2 {
+        parts.version = Version::HTTP_2;
+        parts.headers.remove(header::HOST);
+    } else {
+        parts.version = Version::HTTP_11;
+        let host = if replace_host {
+            Some(authority.as_str().to_owned())
+        } else {
+            original_host
+        };
+        if let Some(h) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+            parts.headers.insert(header::HOST, h);
+        }
+    }
+    Ok(Request::from_parts(parts, body))
+}
+
+/// An HTTP/1.1 request for a kept-alive connection to its destination: origin-form (the
+/// connection says where), the caller's `Host` kept — from the URI's authority if it sent
+/// none (HTTP/2 callers) — or `host` for a service outside the mesh (hop-by-hop headers went
+/// when the request arrived). The endpoint's address is never formatted or parsed here.
+pub(crate) fn rewrite_h1<B>(req: Request<B>, host: Option<&HeaderValue>) -> Request<B> {
+    let (mut parts, body) = req.into_parts();
+    if let Some(h) = host {
+        parts.headers.insert(header::HOST, h.clone());
+    } else if !parts.headers.contains_key(header::HOST)
+        && let Some(h) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    {
+        parts.headers.insert(header::HOST, h);
+    }
+    if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
+        parts.uri = match parts.uri.path_and_query() {
+            Some(p) if p.as_str() != "/" => Uri::from(p.clone()),
+            _ => Uri::default(),
+        };
+    }
+    parts.version = Version::HTTP_11;
+    Request::from_parts(parts, body)
 }
 
 #[cfg(test)]

@@ -19,10 +19,10 @@ use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
 
 use crate::attempts::{self, Via};
+use crate::body::Body;
 use crate::config::ProxyConfig;
-use crate::error::ProxyError;
-use crate::forward::{Body, is_grpc, local, normalize_path, rewrite, rewrite_h1};
-use crate::headers::{PEER, strip_hop_by_hop};
+use crate::error::{ProxyError, local};
+use crate::headers::{PEER, is_grpc, normalize_path, rewrite, rewrite_h1, strip_hop_by_hop};
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};

@@ -6,7 +6,7 @@
 //! proxies; timeouts from the mesh file; Prometheus metrics by route name; an admin endpoint.
 //!
 //! Map: [`config`] (what to run, from the mesh file) → [`server`] (workers, listeners, drain)
-//! → [`forward`] and [`inbound`] (the request lifecycles) → [`upstream`] (pools and connectors) and [`tls`];
+//! → [`outbound`] and [`inbound`] (the request lifecycles) → [`attempts`] → [`cluster`] and [`upstream`] (pools and connectors) and [`tls`];
 //! [`error`] is the one place failures become responses. Policy arithmetic is `hopwise-model`'s.
 
 pub mod admin;
@@ -15,22 +15,25 @@ pub mod balance;
 pub mod body;
 pub mod budget;
 pub mod certs;
+pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod control;
 pub mod deadline;
 pub mod error;
-pub mod forward;
 pub mod headers;
 pub mod inbound;
 pub mod limits;
 pub mod listeners;
 pub mod live;
 pub mod metrics;
+pub mod outbound;
 pub mod replay;
 pub mod server;
+pub mod state;
 pub mod tls;
 pub mod upstream;
+pub mod worker;
 
 pub use config::ProxyConfig;
 pub use server::{Bound, Running, ServerError, start};

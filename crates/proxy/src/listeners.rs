@@ -8,35 +8,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use serde::Serialize;
-
+// The command line's say over the listeners lives with the configuration it is part of.
 use crate::config::ProxyConfig;
+pub use crate::config::{DEFAULT_MAX_CONNECTIONS, ListenerPolicy};
 
-/// Connections one listener holds at once, unless `--listener-connections` says otherwise.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Connections the admin listener holds at once (scrapers and probes; never many).
 pub const ADMIN_MAX_CONNECTIONS: usize = 64;
-
-/// The command line's say over the listeners.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ListenerPolicy {
-    /// Open connections per listener (inbound, the HTTP-proxy port, each per-upstream port).
-    pub max_connections: usize,
-    /// The outbound listeners may bind a non-loopback address (`--allow-remote-outbound`).
-    pub allow_remote_outbound: bool,
-    /// The admin listener may bind a non-loopback address (`--allow-remote-admin`).
-    pub allow_remote_admin: bool,
-}
-
-impl Default for ListenerPolicy {
-    fn default() -> Self {
-        ListenerPolicy {
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            allow_remote_outbound: false,
-            allow_remote_admin: false,
-        }
-    }
-}
 
 /// A listener that would bind an address others can reach, without the flag that allows it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,7 +2,7 @@
 //!
 //! Everything a request reads that comes from the mesh file — clusters with their routes and
 //! policies, who may call, each worker's pools and metrics handles — hangs off one [`Live`],
-//! which [`crate::server::State`] holds behind an atomic pointer. A request loads it once (one
+//! which [`crate::state::State`] holds behind an atomic pointer. A request loads it once (one
 //! atomic load and a reference count, no lock, no allocation) and keeps it to its end, so a
 //! request in flight finishes under the configuration it started with while new requests see the
 //! new one.
@@ -19,11 +19,12 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
+use crate::cluster::ClusterShared;
 use crate::config::ProxyConfig;
-use crate::forward::{ClusterShared, Outbound};
 use crate::inbound::Inbound;
 use crate::inbound::limits::InboundGauges;
 use crate::metrics::Metrics;
+use crate::outbound::Outbound;
 use crate::tls::{CertStore, TlsError};
 
 /// One configuration in force: the configuration, what the workers share about each upstream,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use hopwise_model::Mesh;
 
 use super::*;
+use crate::cluster::ClusterShared;
 use crate::config::{Cluster, Target};
-use crate::forward::ClusterShared;
 
 const BASE: &str = "mesh: { name: live, trust_domain: live.local }
 services:

@@ -1,0 +1,270 @@
+//! The outbound request lifecycle, read top to bottom as the chart "The path of a request" in
+//! ARCHITECTURE.md: refuse a tunnel → strip hop-by-hop headers and make the path canonical →
+//! pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
+//! decide the deadline, once (route timeout, trimmed to the caller's) → the limits (fail fast
+//! over a cap) → the tries ([`crate::attempts`]: pick a copy, send, classify, retry if the
+//! policy, the request's safety, the budget and the deadline allow) → record metrics → the
+//! upstream's answer, or one local reply from [`ProxyError`].
+//!
+//! What it runs on is built elsewhere: each upstream's state and pools in [`crate::cluster`],
+//! the rewrites of a request in [`crate::headers`]. The inbound side is [`crate::inbound`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hopwise_model::{GrpcCode, Policy};
+use http::{HeaderMap, Request, Response};
+use hyper::body::Incoming;
+use indexmap::IndexMap;
+use tokio::time::Instant;
+
+use crate::attempts;
+use crate::body::Body;
+use crate::cluster::{ClusterShared, ClusterState};
+use crate::config::{ProxyConfig, Route};
+use crate::deadline;
+use crate::error::{ProxyError, local};
+use crate::headers::{PEER, host_of, is_grpc, normalize_path, strip_hop_by_hop};
+use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::replay::Replay;
+use crate::tls::{CertStore, TlsError};
+
+/// Which outbound listener a request arrived on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A local port dedicated to one upstream.
+    Upstream(String),
+    /// The HTTP-proxy port: the upstream is named by `Host`.
+    HttpProxy,
+}
+
+/// A listener's [`Entry`] resolved once, so a request does not hash the upstream's name: the
+/// listener's index, which each configuration maps to its cluster (clusters come and go with
+/// live policy changes; per-upstream listeners do not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// The index of the per-upstream listener (none: a name this proxy has no listener for).
+    Port(Option<usize>),
+    /// By `Host` / `:authority`.
+    ByHost,
+}
+
+/// Outbound forwarding state of one worker: its own pools, shared metrics.
+pub struct Outbound {
+    service: String,
+    clusters: IndexMap<String, ClusterState>,
+    /// By the index of a per-upstream listener (`Dispatch::Port`): the index of its cluster.
+    ports: Vec<Option<usize>>,
+    by_host: Arc<ProxyConfig>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("service", &self.service)
+            .field("clusters", &self.clusters.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Outbound {
+    /// One worker's outbound state for `config`. `ports` names the per-upstream listeners in
+    /// the order their [`Dispatch::Port`] indices refer to. A cluster of `previous` (the
+    /// configuration this one replaces) that connects the same way lends its pools, so a
+    /// policy change does not drop warm connections.
+    pub fn new(
+        config: Arc<ProxyConfig>,
+        certs: Option<&Arc<CertStore>>,
+        metrics: Arc<Metrics>,
+        shared: &IndexMap<String, Arc<ClusterShared>>,
+        ports: &[String],
+        previous: Option<&Outbound>,
+    ) -> Result<Self, TlsError> {
+        let mut clusters = IndexMap::new();
+        for (name, cluster) in &config.clusters {
+            let shared = shared
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| ClusterShared::new(cluster));
+            let previous = previous.and_then(|p| p.clusters.get(name));
+            let idle = config.timeouts.pool_idle;
+            let state = ClusterState::new(name, cluster, certs, &metrics, shared, idle, previous)?;
+            clusters.insert(name.clone(), state);
+        }
+        let ports = ports.iter().map(|n| clusters.get_index_of(n)).collect();
+        Ok(Outbound {
+            service: config.service.clone(),
+            clusters,
+            ports,
+            by_host: config,
+            metrics,
+        })
+    }
+
+    /// Where requests from a listener for `entry` go, given the per-upstream listeners' names
+    /// in order (the same list every [`Outbound`] of this proxy is built with).
+    pub fn dispatch(entry: &Entry, ports: &[String]) -> Dispatch {
+        match entry {
+            Entry::Upstream(name) => Dispatch::Port(ports.iter().position(|p| p == name)),
+            Entry::HttpProxy => Dispatch::ByHost,
+        }
+    }
+
+    pub async fn handle(&self, dispatch: Dispatch, req: Request<Incoming>) -> Response<Body> {
+        let version = req.version();
+        let mut resp = self.forward(dispatch, req).await;
+        *resp.version_mut() = version;
+        resp
+    }
+
+    /// The lifecycle, one step per line of the chart.
+    async fn forward(&self, dispatch: Dispatch, mut req: Request<Incoming>) -> Response<Body> {
+        let start = Instant::now();
+        let grpc = is_grpc(req.headers());
+        if let Err(err) = arrive(&mut req) {
+            self.metrics
+                .local_reply(Direction::Outbound, &self.service, err.reason());
+            return local(err, grpc, GrpcCode::Unavailable);
+        }
+        let Some(state) = self.cluster(dispatch, &req) else {
+            let host = host_of(&req).unwrap_or_default();
+            self.metrics
+                .local_reply(Direction::Outbound, &self.service, "no-route");
+            return local(ProxyError::NoRoute(host), grpc, GrpcCode::Unavailable);
+        };
+        let Some(route_index) = state.cluster.route_index(req.uri().path()) else {
+            let err = ProxyError::NoRoute(state.cluster.service.clone());
+            return local(err, grpc, GrpcCode::Unavailable);
+        };
+        let route = &state.cluster.routes[route_index];
+        let rm = &state.routes[route_index];
+        rm.request();
+        let policy = &route.policy;
+        let on_timeout = policy.grpc_status_on_timeout;
+        // The app's claim to an identity goes before anything is sent on.
+        req.headers_mut().remove(PEER);
+
+        // Decided once, here: the tries only count down to it.
+        let (limit, deadline_is_callers) = request_deadline(policy, req.headers(), grpc);
+        if limit.is_some_and(|l| l.is_zero()) {
+            // The caller has given up already: do not start work nobody waits for.
+            rm.retry_skipped("deadline");
+            return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
+        }
+        let deadline = limit.map(|l| start + l);
+
+        let _admitted = match state.shared.gauges.admit() {
+            Ok(a) => a,
+            Err(t) => {
+                self.metrics.limit_tripped(&state.cluster.service, t.name());
+                return finish_local(rm, ProxyError::Overflow(t.name()), grpc, on_timeout, start);
+            }
+        };
+        if let Some(b) = &state.shared.budget {
+            b.deposit();
+        }
+        let safe = safe_to_repeat(route, &req);
+        let (head, body) = req.into_parts();
+        let sent = Instant::now();
+        let resp = attempts::run(attempts::Tries {
+            state,
+            route,
+            rm,
+            head,
+            replay: Replay::new(body, replay_bound(policy)),
+            grpc,
+            safe,
+            deadline,
+            deadline_is_callers,
+        })
+        .await;
+        // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.
+        let upstream_time = sent.elapsed();
+        rm.response(
+            resp.status().as_u16(),
+            resp.headers(),
+            start.elapsed(),
+            upstream_time,
+        );
+        resp
+    }
+
+    /// The cluster a request goes to: its listener's, or the one its `Host` names.
+    fn cluster(&self, dispatch: Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
+        match dispatch {
+            Dispatch::Port(p) => p
+                .and_then(|p| self.ports.get(p).copied().flatten())
+                .and_then(|i| self.clusters.get_index(i))
+                .map(|(_, s)| s),
+            Dispatch::ByHost => host_of(req)
+                .and_then(|h| self.by_host.cluster_for_host(&h))
+                .and_then(|c| self.clusters.get(&c.service)),
+        }
+    }
+}
+
+/// The request as it arrives from the app: a tunnel refused (it would carry traffic past every
+/// policy), hop-by-hop headers stripped before anything of ours is added (nothing the app sends
+/// can name our headers), the path made canonical (routes match it, and it is what goes on).
+fn arrive(req: &mut Request<Incoming>) -> Result<(), ProxyError> {
+    if req.method() == http::Method::CONNECT {
+        return Err(ProxyError::ConnectMethod);
+    }
+    strip_hop_by_hop(req.headers_mut());
+    normalize_path(req).map_err(ProxyError::BadPath)
+}
+
+/// How long the whole request may take, and whether that is the caller's deadline (else the
+/// route's timeout): the route timeout, trimmed to what the caller has left when the route
+/// propagates deadlines. Zero: the caller has given up.
+fn request_deadline(policy: &Policy, headers: &HeaderMap, grpc: bool) -> (Option<Duration>, bool) {
+    let callers = if policy.propagate_deadline {
+        deadline::incoming(headers, grpc)
+    } else {
+        None
+    };
+    let ours = policy.timeout.map(|d| d.get());
+    match (ours, callers) {
+        (Some(o), Some(c)) if c < o => (Some(c), true),
+        (None, Some(c)) => (Some(c), true),
+        (o, _) => (o, false),
+    }
+}
+
+/// Safe to repeat: as declared for the route, else by the request's method (RFC 9110), or
+/// because the caller sent an Idempotency-Key the server can deduplicate with.
+fn safe_to_repeat<B>(route: &Route, req: &Request<B>) -> bool {
+    route
+        .idempotent
+        .unwrap_or_else(|| hopwise_model::policy::idempotent_method(req.method().as_str()))
+        || (route.policy.retry.honor_idempotency_key
+            && req.headers().contains_key("idempotency-key"))
+}
+
+/// How much of the request body is kept for a retry: nothing when the route never retries.
+fn replay_bound(policy: &Policy) -> usize {
+    if policy.retry.count > 0 {
+        policy.retry.max_replay_bytes as usize
+    } else {
+        0
+    }
+}
+
+fn finish_local(
+    rm: &RouteMetrics,
+    err: ProxyError,
+    grpc: bool,
+    on_timeout: GrpcCode,
+    start: Instant,
+) -> Response<Body> {
+    rm.local_reply(err.reason());
+    let resp = err.response(grpc, on_timeout);
+    rm.response(
+        resp.status().as_u16(),
+        resp.headers(),
+        start.elapsed(),
+        Duration::ZERO,
+    );
+    resp.map(Body::from)
+}

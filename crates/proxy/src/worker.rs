@@ -1,0 +1,312 @@
+//! One worker: a thread's single-threaded runtime serving its own sockets of every listener.
+//! The accept loops (a connection past its listener's cap closed at once, before any TLS or
+//! HTTP), the TLS accept on the inbound port, each connection served under its timer
+//! ([`crate::conn`]) with the configuration in force loaded once per request, the certificate
+//! reload on worker 0, and the drain: listeners closed, requests in flight given the drain
+//! timeout. [`crate::server::start`] binds the sockets and starts the workers.
+
+use std::cell::RefCell;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
+
+use crate::admin;
+use crate::conn::{self, Guard};
+use crate::inbound::Caller;
+use crate::listeners::ConnCap;
+use crate::metrics::Direction;
+use crate::outbound::{Dispatch, Entry, Outbound};
+use crate::state::State;
+use crate::tls::CertStore;
+
+/// Largest request head (request line and headers) accepted; beyond it: 431.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// HTTP/2 keep-alive pings on served connections: every 30 s, answered within 10 s.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(30);
+const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Inbound,
+    Outbound,
+    Admin,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Inbound => "inbound",
+            Kind::Outbound => "outbound",
+            Kind::Admin => "admin",
+        }
+    }
+}
+
+/// One worker's socket of one listener.
+pub(crate) struct Socket1 {
+    pub kind: Kind,
+    pub entry: Option<Entry>,
+    pub socket: std::net::TcpListener,
+    pub cap: Arc<ConnCap>,
+}
+
+pub(crate) struct Worker {
+    pub index: usize,
+    pub listeners: Vec<Socket1>,
+    pub ports: Vec<String>,
+    pub header_read: Duration,
+    pub limits: conn::Limits,
+    pub acceptor: Option<TlsAcceptor>,
+    /// Worker 0's: the certificates it reloads from disk when they change.
+    pub certs: Option<Arc<CertStore>>,
+    pub state: Arc<State>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+impl Worker {
+    pub(crate) async fn run(self) {
+        // Every connection task holds a sender: when all are gone, the worker has drained.
+        let (open, mut drained) = mpsc::channel::<()>(1);
+        let mut tasks = tokio::task::JoinSet::new();
+        let builder = Arc::new(server_builder(self.header_read));
+        let listeners: Vec<_> = self
+            .listeners
+            .into_iter()
+            .filter_map(|l| match TcpListener::from_std(l.socket) {
+                Ok(listener) => Some((l.kind, l.entry, l.cap, listener)),
+                Err(e) => {
+                    tracing::error!("cannot register a listener: {e}");
+                    None
+                }
+            })
+            .collect();
+        for (kind, entry, cap, listener) in listeners {
+            let ctx = Conn {
+                kind,
+                worker: self.index,
+                dispatch: entry.as_ref().map(|e| Outbound::dispatch(e, &self.ports)),
+                header_read: self.header_read,
+                limits: self.limits,
+                acceptor: self.acceptor.clone(),
+                state: self.state.clone(),
+                builder: builder.clone(),
+            };
+            let accepting = accept(listener, cap, ctx, open.clone(), self.shutdown.clone());
+            tasks.spawn(accepting);
+        }
+        if let Some(certs) = self.certs {
+            tokio::spawn(reload(certs, self.shutdown.clone()));
+        }
+        self.state.ready_workers.fetch_add(1, Ordering::AcqRel);
+        while tasks.join_next().await.is_some() {}
+        // Listeners are closed and every connection asked to finish; let requests in flight do.
+        drop(open);
+        let drain = self.state.config().timeouts.drain;
+        let _ = tokio::time::timeout(drain, drained.recv()).await;
+    }
+}
+
+/// One listener's accept loop, until shutdown; each connection served on its own task, which
+/// holds a place under the listener's cap and a sender of `open` while it lives.
+async fn accept(
+    listener: TcpListener,
+    cap: Arc<ConnCap>,
+    ctx: Conn,
+    open: mpsc::Sender<()>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let kind = ctx.kind;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    // Full: closed at once, before any TLS or HTTP.
+                    let Some(place) = cap.take() else {
+                        ctx.state.metrics.connection_refused(kind.name(), "limit");
+                        drop(tcp);
+                        continue;
+                    };
+                    let (ctx, open, drain) = (ctx.clone(), open.clone(), shutdown.clone());
+                    tokio::spawn(async move {
+                        ctx.serve(tcp, drain).await;
+                        drop((place, open));
+                    });
+                }
+                // Out of file descriptors and the like: back off, do not spin.
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+/// Reloads the certificates when their files change (every 2 s), until shutdown.
+async fn reload(certs: Arc<CertStore>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => match certs.reload_if_changed() {
+                Ok(true) => tracing::info!("certificates reloaded"),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("keeping the old certificates: {e}"),
+            },
+            _ = shutdown.changed() => break,
+        }
+    }
+}
+
+fn server_builder(header_read: Duration) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read)
+        .max_buf_size(MAX_HEAD)
+        .keep_alive(true);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD as u32)
+        // A peer that stops answering pings is gone: closed, whatever its streams.
+        .keep_alive_interval(H2_PING_INTERVAL)
+        .keep_alive_timeout(H2_PING_TIMEOUT);
+    b
+}
+
+#[derive(Clone)]
+struct Conn {
+    kind: Kind,
+    /// The worker serving this connection: its forwarding state in each configuration.
+    worker: usize,
+    /// Outbound listeners: where their requests go, resolved once.
+    dispatch: Option<Dispatch>,
+    header_read: Duration,
+    limits: conn::Limits,
+    acceptor: Option<TlsAcceptor>,
+    state: Arc<State>,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+}
+
+impl Conn {
+    async fn serve(self, tcp: TcpStream, drain: watch::Receiver<bool>) {
+        // The header-read allowance counts from here, TLS handshake included.
+        let guard = Guard::new(self.limits);
+        let _ = tcp.set_nodelay(true);
+        let direction = match self.kind {
+            Kind::Inbound => Direction::Inbound,
+            _ => Direction::Outbound,
+        };
+        let metrics = self.state.metrics.clone();
+        if self.kind != Kind::Admin {
+            metrics.connection_opened(direction);
+        }
+        match self.kind {
+            Kind::Admin => self.serve_admin(tcp, guard, drain).await,
+            Kind::Outbound => self.serve_outbound(tcp, guard, drain).await,
+            Kind::Inbound => match &self.acceptor {
+                Some(acceptor) => {
+                    let timeout = self.header_read;
+                    let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(e)) => {
+                            metrics.handshake(Direction::Inbound, false);
+                            tracing::debug!("inbound handshake refused: {e}");
+                            metrics.connection_closed(direction);
+                            return;
+                        }
+                        Err(_) => {
+                            metrics.handshake(Direction::Inbound, false);
+                            metrics.connection_closed(direction);
+                            return;
+                        }
+                    };
+                    metrics.handshake(Direction::Inbound, true);
+                    self.serve_tls(tls, guard, drain).await;
+                }
+                None => self.serve_plain_inbound(tcp, guard, drain).await,
+            },
+        }
+        if self.kind != Kind::Admin {
+            metrics.connection_closed(direction);
+        }
+    }
+
+    async fn serve_admin(&self, tcp: TcpStream, guard: Guard, drain: watch::Receiver<bool>) {
+        let state = self.state.clone();
+        let svc = service_fn(move |req| {
+            let state = state.clone();
+            async move { Ok::<_, Infallible>(admin::handle(&state, req)) }
+        });
+        let conn = self
+            .builder
+            .serve_connection(TokioIo::new(tcp), guard.track(svc));
+        guard.drive(Box::pin(conn.into_owned()), drain).await;
+    }
+
+    async fn serve_outbound(&self, tcp: TcpStream, guard: Guard, drain: watch::Receiver<bool>) {
+        let live = RefCell::new(self.state.cache());
+        let (w, dispatch) = (self.worker, self.dispatch.unwrap_or(Dispatch::ByHost));
+        let svc = service_fn(move |req: hyper::Request<Incoming>| {
+            // The configuration in force now, kept by this request to its end: one
+            // atomic load and the reference count (as the handler's own `Arc` was).
+            let live = live.borrow_mut().load().clone();
+            async move { Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await) }
+        });
+        let conn = self
+            .builder
+            .serve_connection(TokioIo::new(tcp), guard.track(svc));
+        guard.drive(Box::pin(conn.into_owned()), drain).await;
+    }
+
+    /// The inbound port after its handshake: the caller is who its certificate names (a
+    /// certificate from the CA that names nobody is kept as such: refused).
+    async fn serve_tls(
+        &self,
+        tls: tokio_rustls::server::TlsStream<TcpStream>,
+        guard: Guard,
+        drain: watch::Receiver<bool>,
+    ) {
+        let caller = Arc::new(Caller::of_tls(tls.get_ref().1.peer_certificates()));
+        let (live, w) = (RefCell::new(self.state.cache()), self.worker);
+        let svc = service_fn(move |req: hyper::Request<Incoming>| {
+            let live = live.borrow_mut().load().clone();
+            let caller = caller.clone();
+            async move { Ok::<_, Infallible>(live.worker(w).inbound.handle(&caller, req).await) }
+        });
+        let conn = self
+            .builder
+            .serve_connection(TokioIo::new(tls), guard.track(svc));
+        guard.drive(Box::pin(conn.into_owned()), drain).await;
+    }
+
+    /// The inbound port of a proxy without TLS (`--plaintext`): nobody to identify.
+    async fn serve_plain_inbound(
+        &self,
+        tcp: TcpStream,
+        guard: Guard,
+        drain: watch::Receiver<bool>,
+    ) {
+        let (live, w) = (RefCell::new(self.state.cache()), self.worker);
+        let svc = service_fn(move |req: hyper::Request<Incoming>| {
+            let live = live.borrow_mut().load().clone();
+            async move {
+                Ok::<_, Infallible>(live.worker(w).inbound.handle(&Caller::Plaintext, req).await)
+            }
+        });
+        let conn = self
+            .builder
+            .serve_connection(TokioIo::new(tcp), guard.track(svc));
+        guard.drive(Box::pin(conn.into_owned()), drain).await;
+    }
+}
