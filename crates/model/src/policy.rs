@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -461,13 +460,7 @@ impl Policy {
         }
     }
 
-    /// The longest one try can last: the shorter of the per-try and route timeouts, if any.
-    pub fn try_window(&self) -> Option<Duration> {
-        match (self.per_try_timeout, self.timeout) {
-            (Some(a), Some(b)) => Some(a.min(b).get()),
-            (a, b) => a.or(b).map(Dur::get),
-        }
-    }
+    // `try_window`, the first try's timeout, is in `attempt.rs` with the rest of that arithmetic.
 }
 
 /// RFC 9110 §9.2.2: the idempotent methods (the safe ones, PUT and DELETE).

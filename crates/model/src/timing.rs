@@ -1,6 +1,7 @@
 //! Timeout-budget arithmetic: how long a call can take when what it calls hangs, how many tries
-//! fit in a window, and the largest per-try timeout that would fit. It exists once, here; the
-//! analyser's tables and the proxy's deadlines use these functions.
+//! fit in a window, and the largest per-try timeout that would fit: the analyser's tables. What
+//! the proxy computes for each try (deadline, try timeout, retry gate, budget) is `attempt.rs`,
+//! which the analyser calls too.
 //!
 //! `None` as a duration means "never ends" (no timeout anywhere below a hang).
 
