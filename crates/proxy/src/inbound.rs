@@ -9,7 +9,7 @@ pub mod limits;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hopwise_model::{GrpcCode, Protocol};
 use http::header::HeaderValue;
@@ -17,6 +17,7 @@ use http::uri::Scheme;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
+use tokio::time::Instant;
 
 use crate::attempts::{self, Via};
 use crate::body::Body;
@@ -197,13 +198,7 @@ impl Inbound {
         if let Some(rm) = rm {
             rm.request();
         }
-        let refused = match caller {
-            Caller::Plaintext => None,
-            Caller::Verified(p) if self.config.authorizes(&p.id, path) => None,
-            Caller::Verified(p) => Some(ProxyError::Forbidden(p.id.to_string())),
-            Caller::Unidentified(e) => Some(ProxyError::NoIdentity(e.to_string())),
-        };
-        if let Some(err) = refused {
+        if let Some(err) = self.refused(caller, path) {
             return self.refuse(rm, err, grpc, start);
         }
         let Some(app) = self.app else {
@@ -220,16 +215,10 @@ impl Inbound {
                 return self.refuse(rm, ProxyError::InboundOverflow(cap), grpc, start);
             }
         };
-        // `insert` replaces whatever the caller claimed.
-        match caller {
-            Caller::Verified(p) => {
-                req.headers_mut().insert(PEER, p.header.clone());
-            }
-            _ => {
-                req.headers_mut().remove(PEER);
-            }
-        }
+        set_identity(caller, req.headers_mut());
         let sent = Instant::now();
+        // The app's deadline, decided once: `inbound.timeout` from now.
+        let deadline = self.gauges.limits().timeout.map(|t| sent + t.get());
         // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a
         // memcpy of the whole future per request, measured).
         let mut send = std::pin::pin!(async {
@@ -241,11 +230,11 @@ impl Inbound {
         });
         // Dropping the request on expiry drops its connection to the app (or resets its
         // stream): the app's work for a caller who holds on is bounded too.
-        let result = match self.gauges.limits().timeout {
-            Some(t) => tokio::select! {
+        let result = match deadline {
+            Some(d) => tokio::select! {
                 biased;
                 r = &mut send => r,
-                () = tokio::time::sleep(t.get()) => Err(ProxyError::AppTimeout),
+                () = tokio::time::sleep_until(d) => Err(ProxyError::AppTimeout),
             },
             None => send.await,
         };
@@ -271,6 +260,17 @@ impl Inbound {
             );
         }
         resp
+    }
+
+    /// Why `caller` may not call `path`, if it may not: a caller the handshake could not
+    /// identify never may; a verified one as the rules say; without TLS there is no one to check.
+    fn refused(&self, caller: &Caller, path: &str) -> Option<ProxyError> {
+        match caller {
+            Caller::Plaintext => None,
+            Caller::Verified(p) if self.config.authorizes(&p.id, path) => None,
+            Caller::Verified(p) => Some(ProxyError::Forbidden(p.id.to_string())),
+            Caller::Unidentified(e) => Some(ProxyError::NoIdentity(e.to_string())),
+        }
     }
 
     /// HTTP/1.1 to the app. A request the connection never took (the app closed it just as we
@@ -318,5 +318,18 @@ impl Inbound {
             }
         }
         result
+    }
+}
+
+/// `x-hopwise-peer-identity` from the certificate alone: `insert` replaces whatever the caller
+/// claimed, and without a verified caller any claim is removed.
+fn set_identity(caller: &Caller, headers: &mut http::HeaderMap) {
+    match caller {
+        Caller::Verified(p) => {
+            headers.insert(PEER, p.header.clone());
+        }
+        _ => {
+            headers.remove(PEER);
+        }
     }
 }

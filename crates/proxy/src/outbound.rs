@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hopwise_model::attempt::{self, Bound, Trim};
 use hopwise_model::{GrpcCode, Policy};
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;
@@ -146,13 +147,15 @@ impl Outbound {
         req.headers_mut().remove(PEER);
 
         // Decided once, here: the tries only count down to it.
-        let (limit, deadline_is_callers) = request_deadline(policy, req.headers(), grpc);
-        if limit.is_some_and(|l| l.is_zero()) {
-            // The caller has given up already: do not start work nobody waits for.
-            rm.retry_skipped("deadline");
-            return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
-        }
-        let deadline = limit.map(|l| start + l);
+        let (deadline, deadline_is_callers) = match request_deadline(policy, req.headers(), grpc) {
+            Trim::Unbounded => (None, false),
+            Trim::Until(l) => (Some(start + l.time), l.bound == Bound::Caller),
+            Trim::Passed => {
+                // The caller has given up already: do not start work nobody waits for.
+                rm.retry_skipped("deadline");
+                return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
+            }
+        };
 
         let _admitted = match state.shared.gauges.admit() {
             Ok(a) => a,
@@ -215,21 +218,16 @@ fn arrive(req: &mut Request<Incoming>) -> Result<(), ProxyError> {
     normalize_path(req).map_err(ProxyError::BadPath)
 }
 
-/// How long the whole request may take, and whether that is the caller's deadline (else the
-/// route's timeout): the route timeout, trimmed to what the caller has left when the route
-/// propagates deadlines. Zero: the caller has given up.
-fn request_deadline(policy: &Policy, headers: &HeaderMap, grpc: bool) -> (Option<Duration>, bool) {
+/// How long the whole request may take, and whose limit that is: the route timeout, trimmed to
+/// what the caller has left when the route propagates deadlines (`hopwise-model`'s `trim`, as
+/// `hopwise check` assumes it).
+fn request_deadline(policy: &Policy, headers: &HeaderMap, grpc: bool) -> Trim {
     let callers = if policy.propagate_deadline {
         deadline::incoming(headers, grpc)
     } else {
         None
     };
-    let ours = policy.timeout.map(|d| d.get());
-    match (ours, callers) {
-        (Some(o), Some(c)) if c < o => (Some(c), true),
-        (None, Some(c)) => (Some(c), true),
-        (o, _) => (o, false),
-    }
+    attempt::trim(policy.timeout.map(|d| d.get()), callers)
 }
 
 /// Safe to repeat: as declared for the route, else by the request's method (RFC 9110), or
