@@ -10,7 +10,9 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use hopwise_proxy::tls::{CertFiles, CertStore};
 use hopwise_proxy::{ProxyConfig, Running};

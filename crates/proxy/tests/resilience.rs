@@ -244,7 +244,7 @@ async fn the_callers_deadline_travels_and_trims_the_timeout() {
     let mut req = request("GET", "/", "b", b"");
     req.headers_mut()
         .insert("x-hopwise-timeout-ms", "300".parse().unwrap());
-    let t = std::time::Instant::now();
+    let t = tokio::time::Instant::now();
     let (status, headers, _) = get(a.bound.upstreams["b"], req).await;
     assert_eq!(status, 504);
     assert_eq!(headers["x-hopwise-error"], "deadline-exceeded");
