@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use hopwise_proxy::config::Target;
+use support::in_process::{self, with_endpoints};
 use support::*;
 
 const MESH: &str = "
@@ -40,26 +41,30 @@ fn point(
     c
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On a paused clock, served in process: "fast" is in the proxy's own time (its back-offs).
+#[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_a_fast_503_with_its_reason() {
     let f = Fixture::new(MESH);
-    let a = start(outbound(f.config("a"), &[("b", closed_port())])).await;
+    let a = in_process::serve(with_endpoints(f.config("a"), "b", vec![closed_port()])).await;
     let t = Instant::now();
-    let (status, headers, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+    let (status, headers, _) = get(a.upstreams["b"], request("GET", "/", "b", b"")).await;
     assert_eq!(status, 503);
     assert_eq!(headers["x-hopwise-error"], "connect-refused");
     assert!(t.elapsed() < Duration::from_secs(2));
-    let m = metrics(&a).await;
+    let m = a.metrics();
     assert!(m.contains(r#"hopwise_local_replies_total{direction="outbound",service="b",reason="connect-refused"} 1"#), "{m}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On a paused clock, served in process: the 300 ms route timeout in virtual time.
+#[tokio::test(start_paused = true)]
 async fn a_hung_upstream_meets_the_route_timeout() {
     let f = Fixture::new(MESH);
     let app = backend(slow(Duration::from_secs(30))).await;
-    let b = start(inbound(f.config("b"), app.addr)).await;
-    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
-    let (status, headers, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+    let mut bc = f.config("b");
+    bc.app = Some(app.addr);
+    let b = in_process::serve(bc).await;
+    let a = in_process::serve(with_endpoints(f.config("a"), "b", vec![b.inbound.unwrap()])).await;
+    let (status, headers, _) = get(a.upstreams["b"], request("GET", "/", "b", b"")).await;
     assert_eq!(status, 504);
     assert_eq!(headers["x-hopwise-error"], "route-timeout");
 }

@@ -398,7 +398,9 @@ async fn one_caller_cannot_take_every_request_to_the_app() {
     assert!(text.contains("inbound.max_requests_per_caller"), "{text}");
 }
 
-#[tokio::test]
+/// On a paused clock, the proxy served in process (plain HTTP: who calls does not matter here),
+/// so `inbound.timeout` runs in virtual time.
+#[tokio::test(start_paused = true)]
 async fn an_app_that_does_not_answer_gets_504_and_its_connection_dropped() {
     let ca = Ca::new();
     // An app that reads a request, never answers, and reports when its connection closes.
@@ -419,12 +421,19 @@ async fn an_app_that_does_not_answer_gets_504_and_its_connection_dropped() {
             });
         }
     });
-    let proxy = ca.proxy("slow", app).await;
-    let addr = proxy.bound.inbound.unwrap();
-    let loan = ca.client(&CertFiles::in_dir(&ca.certs(), "loan"), "slow", b"http/1.1");
+    let mut config = ca.config("slow");
+    config.app = Some(app);
+    let proxy = support::in_process::serve(config).await;
+    let addr = proxy.inbound.unwrap();
     let sent = Instant::now();
-    let (status, error, _) = raw(&loan, addr, &get("/")).await;
-    assert_eq!((status, error.as_deref()), (504, Some("app-timeout")));
+    let (status, headers, _) = support::get(addr, support::request("GET", "/", "slow", b"")).await;
+    assert_eq!(
+        (
+            status.as_u16(),
+            headers.get("x-hopwise-error").and_then(|v| v.to_str().ok())
+        ),
+        (504, Some("app-timeout"))
+    );
     assert!(sent.elapsed() < Duration::from_secs(3));
     let at = tokio::time::timeout(Duration::from_secs(3), closed.recv())
         .await

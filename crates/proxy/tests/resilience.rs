@@ -1,6 +1,9 @@
 //! Retries, safety of repetition, budgets, limits, deadlines, single-hop marking and outlier
 //! ejection — with real proxies, real sockets and failures injected for real. Counts are
-//! asserted exactly, from the backends' own counters and from the proxies' metrics.
+//! asserted exactly, from the backends' own counters and from the proxies' metrics. What is a
+//! matter of time (per-try timeouts, deadlines, caps held while a request waits, ejection and
+//! latency-aware balancing) runs on a paused clock, the proxies served in process
+//! (`support/in_process.rs`) so their timers are the test's.
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
@@ -15,6 +18,7 @@ use hopwise_proxy::config::Target;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use support::in_process::{self, InProcess};
 use support::*;
 
 fn mesh(call: &str) -> String {
@@ -52,6 +56,31 @@ async fn with_copies_in(
         *endpoints = bs.iter().map(|b| b.bound.inbound.unwrap()).collect();
     }
     let a = start(ac).await;
+    (f, a, bs)
+}
+
+/// [`with_copies`] served in process on the test's runtime (for tests on a paused clock).
+async fn in_process_copies(
+    call: &str,
+    apps: &[std::net::SocketAddr],
+) -> (Fixture, InProcess, Vec<InProcess>) {
+    in_process_copies_in(&mesh(call), apps).await
+}
+
+/// [`in_process_copies`] for a whole mesh file (services `a` and `b`).
+async fn in_process_copies_in(
+    mesh: &str,
+    apps: &[std::net::SocketAddr],
+) -> (Fixture, InProcess, Vec<InProcess>) {
+    let f = Fixture::new(mesh);
+    let mut bs = Vec::new();
+    for app in apps {
+        let mut c = f.config("b");
+        c.app = Some(*app);
+        bs.push(in_process::serve(c).await);
+    }
+    let copies = bs.iter().map(|b| b.inbound.unwrap()).collect();
+    let a = in_process::serve(in_process::with_endpoints(f.config("a"), "b", copies)).await;
     (f, a, bs)
 }
 
@@ -173,20 +202,21 @@ async fn refused_connections_are_retried_for_any_method() {
     drop(a);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// On a paused clock: the per-try timeouts run in virtual time, through real sockets.
+#[tokio::test(start_paused = true)]
 async fn the_timeout_trap_one_try_with_istios_list_three_with_reset() {
     let hang = backend(slow(Duration::from_secs(30))).await;
     let istio = "{ preset: istio, timeout: 5s, per_try_timeout: 300ms }";
-    let (_f, a, _bs) = with_copies(istio, &[hang.addr]).await;
-    let (status, headers, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+    let (_f, a, _bs) = in_process_copies(istio, &[hang.addr]).await;
+    let (status, headers, _) = get(a.upstreams["b"], request("GET", "/", "b", b"")).await;
     assert_eq!(status, 504);
     assert_eq!(headers["x-hopwise-error"], "per-try-timeout");
     assert_eq!(hits(&hang), 1, "Istio's list cannot retry a timed-out try");
 
     let hang2 = backend(slow(Duration::from_secs(30))).await;
     let with_reset = "{ preset: istio, timeout: 5s, per_try_timeout: 300ms, retries: { on: [connect-failure, refused-stream, unavailable, cancelled, retriable-status-codes, reset] } }";
-    let (_f2, a2, _bs2) = with_copies(with_reset, &[hang2.addr]).await;
-    let (status, _, _) = get(a2.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+    let (_f2, a2, _bs2) = in_process_copies(with_reset, &[hang2.addr]).await;
+    let (status, _, _) = get(a2.upstreams["b"], request("GET", "/", "b", b"")).await;
     assert_eq!(status, 504);
     assert_eq!(hits(&hang2), 3);
 }
@@ -203,27 +233,28 @@ async fn an_exhausted_budget_stops_retries_and_says_so() {
     assert!(m.contains(r#"reason="budget"} 1"#), "{m}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_request_over_a_cap_fails_fast_with_the_caps_name() {
     let slow_app = backend(slow(Duration::from_millis(600))).await;
     let call = "{ timeout: 5s, limits: { max_requests: 1 } }";
-    let (_f, a, _bs) = with_copies(call, &[slow_app.addr]).await;
-    let port = a.bound.upstreams["b"];
+    let (_f, a, _bs) = in_process_copies(call, &[slow_app.addr]).await;
+    let port = a.upstreams["b"];
     let first = tokio::spawn(async move { get(port, request("GET", "/", "b", b"")).await });
+    // On a paused clock this returns once everything is idle: the first request waits in the app.
     tokio::time::sleep(Duration::from_millis(150)).await;
     let (status, headers, _) = get(port, request("GET", "/", "b", b"")).await;
     assert_eq!(status, 503);
     assert_eq!(headers["x-hopwise-limit"], "max_requests");
     assert_eq!(headers["x-hopwise-error"], "overflow");
     assert_eq!(first.await.unwrap().0, 200);
-    let m = metrics(&a).await;
+    let m = a.metrics();
     assert!(
         m.contains(r#"hopwise_limits_tripped_total{service="b",limit="max_requests"} 1"#),
         "{m}"
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_callers_deadline_travels_and_trims_the_timeout() {
     let seen = Arc::new(std::sync::Mutex::new(None::<String>));
     let log = seen.clone();
@@ -240,16 +271,17 @@ async fn the_callers_deadline_travels_and_trims_the_timeout() {
         })
     }))
     .await;
-    let (_f, a, _bs) = with_copies("{ timeout: 5s }", &[app.addr]).await;
+    let (_f, a, _bs) = in_process_copies("{ timeout: 5s }", &[app.addr]).await;
     let mut req = request("GET", "/", "b", b"");
     req.headers_mut()
         .insert("x-hopwise-timeout-ms", "300".parse().unwrap());
     let t = tokio::time::Instant::now();
-    let (status, headers, _) = get(a.bound.upstreams["b"], req).await;
+    let (status, headers, _) = get(a.upstreams["b"], req).await;
     assert_eq!(status, 504);
     assert_eq!(headers["x-hopwise-error"], "deadline-exceeded");
+    // Virtual time: the caller's 300 ms, not the route's 5 s nor the app's 1.5 s.
     assert!(
-        t.elapsed() < Duration::from_millis(1400),
+        t.elapsed() >= Duration::from_millis(300) && t.elapsed() < Duration::from_millis(1400),
         "{:?}",
         t.elapsed()
     );
@@ -261,7 +293,7 @@ async fn the_callers_deadline_travels_and_trims_the_timeout() {
     req.headers_mut()
         .insert("x-hopwise-timeout-ms", "0".parse().unwrap());
     let before = hits(&app);
-    let (status, _, _) = get(a.bound.upstreams["b"], req).await;
+    let (status, _, _) = get(a.upstreams["b"], req).await;
     assert_eq!(status, 504);
     assert_eq!(hits(&app), before);
 }
@@ -298,17 +330,17 @@ services:
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_copy_that_keeps_failing_is_ejected() {
     let bad = backend(status(503)).await;
     let good = backend(echo()).await;
     let call = "{ timeout: 5s, retries: { count: 1, on: [gateway-error] }, balancer: round-robin }";
-    let (_f, a, _bs) = with_copies(call, &[bad.addr, good.addr]).await;
+    let (_f, a, _bs) = in_process_copies(call, &[bad.addr, good.addr]).await;
     for _ in 0..30 {
-        let (status, _, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+        let (status, _, _) = get(a.upstreams["b"], request("GET", "/", "b", b"")).await;
         assert_eq!(status, 200);
     }
-    let m = metrics(&a).await;
+    let m = a.metrics();
     assert!(
         m.contains(r#"hopwise_ejections_total{service="b"} 1"#),
         "{m}"
@@ -377,6 +409,8 @@ async fn grpc_app(
     let app = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
+            // Nagle's wait is real time, which a paused clock would skip past to a timeout.
+            let _ = tcp.set_nodelay(true);
             let count = count.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -407,6 +441,7 @@ async fn grpc_app(
 /// An HTTP/2 (prior knowledge) connection to `addr`, as a gRPC client opens one.
 async fn h2c(addr: std::net::SocketAddr) -> hyper::client::conn::http2::SendRequest<Full<Bytes>> {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = tcp.set_nodelay(true);
     let (send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tcp),
@@ -433,13 +468,13 @@ async fn reserve(
     (status, resp.into_body().collect().await.unwrap())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_grpc_copy_that_keeps_answering_unavailable_is_ejected() {
     // Every answer of the bad copy is HTTP 200 with grpc-status 14: a gateway failure all the
     // same (Envoy maps UNAVAILABLE to 503), so five in a row eject it.
     let (bad, bad_hits) = grpc_app(|_| 14).await;
     let (good, _) = grpc_app(|_| 0).await;
-    let (_f, a, _bs) = with_copies_in(
+    let (_f, a, _bs) = in_process_copies_in(
         "mesh: { trust_domain: test.local }
 services:
   a:
@@ -450,13 +485,13 @@ services:
         &[bad, good],
     )
     .await;
-    let mut send = h2c(a.bound.upstreams["b"]).await;
+    let mut send = h2c(a.upstreams["b"]).await;
     for _ in 0..30 {
         let (status, collected) = reserve(&mut send).await;
         assert_eq!(status, 200);
         assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
     }
-    let m = metrics(&a).await;
+    let m = a.metrics();
     assert!(
         m.contains(r#"hopwise_ejections_total{service="b"} 1"#),
         "{m}"
@@ -523,15 +558,15 @@ services:
     assert_eq!(hits(&c_app), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_slow_copy_among_fast_ones_gets_little_traffic_with_peak_ewma() {
     let slow_app = backend(slow(Duration::from_millis(150))).await;
     let fast1 = backend(echo()).await;
     let fast2 = backend(echo()).await;
     let call = "{ timeout: 5s, balancer: peak-ewma }";
-    let (_f, a, _bs) = with_copies(call, &[slow_app.addr, fast1.addr, fast2.addr]).await;
+    let (_f, a, _bs) = in_process_copies(call, &[slow_app.addr, fast1.addr, fast2.addr]).await;
     for _ in 0..60 {
-        let (status, _, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
+        let (status, _, _) = get(a.upstreams["b"], request("GET", "/", "b", b"")).await;
         assert_eq!(status, 200);
     }
     // Once measured, the slow copy loses every two-way choice: it saw only the first few.

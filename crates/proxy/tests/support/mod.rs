@@ -24,6 +24,8 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+pub mod in_process;
+
 pub type Handler = Arc<
     dyn Fn(
             Request<Incoming>,
