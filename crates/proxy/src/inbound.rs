@@ -171,12 +171,7 @@ impl Inbound {
             .local_reply(Direction::Inbound, &self.config.service, err.reason());
         let resp = local(err, grpc, GrpcCode::DeadlineExceeded);
         if let Some(rm) = rm {
-            rm.response(
-                resp.status().as_u16(),
-                resp.headers(),
-                start.elapsed(),
-                Duration::ZERO,
-            );
+            rm.answered(&resp, start.elapsed(), Duration::ZERO);
         }
         resp
     }
@@ -252,12 +247,7 @@ impl Inbound {
             }
         };
         if let Some(rm) = rm {
-            rm.response(
-                resp.status().as_u16(),
-                resp.headers(),
-                start.elapsed(),
-                upstream_time,
-            );
+            rm.answered(&resp, start.elapsed(), upstream_time);
         }
         resp
     }

@@ -5,9 +5,11 @@
 //! and hands it to the app. HTTP/1.1, HTTP/2 and gRPC; pooled, kept-alive connections between
 //! proxies; timeouts from the mesh file; Prometheus metrics by route name; an admin endpoint.
 //!
-//! Map: [`config`] (what to run, from the mesh file) → [`server`] (workers, listeners, drain)
-//! → [`outbound`] and [`inbound`] (the request lifecycles) → [`attempts`] → [`cluster`] and [`upstream`] (pools and connectors) and [`tls`];
-//! [`error`] is the one place failures become responses. Policy arithmetic is `hopwise-model`'s.
+//! Map: [`config`] (what to run, from the mesh file) → [`server`] and [`worker`] (listeners,
+//! workers, drain) → [`outbound`] and [`inbound`] (the request lifecycles) → [`attempts`] (the
+//! tries) → [`cluster`] and [`upstream`] (pools and connectors) and [`tls`]; [`error`] is the
+//! one place failures become responses. Imports go one way, down this map (ARCHITECTURE.md).
+//! Policy arithmetic is `hopwise-model`'s.
 
 pub mod admin;
 pub mod attempts;

@@ -376,6 +376,11 @@ impl RouteMetrics {
             .observe(total.saturating_sub(upstream).as_secs_f64());
     }
 
+    /// [`RouteMetrics::response`] of the answer `resp`.
+    pub fn answered<B>(&self, resp: &http::Response<B>, total: Duration, upstream: Duration) {
+        self.response(resp.status().as_u16(), resp.headers(), total, upstream);
+    }
+
     pub fn local_reply(&self, reason: &'static str) {
         self.metrics
             .local_reply(self.direction, &self.service, reason);

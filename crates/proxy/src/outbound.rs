@@ -1,5 +1,5 @@
-//! The outbound request lifecycle, read top to bottom as the chart "The path of a request" in
-//! ARCHITECTURE.md: refuse a tunnel → strip hop-by-hop headers and make the path canonical →
+//! The outbound request lifecycle, read top to bottom as the chart "The path of a request"
+//! in ARCHITECTURE.md: refuse a tunnel → strip hop-by-hop headers and make the path canonical →
 //! pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
 //! decide the deadline, once (route timeout, trimmed to the caller's) → the limits (fail fast
 //! over a cap) → the tries ([`crate::attempts`]: pick a copy, send, classify, retry if the
@@ -184,12 +184,7 @@ impl Outbound {
         .await;
         // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.
         let upstream_time = sent.elapsed();
-        rm.response(
-            resp.status().as_u16(),
-            resp.headers(),
-            start.elapsed(),
-            upstream_time,
-        );
+        rm.answered(&resp, start.elapsed(), upstream_time);
         resp
     }
 
@@ -258,11 +253,6 @@ fn finish_local(
 ) -> Response<Body> {
     rm.local_reply(err.reason());
     let resp = err.response(grpc, on_timeout);
-    rm.response(
-        resp.status().as_u16(),
-        resp.headers(),
-        start.elapsed(),
-        Duration::ZERO,
-    );
+    rm.answered(&resp, start.elapsed(), Duration::ZERO);
     resp.map(Body::from)
 }
