@@ -8,9 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hopwise_api::control_port::ChannelError;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::pb;
 use crate::pb::control_client::ControlClient;
@@ -154,7 +155,7 @@ pub enum ClientError {
 
 /// `host:port` from `host:port` or `https://host:port`; `http://` is refused (no plaintext).
 pub fn authority(server: &str) -> Result<&str, ClientError> {
-    hopwise_model::control_port::authority(server).map_err(|reason| ClientError::Address {
+    hopwise_api::control_port::authority(server).map_err(|reason| ClientError::Address {
         server: server.to_owned(),
         reason,
     })
@@ -169,20 +170,17 @@ pub async fn connect(server: &Server) -> Result<Client, ClientError> {
             server: name.to_owned(),
             reason,
         })?;
-    // The connector does the TLS; tonic sees a plain URI, so its own (feature-gated) TLS layer
-    // never takes `https` for itself.
-    let endpoint = Endpoint::from_shared(format!("http://{authority}"))
-        .map_err(|e| ClientError::Address {
-            server: name.to_owned(),
-            reason: e.to_string(),
-        })?
-        .connect_timeout(Duration::from_secs(3));
-    let channel = endpoint
-        .connect_with_connector(connect::Connector { config })
+    let channel = hopwise_api::control_port::channel(authority, config, Duration::from_secs(3))
         .await
-        .map_err(|e| ClientError::Connect {
-            server: name.to_owned(),
-            reason: source_chain(&e),
+        .map_err(|e| match e {
+            ChannelError::Address(reason) => ClientError::Address {
+                server: name.to_owned(),
+                reason,
+            },
+            ChannelError::Connect(reason) => ClientError::Connect {
+                server: name.to_owned(),
+                reason,
+            },
         })?;
     let bearer = match &server.admin_token {
         None => None,
@@ -196,17 +194,6 @@ pub async fn connect(server: &Server) -> Result<Client, ClientError> {
         ),
     };
     Ok(ControlClient::with_interceptor(channel, Bearer(bearer)))
-}
-
-fn source_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        next = s.source();
-    }
-    out
 }
 
 fn call_error(server: &str, s: tonic::Status) -> ClientError {

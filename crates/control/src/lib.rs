@@ -25,9 +25,6 @@ pub mod store;
 pub mod tls;
 pub mod token;
 
-pub mod pb {
-    //! The API's messages, client and server, generated from `proto/control.proto` by
-    //! `build.rs` (protox + tonic-prost-build).
-    #![allow(missing_debug_implementations, clippy::all, clippy::unwrap_used)]
-    tonic::include_proto!("hopwise.control.v1");
-}
+/// The API's messages, client and server: `hopwise-api`'s, compiled once for the proxy and
+/// the control plane.
+pub use hopwise_api::pb;

@@ -1,8 +1,6 @@
-//! The control port as its clients see it: the address they are given (`https://HOST:PORT`, or
-//! `HOST:PORT`; never `http://`, the port is TLS only) and the identity the server must present,
-//! `spiffe://<trust-domain>/control`. Pure: the proxy's client and the control plane's own
-//! (command line, lab, bench) both call [`authority`] and [`check_control_identity`], so they
-//! agree without depending on each other.
+//! The control plane's identity name in a mesh, `spiffe://<trust-domain>/control`: the one piece
+//! of the control port the mesh itself knows ([`crate::Mesh::control_identity`]). Addresses and
+//! the check a client makes of the server are `hopwise-api`'s (`control_port`).
 //!
 //! A service's identity is `spiffe://<trust-domain>/service/<name>` ([`crate::Mesh::identity`]):
 //! `/control` is outside `/service/`, so no proxy's certificate can pass as the control plane.
@@ -15,92 +13,15 @@ pub fn control_identity(trust_domain: &str) -> String {
     format!("spiffe://{trust_domain}{CONTROL_PATH}")
 }
 
-/// Whether `id` (a server certificate's URI SAN) is a control plane's: a SPIFFE id whose path is
-/// exactly `/control`, in `trust_domain` when it is known. The error says what was found.
-pub fn check_control_identity(id: &str, trust_domain: Option<&str>) -> Result<(), String> {
-    let Some(rest) = id.strip_prefix("spiffe://") else {
-        return Err(format!("the server is `{id}`, not a SPIFFE id"));
-    };
-    let (domain, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    if path != CONTROL_PATH {
-        return Err(format!(
-            "the server is {id}, not a control plane (its path must be {CONTROL_PATH})"
-        ));
-    }
-    match trust_domain {
-        Some(expected) if expected != domain => Err(format!(
-            "the server is {id}, a control plane of trust domain `{domain}`, not `{expected}`"
-        )),
-        _ if domain.is_empty() => Err(format!("the server is {id}: no trust domain")),
-        _ => Ok(()),
-    }
-}
-
-/// `HOST:PORT` of `https://HOST:PORT` or `HOST:PORT`. The error says what is wrong (the caller
-/// names its flag).
-pub fn authority(url: &str) -> Result<&str, String> {
-    let rest = match url.split_once("://") {
-        None => url,
-        Some(("https", rest)) => rest,
-        Some(("http", _)) => {
-            return Err(
-                "the control plane speaks TLS only: write https://HOST:PORT or HOST:PORT".into(),
-            );
-        }
-        Some((scheme, _)) => return Err(format!("`{scheme}://` is not https://")),
-    };
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    if rest.is_empty() || rest.contains('/') || !rest.contains(':') {
-        return Err("write https://HOST:PORT or HOST:PORT, e.g. 127.0.0.1:7900".into());
-    }
-    Ok(rest)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn addresses_are_host_port_over_tls() {
-        assert_eq!(authority("127.0.0.1:7900").unwrap(), "127.0.0.1:7900");
-        assert_eq!(
-            authority("https://10.0.0.7:7900/").unwrap(),
-            "10.0.0.7:7900"
-        );
-        assert_eq!(authority("https://[::1]:7900").unwrap(), "[::1]:7900");
-        assert!(
-            authority("http://127.0.0.1:7900")
-                .unwrap_err()
-                .contains("TLS only")
-        );
-        for bad in ["127.0.0.1", "https://", "grpc://x:1", "https://x:1/path"] {
-            assert!(authority(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn only_the_control_path_of_the_right_domain_passes() {
+    fn the_control_identity_is_the_control_path() {
         assert_eq!(
             control_identity("shop.local"),
             "spiffe://shop.local/control"
         );
-        assert!(check_control_identity("spiffe://shop.local/control", None).is_ok());
-        assert!(check_control_identity("spiffe://shop.local/control", Some("shop.local")).is_ok());
-        for (id, domain, says) in [
-            ("spiffe://shop.local/service/b", None, "not a control plane"),
-            ("spiffe://shop.local/control/x", None, "not a control plane"),
-            ("spiffe://shop.local/controls", None, "not a control plane"),
-            ("spiffe://shop.local", None, "not a control plane"),
-            ("https://shop.local/control", None, "not a SPIFFE id"),
-            ("spiffe:///control", None, "no trust domain"),
-            (
-                "spiffe://other/control",
-                Some("shop.local"),
-                "not `shop.local`",
-            ),
-        ] {
-            let e = check_control_identity(id, domain).unwrap_err();
-            assert!(e.contains(says), "{id}: {e}");
-        }
     }
 }

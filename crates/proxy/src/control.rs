@@ -47,16 +47,8 @@ use crate::tls::{CertFiles, CertStore};
 
 mod channel;
 
-pub mod pb {
-    //! The wire types of `crates/control/proto/control.proto`.
-    #![allow(
-        clippy::all,
-        clippy::pedantic,
-        missing_debug_implementations,
-        unreachable_pub
-    )]
-    tonic::include_proto!("hopwise.control.v1");
-}
+/// The wire types: `hopwise-api`'s, compiled once for the proxy and the control plane.
+pub use hopwise_api::pb;
 
 mod delta;
 

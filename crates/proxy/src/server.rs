@@ -125,24 +125,8 @@ fn bind_all(
 }
 
 /// Resolves on SIGTERM or Ctrl-C: when a proxy drains, and when the lab's runs stop their
-/// children. Never resolves if neither can be watched (no signal is not a signal).
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                () = ctrl_c => {}
-            }
-        }
-        Err(_) => ctrl_c.await,
-    }
-}
+/// children (`hopwise-api`'s one wait).
+pub use hopwise_api::shutdown::signal as shutdown_signal;
 
 /// Binds every listener and starts the workers. Errors (a port in use, unreadable
 /// certificates) come back before anything is served.

@@ -6,17 +6,19 @@
 //! (`spiffe://<trust-domain>/service/<name>`) is read from the URI SAN. Outbound, the server must
 //! present the identity of the service we meant to reach — a certificate from the right CA for
 //! the wrong service is refused. Toward the control plane ([`control_client_config`]), the server
-//! must present a control plane's identity, `spiffe://<trust-domain>/control`.
+//! must present a control plane's identity, `spiffe://<trust-domain>/control`, checked by
+//! `hopwise-api`'s one verifier; identities are read by `hopwise-api`'s one reading
+//! ([`peer_identity`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
+use rustls::client::ResolvesClientCert;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{ResolvesClientCert, verify_server_cert_signed_by_trust_anchor};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::server::{ClientHello, ParsedCertificate, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{
     ClientConfig, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
@@ -24,6 +26,8 @@ use rustls::{
 };
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+
+use hopwise_api::control_port::ClientConfigError;
 
 /// Why certificates could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
@@ -197,8 +201,8 @@ impl CertStore {
         alpn: &[u8],
     ) -> Result<Arc<ClientConfig>, TlsError> {
         let verifier = SpiffeServerVerifier {
-            anchors: Anchors::Store(self.clone()),
-            expected: Expected::Exactly(expected.to_owned()),
+            store: self.clone(),
+            expected: expected.to_owned(),
             algs: self.provider.signature_verification_algorithms,
         };
         let mut config = ClientConfig::builder_with_provider(self.provider.clone())
@@ -277,29 +281,13 @@ impl ReloadingClientVerifier {
     }
 }
 
-/// Accepts a server certificate only if it chains to the trust bundle and carries the
-/// expected SPIFFE identity. DNS names play no part: identities are what the mesh checks.
+/// Accepts a server certificate only if it chains to the trust bundle (as it is at the
+/// handshake) and carries exactly the expected SPIFFE identity. DNS names play no part:
+/// identities are what the mesh checks.
 struct SpiffeServerVerifier {
-    anchors: Anchors,
-    expected: Expected,
+    store: Arc<CertStore>,
+    expected: String,
     algs: WebPkiSupportedAlgorithms,
-}
-
-/// The roots a server certificate must chain to.
-enum Anchors {
-    /// The store's bundle as it is at the handshake (between proxies).
-    Store(Arc<CertStore>),
-    /// Fixed when the config is made (toward the control plane).
-    Fixed(Arc<RootCertStore>),
-}
-
-/// The identity a server must present.
-#[derive(Debug)]
-enum Expected {
-    /// Another proxy: exactly its service's identity.
-    Exactly(String),
-    /// The control plane: `spiffe://<trust-domain>/control`, of this trust domain once known.
-    ControlPlane { trust_domain: Option<String> },
 }
 
 impl std::fmt::Debug for SpiffeServerVerifier {
@@ -319,34 +307,21 @@ impl ServerCertVerifier for SpiffeServerVerifier {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let parsed = ParsedCertificate::try_from(end_entity)?;
-        let roots = match &self.anchors {
-            Anchors::Store(store) => store.material().roots.clone(),
-            Anchors::Fixed(roots) => roots.clone(),
-        };
-        verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &roots,
+        let roots = self.store.material().roots.clone();
+        let id = hopwise_api::identity::server_identity(
+            end_entity,
             intermediates,
+            &roots,
             now,
-            self.algs.all,
+            &self.algs,
         )?;
-        let Some(id) = spiffe_id(end_entity) else {
-            return Err(rustls::Error::General(
-                "the server's certificate carries no SPIFFE identity".to_owned(),
-            ));
-        };
-        match &self.expected {
-            Expected::Exactly(expected) if id == *expected => Ok(ServerCertVerified::assertion()),
-            Expected::Exactly(expected) => Err(rustls::Error::General(format!(
-                "the server is {id}, not {expected}"
-            ))),
-            Expected::ControlPlane { trust_domain } => {
-                hopwise_model::control_port::check_control_identity(&id, trust_domain.as_deref())
-                    .map_err(rustls::Error::General)?;
-                Ok(ServerCertVerified::assertion())
-            }
+        if id != self.expected {
+            return Err(rustls::Error::General(format!(
+                "the server is {id}, not {}",
+                self.expected
+            )));
         }
+        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -372,51 +347,7 @@ impl ServerCertVerifier for SpiffeServerVerifier {
     }
 }
 
-/// Why a certificate that chains to the mesh's CA still names nobody.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum IdentityError {
-    #[error("the peer presented no certificate")]
-    NoCertificate,
-    #[error("the certificate cannot be parsed")]
-    Unparsable,
-    #[error("the certificate carries no URI SAN (no SPIFFE ID)")]
-    NoUri,
-    #[error("the certificate carries {0} URI SANs; a SPIFFE certificate has exactly one")]
-    SeveralUris(usize),
-    #[error("the certificate's URI SAN is not a SPIFFE ID: {0}")]
-    Malformed(#[from] hopwise_model::spiffe::SpiffeIdError),
-}
-
-/// The SPIFFE ID of a certificate, by the X.509-SVID rules: exactly one URI SAN, and that a
-/// SPIFFE ID checked strictly ([`hopwise_model::spiffe::parse_id`]).
-pub fn peer_identity(cert: &CertificateDer<'_>) -> Result<String, IdentityError> {
-    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref())
-        .map_err(|_| IdentityError::Unparsable)?;
-    let san = parsed
-        .subject_alternative_name()
-        .map_err(|_| IdentityError::Unparsable)?
-        .ok_or(IdentityError::NoUri)?;
-    let mut uris = san
-        .value
-        .general_names
-        .iter()
-        .filter_map(|name| match name {
-            x509_parser::extensions::GeneralName::URI(uri) => Some(*uri),
-            _ => None,
-        });
-    let uri = uris.next().ok_or(IdentityError::NoUri)?;
-    let more = uris.count();
-    if more > 0 {
-        return Err(IdentityError::SeveralUris(more + 1));
-    }
-    hopwise_model::spiffe::parse_id(uri)?;
-    Ok(uri.to_owned())
-}
-
-/// The SPIFFE ID of a certificate ([`peer_identity`]), if it has a valid one.
-pub fn spiffe_id(cert: &CertificateDer<'_>) -> Option<String> {
-    peer_identity(cert).ok()
-}
+pub use hopwise_api::identity::{IdentityError, peer_identity, spiffe_id};
 
 /// A client config toward the control plane (TLS 1.3, ALPN h2): its certificate must chain to
 /// `roots` and carry `spiffe://<trust-domain>/control` (of `trust_domain` once known). `client`:
@@ -427,21 +358,19 @@ pub fn control_client_config(
     trust_domain: Option<String>,
     client: Option<&CertFiles>,
 ) -> Result<Arc<ClientConfig>, TlsError> {
-    let provider = provider();
     let mut store = RootCertStore::empty();
-    let (added, _) = store.add_parsable_certificates(roots);
-    if added == 0 {
-        return Err(TlsError::Config(rustls::Error::General(
-            "no usable CA certificate to check the control plane with".to_owned(),
-        )));
+    // A certificate of the bundle that cannot be parsed is skipped; none at all is an error
+    // (said before the client's files are read).
+    let no_roots = || {
+        TlsError::Config(rustls::Error::General(
+            ClientConfigError::NoRoots.to_string(),
+        ))
+    };
+    if store.add_parsable_certificates(roots).0 == 0 {
+        return Err(no_roots());
     }
-    let verifier = control_verifier(Arc::new(store), trust_domain, &provider);
-    let builder = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier));
-    let mut config = match client {
-        None => builder.with_no_client_auth(),
+    let presented = match client {
+        None => None,
         Some(files) => {
             let chain = read_certs(&files.cert)?;
             let key =
@@ -449,28 +378,17 @@ pub fn control_client_config(
                     path: files.key.clone(),
                     source,
                 })?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|source| TlsError::Key {
-                    path: files.key.clone(),
-                    source,
-                })?
+            Some((chain, key))
         }
     };
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(Arc::new(config))
-}
-
-fn control_verifier(
-    roots: Arc<RootCertStore>,
-    trust_domain: Option<String>,
-    provider: &CryptoProvider,
-) -> SpiffeServerVerifier {
-    SpiffeServerVerifier {
-        anchors: Anchors::Fixed(roots),
-        expected: Expected::ControlPlane { trust_domain },
-        algs: provider.signature_verification_algorithms,
-    }
+    hopwise_api::control_port::client_config(store, trust_domain, presented).map_err(|e| match e {
+        ClientConfigError::ClientCert(source) => TlsError::Key {
+            path: client.map(|f| f.key.clone()).unwrap_or_default(),
+            source,
+        },
+        ClientConfigError::Tls(e) => TlsError::Config(e),
+        ClientConfigError::NoRoots => no_roots(),
+    })
 }
 
 /// A client config for a TLS service outside the mesh: verified against `ca` for `server_name`.
@@ -493,6 +411,3 @@ pub fn external_client_config(ca: &Path, alpn: &[u8]) -> Result<Arc<ClientConfig
     config.alpn_protocols = vec![alpn.to_vec()];
     Ok(Arc::new(config))
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,14 +1,11 @@
 //! The proxy's side of incremental snapshots: what it last received on the current stream
 //! (whole, merged; separate from what it accepted and runs), and each new message merged onto
-//! it. `diff` and `apply` are `hopwise_model::snapshot_delta`'s on this crate's own generated
-//! types (the control plane instantiates the same on its own; the crates share no code but
-//! `hopwise-model`). Pure: no I/O.
+//! it with `hopwise-api`'s `apply` (the control plane's streams make deltas with its `diff`).
+//! Pure: no I/O.
 
-use hopwise_model::delta::DeltaError;
+use hopwise_api::delta::{DeltaError, apply};
 
 use super::pb;
-
-hopwise_model::snapshot_delta!(pb);
 
 /// Why a message does not give a whole snapshot: the proxy refuses that version in its
 /// acknowledgement and opens a new stream, which starts whole.
@@ -83,6 +80,7 @@ impl Received {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use hopwise_api::delta::diff;
 
     fn whole(version: u64, endpoints: &[&str]) -> pb::Snapshot {
         pb::Snapshot {

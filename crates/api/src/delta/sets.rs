@@ -1,12 +1,10 @@
-//! The set arithmetic of incremental snapshots, free of any wire type: the control plane diffs
-//! what it last sent on a stream against what it would send now, and a proxy applies that diff
-//! to what it last received. Both sides build on these functions (their snapshot types are
-//! generated separately from the same proto), so "what changed" means the same on both.
+//! The set arithmetic under [`super::diff`] and [`super::apply`], free of any wire type: sets
+//! of text (addresses) diffed and applied, and ordered lists of named items (upstreams) diffed
+//! and applied with their order.
 //!
-//! Lists are of text (addresses, service names). An endpoint list is sorted and holds each
-//! element once; applying is strict — removing what is absent or adding what is present is an
-//! error — because either means the two sides no longer agree on the base, and the only safe
-//! answer then is a whole snapshot.
+//! An endpoint list is sorted and holds each element once; applying is strict — removing what
+//! is absent or adding what is present is an error — because either means the two sides no
+//! longer agree on the base, and the only safe answer then is a whole snapshot.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -146,126 +144,6 @@ pub fn reorder<T>(
         }
     }
     Ok(slots.into_iter().flatten().collect())
-}
-
-/// Defines `diff` and `apply` on the generated types of `proto/control.proto` in module `$pb`
-/// (`Snapshot`, `Upstream`). The control plane and the proxy each generate those types from the
-/// same proto and must not depend on each other, so the one algorithm is written here, once, and
-/// instantiated in each:
-///
-/// - `diff(prev, next)`: what `next` changes from `prev` (both whole, `prev` the last sent on the
-///   stream), as a delta on `prev.version`. A copy joining or leaving costs one address.
-/// - `apply(base, d)`: the whole snapshot delta `d` gives on `base` (the last one received on
-///   the stream, whose version the caller has checked against `d.base_version`); a whole `d`
-///   is returned as it is. `apply(prev, diff(prev, next)) == next` for whole snapshots whose
-///   optional strings are present and whose endpoint lists are sorted as text, each once (as the
-///   control plane sends them).
-#[macro_export]
-macro_rules! snapshot_delta {
-    ($pb:ident) => {
-        /// See `hopwise_model::snapshot_delta`.
-        pub fn diff(prev: &$pb::Snapshot, next: &$pb::Snapshot) -> $pb::Snapshot {
-            use $crate::delta;
-            // A delta on version 0 would read as whole (`base_version` 0) and lose what it
-            // left out: no base, no delta.
-            if prev.version == 0 {
-                return next.clone();
-            }
-            let prev_names: Vec<&str> = prev.upstreams.iter().map(|u| u.service.as_str()).collect();
-            let next_names: Vec<&str> = next.upstreams.iter().map(|u| u.service.as_str()).collect();
-            let (removed_upstreams, order) = delta::order_diff(&prev_names, &next_names);
-            let upstreams = next
-                .upstreams
-                .iter()
-                .filter_map(|u| {
-                    let before = prev.upstreams.iter().find(|p| p.service == u.service);
-                    let none = Vec::new();
-                    let (added, removed) =
-                        delta::set_diff(before.map_or(&none, |p| &p.endpoints), &u.endpoints);
-                    let same = before.is_some_and(|p| p.identity == u.identity)
-                        && added.is_empty()
-                        && removed.is_empty();
-                    (!same).then(|| $pb::Upstream {
-                        service: u.service.clone(),
-                        identity: u.identity.clone(),
-                        endpoints: added,
-                        removed_endpoints: removed,
-                    })
-                })
-                .collect();
-            let callers_changed = prev.allowed_callers != next.allowed_callers;
-            $pb::Snapshot {
-                version: next.version,
-                config_version: next.config_version,
-                service: next.service.clone(),
-                identity: next.identity.clone(),
-                mesh_yaml: delta::changed(&prev.mesh_yaml, &next.mesh_yaml).flatten(),
-                policy_json: delta::changed(&prev.policy_json, &next.policy_json).flatten(),
-                upstreams,
-                trust_bundle_pem: delta::changed(&prev.trust_bundle_pem, &next.trust_bundle_pem)
-                    .flatten(),
-                allowed_callers: if callers_changed {
-                    next.allowed_callers.clone()
-                } else {
-                    Vec::new()
-                },
-                ca_generation: next.ca_generation,
-                base_version: prev.version,
-                removed_upstreams,
-                upstream_order: order.unwrap_or_default(),
-                allowed_callers_changed: callers_changed,
-            }
-        }
-
-        /// See `hopwise_model::snapshot_delta`.
-        pub fn apply(
-            base: &$pb::Snapshot,
-            d: $pb::Snapshot,
-        ) -> Result<$pb::Snapshot, $crate::delta::DeltaError> {
-            use $crate::delta;
-            if d.base_version == 0 {
-                return Ok(d);
-            }
-            let order = (!d.upstream_order.is_empty()).then_some(d.upstream_order.as_slice());
-            let upstreams = delta::list_apply(
-                base.upstreams.clone(),
-                &d.removed_upstreams,
-                d.upstreams,
-                order,
-                |u| &u.service,
-                |c| &c.service,
-                |old, c| {
-                    let held = old.map(|o| o.endpoints).unwrap_or_default();
-                    Ok($pb::Upstream {
-                        endpoints: delta::set_apply(&held, &c.endpoints, &c.removed_endpoints)?,
-                        removed_endpoints: Vec::new(),
-                        service: c.service,
-                        identity: c.identity,
-                    })
-                },
-            )?;
-            Ok($pb::Snapshot {
-                version: d.version,
-                config_version: d.config_version,
-                service: d.service,
-                identity: d.identity,
-                mesh_yaml: d.mesh_yaml.or_else(|| base.mesh_yaml.clone()),
-                policy_json: d.policy_json.or_else(|| base.policy_json.clone()),
-                upstreams,
-                trust_bundle_pem: d.trust_bundle_pem.or_else(|| base.trust_bundle_pem.clone()),
-                allowed_callers: if d.allowed_callers_changed {
-                    d.allowed_callers
-                } else {
-                    base.allowed_callers.clone()
-                },
-                ca_generation: d.ca_generation,
-                base_version: 0,
-                removed_upstreams: Vec::new(),
-                upstream_order: Vec::new(),
-                allowed_callers_changed: false,
-            })
-        }
-    };
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-use hopwise_model::delta::DeltaError;
+
 use proptest::prelude::*;
 use prost::Message;
 

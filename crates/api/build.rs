@@ -1,5 +1,6 @@
 //! Compiles `proto/control.proto` with protox (a pure-Rust protobuf compiler), so building
-//! hopwise needs no `protoc` on the machine.
+//! hopwise needs no `protoc` on the machine. Compiled once, here: the proxy (client) and the
+//! control plane (server, and the command line's client) both use these types.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto/control.proto");

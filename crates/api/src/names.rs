@@ -1,0 +1,32 @@
+//! Names that several crates must spell the same: the `x-hopwise-*` headers a proxy sets or
+//! reads, and the metric names a proxy exposes on `/metrics` that the dashboard and the lab's
+//! demos read back. A rename here is a rename everywhere.
+
+/// Every header the proxy owns starts with this; an app's own are never stripped by it.
+pub const HEADER_PREFIX: &str = "x-hopwise-";
+/// The caller's verified SPIFFE identity, set by the inbound proxy only (invariant 7).
+pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
+/// Why the proxy answered itself (a local reply).
+pub const ERROR: &str = "x-hopwise-error";
+/// The try number of a request sent again.
+pub const ATTEMPT: &str = "x-hopwise-attempt";
+/// On an answer given up on after retries: how many tries were made.
+pub const RETRIES_EXHAUSTED: &str = "x-hopwise-retries-exhausted";
+/// Which cap refused a request.
+pub const LIMIT: &str = "x-hopwise-limit";
+/// The deadline travelling with a request, in milliseconds.
+pub const TIMEOUT_MS: &str = "x-hopwise-timeout-ms";
+
+/// The metric names as `/metrics` exposes them (counters with `_total`, histograms' buckets
+/// with `_bucket`).
+pub mod metric {
+    pub const REQUESTS: &str = "hopwise_requests_total";
+    pub const RESPONSES: &str = "hopwise_responses_total";
+    pub const TRIES: &str = "hopwise_tries_total";
+    pub const RETRIES: &str = "hopwise_retries_total";
+    pub const RETRIES_SKIPPED: &str = "hopwise_retries_skipped_total";
+    pub const LIMITS_TRIPPED: &str = "hopwise_limits_tripped_total";
+    pub const EJECTIONS: &str = "hopwise_ejections_total";
+    pub const LOCAL_REPLIES: &str = "hopwise_local_replies_total";
+    pub const REQUEST_DURATION_BUCKET: &str = "hopwise_request_duration_seconds_bucket";
+}
