@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use hopwise_api::names::metric;
 use serde::Serialize;
 
 use super::promtext::Sample;
@@ -202,37 +203,37 @@ impl Counts {
             };
             let v = s.value;
             match s.name.as_str() {
-                "hopwise_requests_total" => calls.requests += v,
-                "hopwise_responses_total" => match s.label("class") {
+                metric::REQUESTS => calls.requests += v,
+                metric::RESPONSES => match s.label("class") {
                     Some("5xx" | "grpc-error") => calls.failed += v,
                     Some(_) => calls.ok += v,
                     None => {}
                 },
-                "hopwise_request_duration_seconds_bucket" => {
+                metric::REQUEST_DURATION_BUCKET => {
                     if let Some(le) = s.label("le").and_then(le) {
                         calls.latency.observe(le, v);
                     }
                 }
-                "hopwise_retries_total" => {
+                metric::RETRIES => {
                     *calls
                         .retries
                         .entry(s.label("condition").unwrap_or("?").to_owned())
                         .or_default() += v;
                 }
-                "hopwise_retries_skipped_total" => {
+                metric::RETRIES_SKIPPED => {
                     *calls
                         .skipped
                         .entry(s.label("reason").unwrap_or("?").to_owned())
                         .or_default() += v;
                 }
-                "hopwise_limits_tripped_total" => {
+                metric::LIMITS_TRIPPED => {
                     *calls
                         .limits
                         .entry(s.label("limit").unwrap_or("?").to_owned())
                         .or_default() += v;
                 }
-                "hopwise_ejections_total" => calls.ejections += v,
-                "hopwise_local_replies_total" => {
+                metric::EJECTIONS => calls.ejections += v,
+                metric::LOCAL_REPLIES => {
                     *calls
                         .local_replies
                         .entry(s.label("reason").unwrap_or("?").to_owned())
