@@ -57,16 +57,17 @@ pub fn render_apply(r: &pb::ApplyResponse) -> String {
             f.severity, f.code, f.subject, f.message, f.fix, f.path
         ));
     }
-    if r.applied {
-        out.push_str(&format!(
-            "{} — version {}\n",
-            r.message,
-            version_text(r.version)
-        ));
-    } else {
-        out.push_str(&format!("refused: {}\n", r.message));
-    }
+    out.push_str(&outcome(r.applied, &r.message, r.version));
     out
+}
+
+/// The last line of `apply` and `rotate-ca`: what was done and the version now, or the refusal.
+fn outcome(done: bool, message: &str, version: u64) -> String {
+    if done {
+        format!("{message} — version {}\n", version_text(version))
+    } else {
+        format!("refused: {message}\n")
+    }
 }
 
 /// What `hopwise control rotate-ca` prints: the outcome, the trust bundle, and the proxies the
@@ -96,15 +97,7 @@ pub fn render_rotate(r: &pb::RotateCaResponse) -> String {
             &r.rotation
         }
     ));
-    if r.done {
-        out.push_str(&format!(
-            "{} — version {}\n",
-            r.message,
-            version_text(r.version)
-        ));
-    } else {
-        out.push_str(&format!("refused: {}\n", r.message));
-    }
+    out.push_str(&outcome(r.done, &r.message, r.version));
     out
 }
 
