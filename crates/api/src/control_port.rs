@@ -9,7 +9,7 @@ pub mod verify;
 
 pub use connect::{ChannelError, Connector, channel, source_chain};
 pub use hopwise_model::control_port::{CONTROL_PATH, control_identity};
-pub use verify::{ClientConfigError, ControlVerifier, client_config};
+pub use verify::{ClientConfigError, ControlPlane, ControlVerifier, client_config};
 
 /// Whether `id` (a server certificate's URI SAN) is a control plane's: a SPIFFE id whose path is
 /// exactly `/control`, in `trust_domain` when it is known. The error says what was found.

@@ -2,8 +2,9 @@
 //! nothing is written twice: the control protocol ([`pb`], compiled once from
 //! `proto/control.proto`), incremental snapshots over it ([`delta`]), SPIFFE identities
 //! ([`spiffe`]: the one strict parser; [`identity`]: the one reading of a peer certificate),
-//! the control port as its clients see it ([`control_port`]: its address, its identity, the one
-//! certificate verifier and the one connector), the header and metric names several crates use
+//! the one server-certificate verifier ([`verifier`]), the control port as its clients see it
+//! ([`control_port`]: its address, its identity, its verifier's expectation and the one
+//! connector), the header and metric names several crates use
 //! ([`names`]), and the one wait for a shutdown signal ([`shutdown`]).
 //!
 //! Graph: `hopwise-model` ← `hopwise-api` ← {`hopwise-proxy`, `hopwise-control`}. `model` knows
@@ -16,6 +17,7 @@ pub mod identity;
 pub mod names;
 pub mod shutdown;
 pub mod spiffe;
+pub mod verifier;
 
 pub mod pb {
     //! The control protocol's messages, client and server, generated from

@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use rustls::client::ResolvesClientCert;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
@@ -25,9 +25,10 @@ use rustls::{
     SignatureScheme,
 };
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
 use hopwise_api::control_port::ClientConfigError;
+use hopwise_api::verifier::{Expectation, SpiffeServerVerifier};
 
 /// Why certificates could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
@@ -200,11 +201,11 @@ impl CertStore {
         expected: &str,
         alpn: &[u8],
     ) -> Result<Arc<ClientConfig>, TlsError> {
-        let verifier = SpiffeServerVerifier {
+        let peer = Peer {
             store: self.clone(),
             expected: expected.to_owned(),
-            algs: self.provider.signature_verification_algorithms,
         };
+        let verifier = SpiffeServerVerifier::new(peer, &self.provider);
         let mut config = ClientConfig::builder_with_provider(self.provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .dangerous()
@@ -281,69 +282,25 @@ impl ReloadingClientVerifier {
     }
 }
 
-/// Accepts a server certificate only if it chains to the trust bundle (as it is at the
-/// handshake) and carries exactly the expected SPIFFE identity. DNS names play no part:
-/// identities are what the mesh checks.
-struct SpiffeServerVerifier {
+/// A server certificate between proxies (`hopwise-api`'s one verifier): it chains to the trust
+/// bundle as it is at the handshake, and carries exactly the expected SPIFFE identity.
+#[derive(Debug)]
+struct Peer {
     store: Arc<CertStore>,
     expected: String,
-    algs: WebPkiSupportedAlgorithms,
 }
 
-impl std::fmt::Debug for SpiffeServerVerifier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpiffeServerVerifier")
-            .field("expected", &self.expected)
-            .finish()
+impl Expectation for Peer {
+    fn roots(&self) -> Arc<RootCertStore> {
+        self.store.material().roots.clone()
     }
-}
 
-impl ServerCertVerifier for SpiffeServerVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let roots = self.store.material().roots.clone();
-        let id = hopwise_api::identity::server_identity(
-            end_entity,
-            intermediates,
-            &roots,
-            now,
-            &self.algs,
-        )?;
-        if id != self.expected {
-            return Err(rustls::Error::General(format!(
-                "the server is {id}, not {}",
-                self.expected
-            )));
+    fn check(&self, id: &str) -> Result<(), String> {
+        if id == self.expected {
+            Ok(())
+        } else {
+            Err(format!("the server is {id}, not {}", self.expected))
         }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
     }
 }
 

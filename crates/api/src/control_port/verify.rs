@@ -1,4 +1,5 @@
-//! The one check of a control plane's certificate, for every client of the control port: it
+//! The one check of a control plane's certificate, for every client of the control port
+//! ([`ControlPlane`], an expectation of [`crate::verifier`]'s one verifier): it
 //! must chain to the roots the client was given, and carry exactly one URI SAN, a strict SPIFFE
 //! ID ([`crate::identity::peer_identity`]) whose path is `/control` — in the mesh's trust domain
 //! once the client knows it (the proxy, after its first snapshot), in any otherwise (the
@@ -7,10 +8,10 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::verifier::{Expectation, SpiffeServerVerifier};
 
 /// Why a client configuration toward the control port cannot be made.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +37,11 @@ pub fn client_config(
         return Err(ClientConfigError::NoRoots);
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = ControlVerifier::new(Arc::new(roots), trust_domain, &provider);
+    let control = ControlPlane {
+        roots: Arc::new(roots),
+        trust_domain,
+    };
+    let verifier = ControlVerifier::new(control, &provider);
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(ClientConfigError::Tls)?
@@ -52,72 +57,26 @@ pub fn client_config(
     Ok(Arc::new(config))
 }
 
-/// The chain against the roots, then the control plane's SPIFFE identity.
+/// A control plane's certificate: chains to `roots`, `/control` of `trust_domain` (the mesh's,
+/// once known: then a control plane of another trust domain is refused) or of any.
 #[derive(Debug)]
-pub struct ControlVerifier {
-    roots: Arc<RootCertStore>,
-    /// The mesh's, once known: then a control plane of another trust domain is refused.
-    trust_domain: Option<String>,
-    algs: WebPkiSupportedAlgorithms,
+pub struct ControlPlane {
+    pub roots: Arc<RootCertStore>,
+    pub trust_domain: Option<String>,
 }
 
-impl ControlVerifier {
-    pub fn new(
-        roots: Arc<RootCertStore>,
-        trust_domain: Option<String>,
-        provider: &CryptoProvider,
-    ) -> Self {
-        ControlVerifier {
-            roots,
-            trust_domain,
-            algs: provider.signature_verification_algorithms,
-        }
+impl Expectation for ControlPlane {
+    fn roots(&self) -> Arc<RootCertStore> {
+        self.roots.clone()
+    }
+
+    fn check(&self, id: &str) -> Result<(), String> {
+        super::check_control_identity(id, self.trust_domain.as_deref())
     }
 }
 
-impl ServerCertVerifier for ControlVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let id = crate::identity::server_identity(
-            end_entity,
-            intermediates,
-            &self.roots,
-            now,
-            &self.algs,
-        )?;
-        super::check_control_identity(&id, self.trust_domain.as_deref())
-            .map_err(rustls::Error::General)?;
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
-    }
-}
+/// The control port's verifier.
+pub type ControlVerifier = SpiffeServerVerifier<ControlPlane>;
 
 #[cfg(test)]
 mod tests {
@@ -125,6 +84,8 @@ mod tests {
     use super::*;
     use crate::identity::tests::ca;
     use rcgen::{CertificateParams, ExtendedKeyUsagePurpose, Issuer, KeyPair, SanType};
+    use rustls::client::danger::{ServerCertVerified, ServerCertVerifier};
+    use rustls_pki_types::{ServerName, UnixTime};
 
     fn leaf(issuer: &Issuer<'static, KeyPair>, sans: &[&str]) -> CertificateDer<'static> {
         let key = KeyPair::generate().unwrap();
@@ -147,8 +108,11 @@ mod tests {
             store.add(r.clone()).unwrap();
         }
         let provider = rustls::crypto::ring::default_provider();
-        let verifier =
-            ControlVerifier::new(Arc::new(store), trust_domain.map(str::to_owned), &provider);
+        let control = ControlPlane {
+            roots: Arc::new(store),
+            trust_domain: trust_domain.map(str::to_owned),
+        };
+        let verifier = ControlVerifier::new(control, &provider);
         let name = ServerName::try_from("127.0.0.1").unwrap();
         verifier.verify_server_cert(cert, &[], &name, &[], UnixTime::now())
     }
