@@ -10,10 +10,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use hopwise_model::attempt::{self, Bound, Limit, Next, Skip, Trim, TryEnd};
 use hopwise_model::timing::try_length;
-use hopwise_model::{Call, Decision, Mesh, Outcome, Protocol};
+use hopwise_model::{Call, Mesh, Outcome, Protocol};
 use indexmap::IndexMap;
 use serde::Serialize;
+
+use crate::assume::assumed;
 
 /// How the failing service fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -228,96 +231,36 @@ impl Scenario<'_> {
     /// One call made by the caller's application through its proxy, within `window`.
     fn call(&mut self, call: &Call, window: Option<Duration>) -> Reach {
         let p = &call.policy;
-        let per_try = p.per_try_timeout.map(|d| d.get());
         let route = p.timeout.map(|d| d.get());
-        let w = match (window, route) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         // Reserve the call's place so the chain reads top first.
         self.tries.entry(call.label()).or_insert(0);
-        let mut out = Reach::default();
-        let mut start = Duration::ZERO;
-        let mut elapsed = Some(Duration::ZERO);
-        let mut last: Option<Outcome> = None;
-        let mut last_from_below = false;
-        let mut below_marked = false;
-        let mut tries = 0u32;
-        let mut first_bounded = 0.0;
-        loop {
-            if let Some(w) = w
-                && start >= w
-            {
-                break;
-            }
-            let try_window = match (per_try, w.map(|w| w - start)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let inner = self.service(&call.to, try_window);
-            tries += 1;
-            out.add(&inner, 1);
-            if tries == 1 {
-                first_bounded = inner.bounded;
-            }
-            let len = try_length(per_try, inner.time);
-            let outcome = match (per_try, inner.time) {
-                (Some(t), Some(b)) if t < b => Some(Outcome::Timeout),
-                (Some(_), None) => Some(Outcome::Timeout),
-                _ => inner.answer,
-            };
-            last_from_below = outcome == inner.answer && outcome != Some(Outcome::ConnectFailure);
-            below_marked = last_from_below && inner.marked;
-            elapsed = match (elapsed, len) {
-                (Some(e), Some(l)) => Some(e.saturating_add(l)),
-                _ => None,
-            };
-            last = outcome;
-            let Some(o) = outcome else { break };
-            let Some(l) = len else { break };
-            if tries > p.retry.count
-                || p.retry.decide_marked(o, call.idempotent, below_marked) != Decision::Retry
-            {
-                break;
-            }
-            let step = l.saturating_add(p.retry.backoff.lower(tries));
-            if step.is_zero() && w.is_none_or(|w| !w.is_zero()) {
-                // Every remaining try starts at the same instant with the same window, so it
-                // sees exactly what this one saw: count them at once (retry counts can be huge).
-                let rest = p.retry.count - (tries - 1);
-                out.add(&inner, u64::from(rest));
-                let backoff_total = p.retry.backoff.total_upper(p.retry.count.saturating_add(1));
-                elapsed = elapsed.map(|e| e.saturating_add(backoff_total));
-                tries = p.retry.count.saturating_add(1);
-                break;
-            }
-            start = start.saturating_add(step);
-            elapsed = elapsed.map(|e| e.saturating_add(p.retry.backoff.upper(tries)));
-        }
-        if let Some(t) = self.tries.get_mut(&call.label())
-            && *t == 0
+        let t = self.tries_of(call, window);
+        if let Some(n) = self.tries.get_mut(&call.label())
+            && *n == 0
         {
-            *t = tries;
+            *n = t.tries;
         }
-        let cut = match (route, elapsed) {
+        let mut out = t.out;
+        let cut = match (route, t.elapsed) {
             (Some(r), Some(e)) => e > r,
             (Some(_), None) => true,
             _ => false,
         };
-        out.time = if cut { route } else { elapsed };
+        out.time = if cut { route } else { t.elapsed };
         out.answer = if cut {
             Some(p.give_up_answer(Outcome::Timeout, call.protocol))
         } else {
-            last.map(|o| p.give_up_answer(o, call.protocol))
+            t.last.map(|o| p.give_up_answer(o, call.protocol))
         };
         // A single-hop proxy that retried marks its answer; a marked answer passed on keeps it.
         out.marked = out.answer.is_some()
-            && ((p.retry.single_hop && tries > 1) || (!cut && last_from_below && below_marked));
+            && ((p.retry.single_hop && t.tries > 1)
+                || (!cut && t.last_from_below && t.below_marked));
         let factor = match p.budget {
-            Some(b) => (f64::from(tries)).min(1.0 + b.ratio),
-            None => f64::from(tries),
+            Some(b) => b.tries_per_request(t.tries),
+            None => f64::from(t.tries),
         };
-        out.bounded = factor * first_bounded;
+        out.bounded = factor * t.first_bounded;
         // The application's own retries repeat the whole proxied call when it fails.
         if out.answer.is_some_and(|o| !o.is_success()) && out.time.is_some() && call.app_retries > 0
         {
@@ -329,6 +272,111 @@ impl Scenario<'_> {
         }
         out
     }
+
+    /// The tries a call's proxy makes within `window`, each decided as the proxy decides it
+    /// ([`assumed`]): the deadline trimmed to the window, each try's timeout, the retry gate.
+    fn tries_of(&mut self, call: &Call, window: Option<Duration>) -> Tried {
+        let p = &call.policy;
+        let per_try = p.per_try_timeout.map(|d| d.get());
+        let mut t = Tried {
+            out: Reach::default(),
+            tries: 0,
+            elapsed: Some(Duration::ZERO),
+            last: None,
+            last_from_below: false,
+            below_marked: false,
+            first_bounded: 0.0,
+        };
+        let deadline = match attempt::trim(p.timeout.map(|d| d.get()), window) {
+            Trim::Passed => return t,
+            Trim::Until(d) => Some(d),
+            Trim::Unbounded => None,
+        };
+        let mut start = Duration::ZERO;
+        let mut limit = attempt::try_timeout(per_try, deadline);
+        loop {
+            let inner = self.service(&call.to, limit.map(|l| l.time));
+            t.tries += 1;
+            t.out.add(&inner, 1);
+            if t.tries == 1 {
+                t.first_bounded = inner.bounded;
+            }
+            let len = try_length(per_try, inner.time);
+            let outcome = match (per_try, inner.time) {
+                (Some(t), Some(b)) if t < b => Some(Outcome::Timeout),
+                (Some(_), None) => Some(Outcome::Timeout),
+                _ => inner.answer,
+            };
+            t.last_from_below = outcome == inner.answer && outcome != Some(Outcome::ConnectFailure);
+            t.below_marked = t.last_from_below && inner.marked;
+            t.elapsed = match (t.elapsed, len) {
+                (Some(e), Some(l)) => Some(e.saturating_add(l)),
+                _ => None,
+            };
+            t.last = outcome;
+            let Some(o) = outcome else { break };
+            let Some(l) = len else { break };
+            let end = TryEnd {
+                attempt: t.tries,
+                outcome: o,
+                // The outcome as this pass derives it: a timeout is the per-try timeout's (a
+                // window that closes first is seen at the next try's start).
+                limit: per_try.map(|time| Limit {
+                    time,
+                    bound: Bound::PerTry,
+                }),
+                safe: call.idempotent,
+                marked: t.below_marked,
+                replayable: true,
+                left: deadline.map(|d| Limit {
+                    time: d.time.saturating_sub(start.saturating_add(l)),
+                    ..d
+                }),
+            };
+            let (delay, next) = match assumed(p, &end) {
+                Next::Retry { delay, timeout } => (delay, timeout),
+                Next::Skip(Skip::Deadline) => {
+                    // The back-off before the closed window is counted, as an upper bound.
+                    t.elapsed = t
+                        .elapsed
+                        .map(|e| e.saturating_add(p.retry.backoff.upper(t.tries)));
+                    break;
+                }
+                Next::Skip(_) | Next::Done => break,
+            };
+            let step = l.saturating_add(delay);
+            if step.is_zero() {
+                // Every remaining try starts at the same instant with the same window, so it
+                // sees exactly what this one saw: count them at once (retry counts can be huge).
+                let rest = p.retry.count - (t.tries - 1);
+                t.out.add(&inner, u64::from(rest));
+                let backoff_total = p.retry.backoff.total_upper(p.retry.count.saturating_add(1));
+                t.elapsed = t.elapsed.map(|e| e.saturating_add(backoff_total));
+                t.tries = p.retry.count.saturating_add(1);
+                break;
+            }
+            start = start.saturating_add(step);
+            limit = next;
+            t.elapsed = t
+                .elapsed
+                .map(|e| e.saturating_add(p.retry.backoff.upper(t.tries)));
+        }
+        t
+    }
+}
+
+/// What one call's tries came to, before its proxy gives up.
+struct Tried {
+    out: Reach,
+    tries: u32,
+    /// How long they took (back-off at its upper bounds); `None`: never ends.
+    elapsed: Option<Duration>,
+    last: Option<Outcome>,
+    /// The last outcome is the callee's own answer (not a timeout or a refused connection).
+    last_from_below: bool,
+    below_marked: bool,
+    /// What the first try reached with budgets bounding it.
+    first_bounded: f64,
 }
 
 #[cfg(test)]

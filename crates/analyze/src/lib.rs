@@ -4,6 +4,7 @@
 //! Pure: `&Mesh → Report`. No I/O; rendering returns strings. All arithmetic comes from
 //! `hopwise-model`, the same functions the proxy runs.
 
+pub mod assume;
 pub mod chain;
 pub mod fanout;
 pub mod findings;

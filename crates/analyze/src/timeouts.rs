@@ -4,10 +4,13 @@
 
 use std::time::Duration;
 
+use hopwise_model::attempt::{Bound, Limit, Next, TryEnd};
 use hopwise_model::timing::{largest_per_try, times, tries_that_fit, try_length, worst_case};
-use hopwise_model::{Call, Decision, Mesh, Outcome, Service};
+use hopwise_model::{Call, Mesh, Outcome, Service};
 use indexmap::IndexMap;
 use serde::Serialize;
+
+use crate::assume::assumed;
 
 /// How a service answers its caller when everything below it hangs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,15 +195,22 @@ impl Analysis<'_> {
             below.answer
         };
         let from_below = !timed_out && below.answer.is_some();
-        let decision = outcome.map(|o| {
-            p.retry
-                .decide_marked(o, call.idempotent, from_below && below.marked)
+        // Every try ends as the first (everything below hangs alike): all are made if the
+        // first is retried. No deadline here: the route timeout cuts the worst case below.
+        let first = outcome.map(|o| TryEnd {
+            attempt: 1,
+            outcome: o,
+            limit: per_try.map(|time| Limit {
+                time,
+                bound: Bound::PerTry,
+            }),
+            safe: call.idempotent,
+            marked: from_below && below.marked,
+            replayable: true,
+            left: None,
         });
-        let tries = if decision == Some(Decision::Retry) {
-            p.tries()
-        } else {
-            1
-        };
+        let retried = first.is_some_and(|t| matches!(assumed(p, &t), Next::Retry { .. }));
+        let tries = if retried { p.tries() } else { 1 };
         // A try lasts until the callee answers or a timeout (per-try or route) cuts it.
         let len = try_length(p.try_window(), below.time);
         let route = p.timeout.map(|d| d.get());

@@ -1,5 +1,7 @@
 //! The retry budget (Finagle's and Linkerd's): retries are allowed while they stay under
-//! `ratio` × the requests of the last `window`, plus `min_per_second` × the window as a floor.
+//! `ratio` × the requests of the last `window`, plus `min_per_second` × the window as a floor —
+//! the rule is `hopwise_model`'s `Budget::allows`, the one `hopwise check` bounds fan-out with;
+//! this file only counts.
 //!
 //! Counted in ten slots over the window, so old traffic ages out smoothly. The floor is why a
 //! budget alone does not stop multiplication at low traffic — see `retries.single_hop`.
@@ -22,8 +24,9 @@ struct Slots {
 
 #[derive(Debug)]
 pub struct RetryBudget {
-    ratio: f64,
-    reserve: f64,
+    budget: Budget,
+    /// The window counted over (at least one millisecond per slot).
+    window: Duration,
     slot: Duration,
     start: Instant,
     slots: Mutex<Slots>,
@@ -33,8 +36,8 @@ impl RetryBudget {
     pub fn new(b: &Budget) -> Self {
         let window = b.window.get().max(Duration::from_millis(SLOTS as u64));
         RetryBudget {
-            ratio: b.ratio,
-            reserve: f64::from(b.min_per_second) * window.as_secs_f64(),
+            budget: *b,
+            window,
             slot: window / SLOTS as u32,
             start: Instant::now(),
             slots: Mutex::new(Slots {
@@ -76,8 +79,7 @@ impl RetryBudget {
                     retries += s.retries[j];
                 }
             }
-            let allowed = self.reserve + self.ratio * requests as f64;
-            if (retries as f64) + 1.0 <= allowed {
+            if self.budget.allows(requests, retries, self.window) {
                 s.retries[i] += 1;
                 true
             } else {
