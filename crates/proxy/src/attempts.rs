@@ -24,6 +24,8 @@ use crate::headers::{rewrite, rewrite_h1};
 use crate::metrics::RouteMetrics;
 use crate::replay::{Replay, ReplayBody};
 
+#[cfg(test)]
+mod agree_tests;
 mod decide;
 mod one;
 
