@@ -14,10 +14,9 @@ use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
 use tokio::time::Instant;
 
-use crate::balance::Endpoint;
 use crate::body::Body;
 use crate::cluster::ClusterState;
-use crate::config::{Route, Target};
+use crate::config::Route;
 use crate::deadline;
 use crate::error::{GRPC_STATUS, ProxyError};
 use crate::headers::{rewrite, rewrite_h1};
