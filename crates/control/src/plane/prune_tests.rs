@@ -3,6 +3,7 @@
 //! [`MAX_PROXY_NAMES_PER_SERVICE`].
 
 use super::*;
+use crate::ca;
 
 const MESH: &str = "mesh: { name: shop, trust_domain: shop.local }
 services:

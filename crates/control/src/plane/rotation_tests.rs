@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::*;
 use crate::ca::DEFAULT_LIFETIME;
+use crate::store::etcd::{Effect, ProxyValue};
 use rcgen::{CertificateParams, KeyPair};
 
 const MESH: &str = "mesh: { name: shop, trust_domain: shop.local }

@@ -6,6 +6,9 @@ use std::path::Path;
 
 use super::*;
 use crate::ca::DEFAULT_LIFETIME;
+use crate::ca::{self, IssueError};
+use crate::registry::LeaseId;
+use crate::store::etcd::Effect;
 use rcgen::{CertificateParams, KeyPair, SanType};
 
 const SHOP: &str = "mesh: { name: shop, trust_domain: shop.local }

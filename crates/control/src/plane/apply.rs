@@ -1,0 +1,172 @@
+//! A new mesh file: read and checked outside the plane's lock ([`prepare`]), then put in force
+//! ([`Plane::commit`]) or refused whole with the problems or findings.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use hopwise_analyze::{Finding, Options as CheckOptions, Report, Severity};
+use hopwise_model::{Diagnostics, Mesh};
+
+use super::{ApiError, Plane, add_tokens, unix_ms};
+use crate::pb;
+use crate::store::{MeshState, StoreError};
+
+/// A mesh file read and checked, ready to [`Plane::commit`]. Reading and checking take the
+/// time; they need no lock.
+#[derive(Debug)]
+pub struct Prepared {
+    pub(super) text: String,
+    pub(super) file_name: String,
+    pub(super) result: Result<(Mesh, Report), Diagnostics>,
+}
+
+/// Reads and `hopwise check`s a mesh file, as `Apply` does before anything changes.
+pub fn prepare(text: &str, file_name: &str) -> Prepared {
+    let file_name = if file_name.is_empty() {
+        "<applied>"
+    } else {
+        file_name
+    };
+    let result = Mesh::from_yaml(text).map(|mesh| {
+        let report = hopwise_analyze::check(&mesh, &CheckOptions::default());
+        (mesh, report)
+    });
+    Prepared {
+        text: text.to_owned(),
+        file_name: file_name.to_owned(),
+        result,
+    }
+}
+
+/// A finding as the API sends it.
+pub fn finding(f: &Finding) -> pb::Finding {
+    pb::Finding {
+        code: f.code.to_owned(),
+        severity: f.severity.label().to_owned(),
+        subject: f.subject.clone(),
+        path: f.path.clone(),
+        message: f.message.clone(),
+        fix: f.fix.clone(),
+    }
+}
+
+impl Plane {
+    /// Applies a prepared mesh file: refused (nothing changes) when it could not be read,
+    /// `hopwise check` finds an error, or it changes the trust domain; otherwise written to the
+    /// store first, then put in force with a new version. Tokens are made for new services.
+    /// `Err` only when the state could not be saved (then nothing changed either).
+    pub fn commit(
+        &mut self,
+        prepared: Prepared,
+        now: SystemTime,
+    ) -> Result<pb::ApplyResponse, ApiError> {
+        let Prepared {
+            text,
+            file_name,
+            result,
+        } = prepared;
+        let refused = |plane: &Plane, message: String| pb::ApplyResponse {
+            applied: false,
+            unchanged: false,
+            config_version: plane.config_version(),
+            version: plane.version(),
+            diagnostics: Vec::new(),
+            findings: Vec::new(),
+            message,
+        };
+        let (mesh, report) = match result {
+            Ok(ok) => ok,
+            Err(diags) => {
+                let mut r = refused(
+                    self,
+                    format!(
+                        "{file_name}: {} problem(s); nothing was applied",
+                        diags.0.len()
+                    ),
+                );
+                r.diagnostics = diags.0.iter().map(|d| d.render(&file_name)).collect();
+                return Ok(r);
+            }
+        };
+        let findings: Vec<pb::Finding> = report.findings.iter().map(finding).collect();
+        if report.has_errors() {
+            let errors = report
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .count();
+            let mut r = refused(
+                self,
+                format!(
+                    "{file_name}: `hopwise check` finds {errors} error(s); nothing was applied"
+                ),
+            );
+            r.findings = findings;
+            return Ok(r);
+        }
+        if mesh.trust_domain != self.mesh.trust_domain {
+            let mut r = refused(
+                self,
+                format!("{file_name}: the trust domain cannot change; nothing was applied"),
+            );
+            r.diagnostics = vec![format!(
+                "{file_name}: mesh.trust_domain: `{}` would replace `{}`, which every issued \
+                 certificate names; changing it is not supported yet",
+                mesh.trust_domain, self.mesh.trust_domain
+            )];
+            return Ok(r);
+        }
+        if text == self.mesh_text() {
+            return Ok(pb::ApplyResponse {
+                applied: true,
+                unchanged: true,
+                config_version: self.config_version(),
+                version: self.version(),
+                diagnostics: Vec::new(),
+                findings,
+                message: format!(
+                    "{file_name}: unchanged (config version {})",
+                    self.config_version()
+                ),
+            });
+        }
+        let mut next = self.store.state().clone();
+        let version = self.config_version() + 1;
+        next.mesh = Some(MeshState {
+            text,
+            version,
+            source: file_name.clone(),
+            applied_unix_ms: unix_ms(now),
+        });
+        let new_tokens =
+            add_tokens(&mut next, &mesh).map_err(|e| ApiError::Store(e.to_string()))?;
+        let store_error = |e: StoreError| ApiError::Store(e.to_string());
+        let written = self.store.commit(next).map_err(store_error)?;
+        // The state is saved, so the change is in force even if a token file cannot be written
+        // (it is rewritten on the next start; the new service's proxies wait until then).
+        let tokens_note = match new_tokens {
+            0 => String::new(),
+            n => match self.store.write_tokens() {
+                Ok(_) => format!(
+                    "; {n} new token(s) in {}",
+                    self.store.dir().join(crate::store::TOKENS_DIR).display()
+                ),
+                Err(e) => format!("; {n} new token(s), but the token files were not written: {e}"),
+            },
+        };
+        self.mesh = Arc::new(mesh);
+        self.mesh_text_in_force = self.mesh_text().to_owned();
+        self.tokens_seen = self.store.state().tokens.clone();
+        self.bump(written);
+        self.wake_everyone = true;
+        Ok(pb::ApplyResponse {
+            applied: true,
+            unchanged: false,
+            config_version: version,
+            version: self.version(),
+            diagnostics: Vec::new(),
+            findings,
+            message: format!("{file_name}: applied as config version {version}{tokens_note}"),
+        })
+    }
+}
