@@ -18,7 +18,7 @@
 //! proxy asks for a new certificate at once), `retire` (once every proxy's certificate is from
 //! the new root, the old root leaves the bundle).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,6 +35,7 @@ mod admin;
 mod apply;
 pub mod delta;
 mod leases;
+mod mode;
 pub mod proxies;
 mod records;
 mod replicas;
@@ -51,8 +52,8 @@ pub use rotation::RotateStage;
 pub use start::{CaFiles, ConfigFile, Options, Started};
 pub use wake::Wake;
 
+use mode::Mode;
 use records::{IssuedRecord, ProxyRecord};
-use replicas::{SHARED_LEASE_HORIZON, put_copy, revision};
 use rotation::rotation_name;
 use start::{add_tokens, ca_of};
 
@@ -194,12 +195,10 @@ pub struct Plane {
     replica_lease: Option<u64>,
     /// Shared store: what the other replicas know of proxies.
     remote: proxies::Remote,
-    /// Shared store: the proxies whose record this replica has yet to write.
-    proxies_dirty: BTreeSet<(String, String)>,
     /// Since when each proxy has had no stream open (as [`Plane::prune_proxies`] saw it).
     proxies_idle: BTreeMap<(String, String), Instant>,
-    /// Shared store: pruned proxies whose record this replica has yet to delete.
-    proxies_pruned: BTreeSet<(String, String)>,
+    /// The embedded store or a shared one: what differs between them.
+    mode: Mode,
 }
 
 impl Plane {
@@ -211,11 +210,7 @@ impl Plane {
     /// A change proxies may see: the next version (embedded), or the etcd revision it was
     /// written at (shared; versions never go back).
     fn bump(&mut self, written: Option<u64>) {
-        match written {
-            Some(rev) if self.store.etcd().is_some() => self.changes = self.changes.max(rev),
-            _ if self.store.etcd().is_some() => {}
-            _ => self.changes += 1,
-        }
+        self.mode.bump(&mut self.changes, written);
     }
 
     /// Whose snapshot streams the changes since the last call concern: every stream after a
@@ -232,7 +227,7 @@ impl Plane {
 
     /// Whether replicas share the state through etcd (`--store etcd://…`).
     pub fn shared(&self) -> bool {
-        self.store.etcd().is_some()
+        self.mode.is_shared()
     }
 
     /// The version of the mesh file in force.

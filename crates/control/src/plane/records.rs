@@ -233,10 +233,7 @@ impl Plane {
         for key in &gone {
             self.proxies.remove(key);
             self.proxies_idle.remove(key);
-            self.proxies_dirty.remove(key);
-            if self.shared() {
-                self.proxies_pruned.insert(key.clone());
-            }
+            self.mode.pruned(key);
         }
         gone.len()
     }

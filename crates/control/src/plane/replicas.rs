@@ -2,43 +2,14 @@
 //! [`Plane::resync`]), and this replica's records of its proxies written for the others.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use hopwise_model::Mesh;
 
+use super::mode::{Mode, SHARED_LEASE_HORIZON, put_copy, revision};
 use super::{Plane, ca_of};
-use crate::registry::{LeaseId, Registry};
+use crate::registry::LeaseId;
 use crate::store::etcd::{Change, Effect, Key};
-
-/// With a shared store, etcd expires the leases; the registry's own clock never does.
-pub(super) const SHARED_LEASE_HORIZON: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-
-/// An etcd revision as a version.
-pub(super) fn revision(r: i64) -> u64 {
-    u64::try_from(r).unwrap_or(0)
-}
-
-/// A copy seen in the shared store, into the registry (its lease expires in etcd, not here).
-pub(super) fn put_copy(registry: &mut Registry, effect: Effect, far: Instant) {
-    if let Effect::CopyPut {
-        service,
-        lease,
-        value,
-    } = effect
-    {
-        registry.put(
-            LeaseId(lease),
-            &service,
-            value.addr,
-            value.healthy,
-            value.ttl(),
-            far,
-        );
-        if let Some(admin) = value.admin {
-            let _ = registry.set_admin(LeaseId(lease), admin);
-        }
-    }
-}
 
 /// What a batch of changes seen on the shared store did to this replica.
 #[derive(Debug, Default)]
@@ -86,17 +57,12 @@ impl Plane {
 
     /// Shared store: every record of a proxy is to be written again (a write failed).
     pub fn reshare_proxies(&mut self) {
-        if self.shared() {
-            self.proxies_dirty = self.proxies.keys().cloned().collect();
-        }
+        self.mode.reshare(self.proxies.keys().cloned());
     }
 
     /// Shared store: what changed about `proxy` is to be written.
     pub(super) fn share(&mut self, service: &str, proxy: &str) {
-        if self.shared() {
-            self.proxies_dirty
-                .insert((service.to_owned(), proxy.to_owned()));
-        }
+        self.mode.share((service.to_owned(), proxy.to_owned()));
     }
 
     /// Shared store: the records of proxies to write now — keys and values, attached to the
@@ -104,7 +70,11 @@ impl Plane {
     pub fn take_proxy_writes(&mut self) -> Option<ProxyWrites> {
         let lease = self.replica_lease?;
         let layout = self.store.etcd()?.view().layout().clone();
-        let dirty = std::mem::take(&mut self.proxies_dirty);
+        let Mode::Shared(records) = &mut self.mode else {
+            return None;
+        };
+        let dirty = std::mem::take(&mut records.dirty);
+        let pruned = std::mem::take(&mut records.pruned);
         let puts = dirty
             .into_iter()
             .filter_map(|key| {
@@ -118,7 +88,7 @@ impl Plane {
                 Some((key, facts.encode()))
             })
             .collect();
-        let deletes = std::mem::take(&mut self.proxies_pruned)
+        let deletes = pruned
             .into_iter()
             .map(|(service, proxy)| {
                 layout.key(&Key::Proxy {

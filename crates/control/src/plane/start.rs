@@ -2,19 +2,16 @@
 //! `hopwise check`), the CA (stored, the operator's files, or generated; the other root trusted
 //! during a rotation), the tokens, and the first version.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use hopwise_model::Mesh;
 
-use super::{
-    Plane, SHARED_LEASE_HORIZON, StartError, finding, prepare, proxies, put_copy, revision,
-    rotation_name, unix_ms,
-};
+use super::mode::{Begin, Mode};
+use super::{Plane, StartError, finding, prepare, proxies, rotation_name, unix_ms};
 use crate::ca::{self, Ca, Place};
-use crate::registry::Registry;
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store};
 use crate::token::{self, RandomError};
 
@@ -275,21 +272,13 @@ impl Plane {
         let admin_token_file = store.write_admin_token()?;
         let bundle_file = store.write_bundle(&ca.trust_bundle_pem())?;
         let ca_generation = store.state().ca_generation;
-        // Embedded: versions are (start count, changes since). Shared: the etcd revision, the
-        // same for every replica and growing across etcd's restarts.
-        let (epoch, changes) = match store.etcd() {
-            None => (store.state().starts, 0),
-            Some(e) => (0, written.unwrap_or(0).max(revision(e.view().revision()))),
-        };
-        let mut registry = Registry::starting_after(epoch << 32);
         let mut remote = proxies::Remote::default();
-        if let Some(e) = store.etcd_mut() {
-            let far = Instant::now() + SHARED_LEASE_HORIZON;
-            for effect in e.take_initial_copies() {
-                remote.learn(None, &effect);
-                put_copy(&mut registry, effect, far);
-            }
-        }
+        let Begin {
+            mode,
+            epoch,
+            changes,
+            registry,
+        } = Mode::begin(&mut store, written, &mut remote);
         let mut plane = Plane {
             store,
             ca: Arc::new(ca),
@@ -309,9 +298,8 @@ impl Plane {
             replica: String::new(),
             replica_lease: None,
             remote,
-            proxies_dirty: BTreeSet::new(),
             proxies_idle: BTreeMap::new(),
-            proxies_pruned: BTreeSet::new(),
+            mode,
         };
         plane.mesh_text_in_force = plane.mesh_text().to_owned();
         plane.tokens_seen = plane.store.state().tokens.clone();

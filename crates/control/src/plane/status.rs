@@ -44,16 +44,8 @@ impl Plane {
                             lease_id: id.0,
                             inbound_addr: c.inbound.to_string(),
                             healthy: c.healthy,
-                            // Shared: etcd keeps the lease; its TTL is shown.
-                            expires_in_ms: u64::try_from(
-                                if self.shared() {
-                                    c.ttl
-                                } else {
-                                    c.expires.saturating_duration_since(now)
-                                }
-                                .as_millis(),
-                            )
-                            .unwrap_or(u64::MAX),
+                            expires_in_ms: u64::try_from(self.mode.expires_in(c, now).as_millis())
+                                .unwrap_or(u64::MAX),
                         })
                         .collect(),
                     certs_issued: issued.count,

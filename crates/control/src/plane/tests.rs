@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use super::mode::put_copy;
 use super::*;
 use crate::ca::DEFAULT_LIFETIME;
 use crate::ca::{self, IssueError};

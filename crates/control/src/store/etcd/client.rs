@@ -4,7 +4,7 @@
 //! way out. Without the feature, `no_client.rs` stands in for this module.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The etcd client, for the integration tests (which read what etcd holds, and turn its
 /// authentication on).
@@ -30,6 +30,8 @@ pub struct EtcdStore {
     /// The copies (and the replicas' records of proxies) read at open, handed to the plane
     /// once.
     initial_copies: Vec<Effect>,
+    /// When the prefix was read at the start: the copies read then are as of this instant.
+    read_at: Instant,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -191,6 +193,8 @@ impl EtcdStore {
         let (changes, revision) = read_all(&spec, &mut client)
             .await
             .map_err(|e| super::access::without_client_cert(e, access))?;
+        // The I/O edge reads the clock, so the plane need not.
+        let read_at = Instant::now();
         let mut view = View::sealed(spec.layout(), keys);
         let (effects, problems) = view.apply(&changes);
         if let Some((key, e)) = view.unreadable() {
@@ -219,6 +223,7 @@ impl EtcdStore {
             writer,
             view,
             initial_copies,
+            read_at,
         };
         let stale = store.view.reseal();
         if !stale.is_empty() {
@@ -267,9 +272,9 @@ impl EtcdStore {
         &self.client
     }
 
-    /// The copies registered when the store was opened (once).
-    pub fn take_initial_copies(&mut self) -> Vec<Effect> {
-        std::mem::take(&mut self.initial_copies)
+    /// The copies registered when the store was opened (once), and when they were read.
+    pub fn take_initial_copies(&mut self) -> (Vec<Effect>, Instant) {
+        (std::mem::take(&mut self.initial_copies), self.read_at)
     }
 
     /// Writes `next` in one transaction guarded by the revisions the view saw. Returns the

@@ -40,7 +40,7 @@ impl EtcdStore {
         match self.0 {}
     }
 
-    pub fn take_initial_copies(&mut self) -> Vec<Effect> {
+    pub fn take_initial_copies(&mut self) -> (Vec<Effect>, std::time::Instant) {
         match self.0 {}
     }
 
