@@ -58,6 +58,7 @@ use etcd::SharedEtcd;
 #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
 mod fence;
 mod replica;
+pub mod wire;
 
 /// How often HTTP/2 pings check that a subscriber is still there.
 const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -205,7 +206,7 @@ impl Running {
 
     /// The same answer as the `Status` call.
     pub fn status(&self) -> pb::StatusResponse {
-        self.service.shared.plane().status(Instant::now())
+        wire::status(self.service.shared.plane().status(Instant::now()))
     }
 
     /// Ends every stream, stops accepting, and waits for the server to finish.
@@ -657,6 +658,7 @@ impl Control for ControlService {
                     plane
                         .authorize(&token, &guard.service)
                         .and_then(|_| plane.snapshot(&guard.service, Instant::now()))
+                        .map(wire::snapshot)
                 };
                 match snapshot {
                     Err(e) => {
@@ -702,7 +704,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::AckRequest>,
     ) -> Result<Response<pb::AckResponse>, Status> {
-        let r = request.into_inner();
+        let r = wire::ack(request.into_inner());
         self.shared
             .plane()
             .ack_request(&r, SystemTime::now())
@@ -734,7 +736,7 @@ impl Control for ControlService {
         } else if !response.applied {
             tracing::warn!("{}", response.message);
         }
-        Ok(Response::new(response))
+        Ok(Response::new(wire::applied(response)))
     }
 
     async fn status(
@@ -742,7 +744,8 @@ impl Control for ControlService {
         request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         self.admin(&request)?;
-        Ok(Response::new(self.shared.plane().status(Instant::now())))
+        let status = self.shared.plane().status(Instant::now());
+        Ok(Response::new(wire::status(status)))
     }
 
     async fn token(
@@ -811,6 +814,6 @@ impl Control for ControlService {
         } else if !response.done {
             tracing::warn!("rotate-ca {} refused: {}", stage.name(), response.message);
         }
-        Ok(Response::new(response))
+        Ok(Response::new(wire::rotated(response)))
     }
 }

@@ -408,7 +408,7 @@ fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
         Ok(s) => s,
         Err(StartError::Refused { name, findings }) => {
             let response = crate::pb::ApplyResponse {
-                findings,
+                findings: findings.iter().map(api::wire::finding).collect(),
                 message: format!(
                     "{name}: `hopwise check` finds error(s); the control plane did not start"
                 ),

@@ -23,10 +23,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hopwise_analyze::{Finding, Severity};
 use hopwise_model::Mesh;
 
 use crate::ca::{Ca, CaError};
-use crate::pb;
 use crate::registry::Registry;
 use crate::store::{Secret, Store, StoreError};
 use crate::token::RandomError;
@@ -45,11 +45,14 @@ mod start;
 mod status;
 pub mod wake;
 pub use admin::admin_addr;
-pub use apply::{Prepared, finding, prepare};
+pub use apply::{Applied, Prepared, prepare};
 pub use leases::IssueTicket;
+pub use records::Ack;
 pub use replicas::{Followed, ProxyWrites};
-pub use rotation::RotateStage;
+pub use rotation::{PendingProxy, RotateStage, Rotated};
+pub use snapshot::{Snapshot, Upstream};
 pub use start::{CaFiles, ConfigFile, Options, Started};
+pub use status::{CopyStatus, ProxyStatus, ServiceStatus, Status};
 pub use wake::Wake;
 
 use mode::Mode;
@@ -98,10 +101,10 @@ pub enum StartError {
         rendered: String,
         count: usize,
     },
-    #[error("{name}: `hopwise check` finds {} error(s); the control plane did not start", .findings.iter().filter(|f| f.severity == "error").count())]
+    #[error("{name}: `hopwise check` finds {} error(s); the control plane did not start", .findings.iter().filter(|f| f.severity == Severity::Error).count())]
     Refused {
         name: String,
-        findings: Vec<pb::Finding>,
+        findings: Vec<Finding>,
     },
     #[error(
         "the mesh file stored in {location} is no longer valid:\n{rendered}\napply a corrected file, or move the state directory away"

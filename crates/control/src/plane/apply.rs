@@ -8,7 +8,6 @@ use hopwise_analyze::{Finding, Options as CheckOptions, Report, Severity};
 use hopwise_model::{Diagnostics, Mesh};
 
 use super::{ApiError, Plane, add_tokens, unix_ms};
-use crate::pb;
 use crate::store::{MeshState, StoreError};
 
 /// A mesh file read and checked, ready to [`Plane::commit`]. Reading and checking take the
@@ -38,16 +37,20 @@ pub fn prepare(text: &str, file_name: &str) -> Prepared {
     }
 }
 
-/// A finding as the API sends it.
-pub fn finding(f: &Finding) -> pb::Finding {
-    pb::Finding {
-        code: f.code.to_owned(),
-        severity: f.severity.label().to_owned(),
-        subject: f.subject.clone(),
-        path: f.path.clone(),
-        message: f.message.clone(),
-        fix: f.fix.clone(),
-    }
+/// What applying a mesh file did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// In force now (changed, or the same as before).
+    pub applied: bool,
+    /// The same text as the one in force: nothing changed.
+    pub unchanged: bool,
+    pub config_version: u64,
+    pub version: u64,
+    /// Why the file could not be read, each problem rendered with its place.
+    pub diagnostics: Vec<String>,
+    /// `hopwise check`'s findings (errors among them refuse the file).
+    pub findings: Vec<Finding>,
+    pub message: String,
 }
 
 impl Plane {
@@ -55,81 +58,95 @@ impl Plane {
     /// `hopwise check` finds an error, or it changes the trust domain; otherwise written to the
     /// store first, then put in force with a new version. Tokens are made for new services.
     /// `Err` only when the state could not be saved (then nothing changed either).
-    pub fn commit(
-        &mut self,
-        prepared: Prepared,
-        now: SystemTime,
-    ) -> Result<pb::ApplyResponse, ApiError> {
+    pub fn commit(&mut self, prepared: Prepared, now: SystemTime) -> Result<Applied, ApiError> {
         let Prepared {
             text,
             file_name,
             result,
         } = prepared;
-        let refused = |plane: &Plane, message: String| pb::ApplyResponse {
-            applied: false,
-            unchanged: false,
-            config_version: plane.config_version(),
-            version: plane.version(),
-            diagnostics: Vec::new(),
-            findings: Vec::new(),
-            message,
-        };
         let (mesh, report) = match result {
             Ok(ok) => ok,
             Err(diags) => {
-                let mut r = refused(
-                    self,
-                    format!(
-                        "{file_name}: {} problem(s); nothing was applied",
-                        diags.0.len()
-                    ),
-                );
+                let mut r = self.refused(format!(
+                    "{file_name}: {} problem(s); nothing was applied",
+                    diags.0.len()
+                ));
                 r.diagnostics = diags.0.iter().map(|d| d.render(&file_name)).collect();
                 return Ok(r);
             }
         };
-        let findings: Vec<pb::Finding> = report.findings.iter().map(finding).collect();
-        if report.has_errors() {
-            let errors = report
-                .findings
-                .iter()
-                .filter(|f| f.severity == Severity::Error)
-                .count();
-            let mut r = refused(
-                self,
-                format!(
-                    "{file_name}: `hopwise check` finds {errors} error(s); nothing was applied"
-                ),
-            );
-            r.findings = findings;
-            return Ok(r);
-        }
-        if mesh.trust_domain != self.mesh.trust_domain {
-            let mut r = refused(
-                self,
-                format!("{file_name}: the trust domain cannot change; nothing was applied"),
-            );
-            r.diagnostics = vec![format!(
-                "{file_name}: mesh.trust_domain: `{}` would replace `{}`, which every issued \
-                 certificate names; changing it is not supported yet",
-                mesh.trust_domain, self.mesh.trust_domain
-            )];
-            return Ok(r);
+        if let Some(refusal) = self.refusal(&file_name, &mesh, &report) {
+            return Ok(refusal);
         }
         if text == self.mesh_text() {
-            return Ok(pb::ApplyResponse {
+            return Ok(Applied {
                 applied: true,
                 unchanged: true,
                 config_version: self.config_version(),
                 version: self.version(),
                 diagnostics: Vec::new(),
-                findings,
+                findings: report.findings,
                 message: format!(
                     "{file_name}: unchanged (config version {})",
                     self.config_version()
                 ),
             });
         }
+        self.put_in_force(text, file_name, mesh, report.findings, now)
+    }
+
+    /// Nothing applied, with `message`.
+    fn refused(&self, message: String) -> Applied {
+        Applied {
+            applied: false,
+            unchanged: false,
+            config_version: self.config_version(),
+            version: self.version(),
+            diagnostics: Vec::new(),
+            findings: Vec::new(),
+            message,
+        }
+    }
+
+    /// Why a readable mesh file is refused: `hopwise check` finds an error, or it changes the
+    /// trust domain.
+    fn refusal(&self, file_name: &str, mesh: &Mesh, report: &Report) -> Option<Applied> {
+        if report.has_errors() {
+            let errors = report
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .count();
+            let mut r = self.refused(format!(
+                "{file_name}: `hopwise check` finds {errors} error(s); nothing was applied"
+            ));
+            r.findings.clone_from(&report.findings);
+            return Some(r);
+        }
+        if mesh.trust_domain != self.mesh.trust_domain {
+            let mut r = self.refused(format!(
+                "{file_name}: the trust domain cannot change; nothing was applied"
+            ));
+            r.diagnostics = vec![format!(
+                "{file_name}: mesh.trust_domain: `{}` would replace `{}`, which every issued \
+                 certificate names; changing it is not supported yet",
+                mesh.trust_domain, self.mesh.trust_domain
+            )];
+            return Some(r);
+        }
+        None
+    }
+
+    /// Writes the new mesh file (and tokens for new services) to the store, then puts it in
+    /// force with a new version.
+    fn put_in_force(
+        &mut self,
+        text: String,
+        file_name: String,
+        mesh: Mesh,
+        findings: Vec<Finding>,
+        now: SystemTime,
+    ) -> Result<Applied, ApiError> {
         let mut next = self.store.state().clone();
         let version = self.config_version() + 1;
         next.mesh = Some(MeshState {
@@ -159,7 +176,7 @@ impl Plane {
         self.tokens_seen = self.store.state().tokens.clone();
         self.bump(written);
         self.wake_everyone = true;
-        Ok(pb::ApplyResponse {
+        Ok(Applied {
             applied: true,
             unchanged: false,
             config_version: version,

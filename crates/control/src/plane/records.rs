@@ -8,7 +8,24 @@ use std::time::{Instant, SystemTime};
 
 use super::{ApiError, MAX_PROXY_NAMES_PER_SERVICE, PROXY_RECORD_TTL, Plane, unix_ms};
 use crate::ca::{self};
-use crate::pb;
+
+/// A proxy's acknowledgement of a version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ack {
+    /// The join token it acknowledges with.
+    pub token: String,
+    /// The service it asks for (empty: the token's).
+    pub service: String,
+    pub proxy: String,
+    pub version: u64,
+    pub accepted: bool,
+    /// Why it rejected the version.
+    pub reason: String,
+    /// The CA generation of the certificate it presents (0: not said).
+    pub cert_ca_generation: u64,
+    /// The snapshot's trust bundle is in force.
+    pub trust_bundle_applied: bool,
+}
 use crate::store::etcd::{AckValue, ProxyValue};
 
 #[derive(Debug, Clone, Default)]
@@ -170,13 +187,13 @@ impl Plane {
         now: SystemTime,
     ) -> Result<(), ApiError> {
         self.ack_request(
-            &pb::AckRequest {
+            &Ack {
+                token: token.to_owned(),
                 service: service.to_owned(),
+                proxy: proxy.to_owned(),
                 version,
                 accepted,
                 reason: reason.to_owned(),
-                token: token.to_owned(),
-                proxy: proxy.to_owned(),
                 cert_ca_generation: 0,
                 trust_bundle_applied: false,
             },
@@ -186,7 +203,7 @@ impl Plane {
 
     /// A proxy accepted or rejected a version, and said which CA generation its certificate is
     /// from and whether the snapshot's trust bundle is in force.
-    pub fn ack_request(&mut self, r: &pb::AckRequest, now: SystemTime) -> Result<(), ApiError> {
+    pub fn ack_request(&mut self, r: &Ack, now: SystemTime) -> Result<(), ApiError> {
         let service = self.authorize(&r.token, &r.service)?;
         self.admit_proxy(&service, &r.proxy)?;
         let p = self.proxy(&service, &r.proxy);

@@ -107,7 +107,7 @@ fn confirm(f: &mut Fixture, cert_generation: u64) {
     let version = f.plane.version();
     f.plane
         .ack_request(
-            &pb::AckRequest {
+            &Ack {
                 service: "pricing".into(),
                 version,
                 accepted: true,
@@ -152,7 +152,7 @@ fn add_reissue_retire_in_order_each_refused_until_it_is_safe() {
     assert_eq!(roots[0], old_root, "the old root first");
     let new_root = roots[1].clone();
     let s = f.plane.snapshot("pricing", Instant::now()).unwrap();
-    assert_eq!(s.trust_bundle_pem, Some(bundle.clone()));
+    assert_eq!(s.trust_bundle_pem, bundle.clone());
     assert_eq!(s.ca_generation, 1, "nobody renews yet");
     let dir = f.plane.store().dir().to_owned();
     assert_eq!(std::fs::read_to_string(dir.join("ca.pem")).unwrap(), bundle);
@@ -259,7 +259,7 @@ fn add_reissue_retire_in_order_each_refused_until_it_is_safe() {
         new_root
     );
     let s = f.plane.snapshot("pricing", Instant::now()).unwrap();
-    assert_eq!(s.trust_bundle_pem, Some(new_root.clone()));
+    assert_eq!(s.trust_bundle_pem, new_root.clone());
     let r = f
         .plane
         .rotate_ca(RotateStage::Retire, false, f.now)

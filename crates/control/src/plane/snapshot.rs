@@ -4,11 +4,42 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::{ApiError, Plane, wake};
-use crate::pb;
+
+/// Everything one service's proxies need at one version, whole (the API sends it, or the
+/// difference from the last one a stream sent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pub version: u64,
+    pub config_version: u64,
+    pub service: String,
+    /// Its SPIFFE identity.
+    pub identity: String,
+    /// The mesh file in force, as text.
+    pub mesh_yaml: String,
+    /// The service's resolved policy (JSON).
+    pub policy_json: String,
+    /// The services it calls, in the mesh file's order, each with its endpoints.
+    pub upstreams: Vec<Upstream>,
+    /// Every CA certificate to trust (PEM).
+    pub trust_bundle_pem: String,
+    /// The identities allowed to call it (sorted).
+    pub allowed_callers: Vec<String>,
+    /// The generation of the CA that signs now.
+    pub ca_generation: u64,
+}
+
+/// A service called, and the copies of it that may receive traffic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub service: String,
+    pub identity: String,
+    /// `ip:port`, sorted as text, each once.
+    pub endpoints: Vec<String>,
+}
 
 impl Plane {
     /// Everything `service`'s proxies need, at the current version, whole.
-    pub fn snapshot(&self, service: &str, now: Instant) -> Result<pb::Snapshot, ApiError> {
+    pub fn snapshot(&self, service: &str, now: Instant) -> Result<Snapshot, ApiError> {
         let s = self
             .mesh
             .services
@@ -18,7 +49,7 @@ impl Plane {
             return Err(ApiError::External(service.to_owned()));
         }
         // The only part that comes from the registry: what `wake::concerned` follows.
-        let upstreams: Vec<pb::Upstream> = wake::upstreams(&self.mesh, s)
+        let upstreams: Vec<Upstream> = wake::upstreams(&self.mesh, s)
             .into_iter()
             .map(|to| {
                 let mut endpoints: Vec<String> = self
@@ -32,11 +63,10 @@ impl Plane {
                 // lease not yet revoked) are one endpoint to route to.
                 endpoints.sort_unstable();
                 endpoints.dedup();
-                pb::Upstream {
+                Upstream {
                     service: to.to_owned(),
                     identity: self.mesh.identity(to),
                     endpoints,
-                    removed_endpoints: Vec::new(),
                 }
             })
             .collect();
@@ -48,18 +78,17 @@ impl Plane {
             .collect();
         allowed_callers.sort();
         allowed_callers.dedup();
-        Ok(pb::Snapshot {
+        Ok(Snapshot {
             version: self.version(),
             config_version: self.config_version(),
             service: service.to_owned(),
             identity: self.mesh.identity(service),
-            mesh_yaml: Some(self.mesh_text().to_owned()),
-            policy_json: Some(serde_json::to_string(s).unwrap_or_default()),
+            mesh_yaml: self.mesh_text().to_owned(),
+            policy_json: serde_json::to_string(s).unwrap_or_default(),
             upstreams,
-            trust_bundle_pem: Some(self.ca.trust_bundle_pem()),
+            trust_bundle_pem: self.ca.trust_bundle_pem(),
             allowed_callers,
             ca_generation: self.ca_generation,
-            ..Default::default()
         })
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use hopwise_model::Mesh;
 
 use super::mode::{Begin, Mode};
-use super::{Plane, StartError, finding, prepare, proxies, rotation_name, unix_ms};
+use super::{Plane, StartError, prepare, proxies, rotation_name, unix_ms};
 use crate::ca::{self, Ca, Place};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store};
 use crate::token::{self, RandomError};
@@ -216,7 +216,7 @@ impl Plane {
                 if report.has_errors() {
                     return Err(StartError::Refused {
                         name: config.name.clone(),
-                        findings: report.findings.iter().map(finding).collect(),
+                        findings: report.findings,
                     });
                 }
                 next.mesh = Some(MeshState {

@@ -4,16 +4,72 @@ use std::time::{Instant, SystemTime};
 
 use super::{Plane, rotation_name};
 use crate::ca::{self};
-use crate::pb;
+
+/// What `Status` shows: the proxies, the copies of every service, the CA and the versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    pub mesh: String,
+    pub version: u64,
+    pub config_version: u64,
+    /// Every proxy known to any replica.
+    pub proxies: Vec<ProxyStatus>,
+    /// Every service of the mesh file, in its order.
+    pub services: Vec<ServiceStatus>,
+    /// When the signing root expires (Unix seconds; 0: unknown).
+    pub ca_not_after_unix: i64,
+    pub ca_generation: u64,
+    /// The rotation's stage done (`added`, `reissued`), or empty.
+    pub ca_rotation: String,
+    /// The common names of the roots in the trust bundle.
+    pub trust_bundle: Vec<String>,
+    /// Where the state is kept.
+    pub store: String,
+}
+
+/// One proxy, as this replica and the others know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyStatus {
+    pub service: String,
+    pub proxy: String,
+    pub connected: bool,
+    pub last_sent_version: u64,
+    pub last_acked_version: u64,
+    pub last_ack_accepted: bool,
+    pub last_ack_reason: String,
+    pub last_ack_unix_ms: Option<i64>,
+    pub cert_not_after_unix: Option<i64>,
+    pub cert_ca_generation: Option<u64>,
+    /// The replica it is connected to (or was last).
+    pub replica: String,
+}
+
+/// One service: its copies and the certificates issued to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceStatus {
+    pub service: String,
+    pub external: bool,
+    pub copies: Vec<CopyStatus>,
+    pub certs_issued: u64,
+    pub cert_not_after_unix: Option<i64>,
+}
+
+/// One registered copy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyStatus {
+    pub lease_id: u64,
+    pub inbound_addr: String,
+    pub healthy: bool,
+    pub expires_in_ms: u64,
+}
 
 impl Plane {
     /// The proxies, the copies of every service, and the versions.
-    pub fn status(&self, now: Instant) -> pb::StatusResponse {
+    pub fn status(&self, now: Instant) -> Status {
         let unix = |t: SystemTime| ca::unix_seconds(t);
         let proxies = self
             .all_proxies()
             .into_iter()
-            .map(|((service, proxy), p)| pb::ProxyStatus {
+            .map(|((service, proxy), p)| ProxyStatus {
                 service,
                 proxy,
                 connected: p.connected,
@@ -33,14 +89,14 @@ impl Plane {
             .values()
             .map(|s| {
                 let issued = self.issued.get(&s.name).copied().unwrap_or_default();
-                pb::ServiceStatus {
+                ServiceStatus {
                     service: s.name.clone(),
                     external: s.external.is_some(),
                     copies: self
                         .registry
                         .copies()
                         .filter(|(_, c)| c.service == s.name && c.expires > now)
-                        .map(|(id, c)| pb::CopyStatus {
+                        .map(|(id, c)| CopyStatus {
                             lease_id: id.0,
                             inbound_addr: c.inbound.to_string(),
                             healthy: c.healthy,
@@ -53,7 +109,7 @@ impl Plane {
                 }
             })
             .collect();
-        pb::StatusResponse {
+        Status {
             mesh: self.mesh.name.clone(),
             version: self.version(),
             config_version: self.config_version(),

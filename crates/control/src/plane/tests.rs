@@ -292,8 +292,8 @@ fn snapshots_carry_policy_endpoints_bundle_and_allowed_callers() {
     assert_eq!(s.version, plane.version());
     assert_eq!(s.config_version, 1);
     assert_eq!(s.identity, "spiffe://shop.local/service/checkout");
-    assert_eq!(s.mesh_yaml.as_deref(), Some(SHOP));
-    assert_eq!(s.trust_bundle_pem, Some(plane.ca().trust_bundle_pem()));
+    assert_eq!(s.mesh_yaml, SHOP);
+    assert_eq!(s.trust_bundle_pem, plane.ca().trust_bundle_pem());
     // One entry per mesh service called (two routes to pricing make one), none for external fee.
     assert_eq!(s.upstreams.len(), 1);
     assert_eq!(s.upstreams[0].service, "pricing");
@@ -303,8 +303,7 @@ fn snapshots_carry_policy_endpoints_bundle_and_allowed_callers() {
     );
     assert_eq!(s.upstreams[0].endpoints, [addr(7001), addr(7002)]);
     assert_eq!(s.allowed_callers, ["spiffe://shop.local/service/frontend"]);
-    let policy: serde_json::Value =
-        serde_json::from_str(s.policy_json.as_deref().unwrap()).unwrap();
+    let policy: serde_json::Value = serde_json::from_str(&s.policy_json).unwrap();
     assert_eq!(policy["name"], "checkout");
     assert_eq!(policy["calls"].as_array().unwrap().len(), 3);
 
@@ -345,7 +344,7 @@ fn apply_refuses_findings_invalid_files_and_trust_domain_changes() {
     assert!(
         r.findings
             .iter()
-            .any(|f| f.code == "retry-fanout" && f.severity == "error")
+            .any(|f| f.code == "retry-fanout" && f.severity == Severity::Error)
     );
     assert!(r.message.contains("storm.yaml"), "{}", r.message);
 
@@ -410,7 +409,7 @@ fn apply_changes_the_version_and_makes_tokens_for_new_services() {
     );
     let s = plane.snapshot("pricing", Instant::now()).unwrap();
     assert_eq!(s.upstreams[0].service, "stock");
-    assert_eq!(s.mesh_yaml, Some(grown));
+    assert_eq!(s.mesh_yaml, grown);
 }
 
 #[test]
@@ -570,7 +569,7 @@ fn a_copy_shared_through_etcd_brings_its_admin_address() {
 }
 
 /// Every running service's snapshot, but for the version.
-fn contents(plane: &Plane, now: Instant) -> BTreeMap<String, pb::Snapshot> {
+fn contents(plane: &Plane, now: Instant) -> BTreeMap<String, Snapshot> {
     ["frontend", "checkout", "pricing"]
         .into_iter()
         .map(|s| {
@@ -583,7 +582,7 @@ fn contents(plane: &Plane, now: Instant) -> BTreeMap<String, pb::Snapshot> {
 
 /// Takes the wake after a change and checks it against the snapshots: a stream that is not
 /// woken has the same content as before (so it had nothing to send).
-fn wake_after(plane: &mut Plane, before: &BTreeMap<String, pb::Snapshot>, now: Instant) -> Wake {
+fn wake_after(plane: &mut Plane, before: &BTreeMap<String, Snapshot>, now: Instant) -> Wake {
     let wake = plane.take_wake();
     for (service, after) in contents(plane, now) {
         if !wake.wakes(&service) {

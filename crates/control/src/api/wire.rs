@@ -1,0 +1,150 @@
+//! The plane's results as the wire sends them, and the wire's requests as the plane takes
+//! them: plain field-by-field mappings between `plane`'s domain types and the generated `pb`
+//! types, so the plane knows nothing of the protocol. A whole snapshot here is what the
+//! deltas (`plane::delta`) are computed on.
+
+use hopwise_analyze::Finding;
+
+use crate::pb;
+use crate::plane::{
+    Ack, Applied, CopyStatus, PendingProxy, ProxyStatus, Rotated, ServiceStatus, Snapshot, Status,
+    Upstream,
+};
+
+/// A finding as the API sends it.
+pub fn finding(f: &Finding) -> pb::Finding {
+    pb::Finding {
+        code: f.code.to_owned(),
+        severity: f.severity.label().to_owned(),
+        subject: f.subject.clone(),
+        path: f.path.clone(),
+        message: f.message.clone(),
+        fix: f.fix.clone(),
+    }
+}
+
+/// A whole snapshot (no delta fields set).
+pub fn snapshot(s: Snapshot) -> pb::Snapshot {
+    pb::Snapshot {
+        version: s.version,
+        config_version: s.config_version,
+        service: s.service,
+        identity: s.identity,
+        mesh_yaml: Some(s.mesh_yaml),
+        policy_json: Some(s.policy_json),
+        upstreams: s.upstreams.into_iter().map(upstream).collect(),
+        trust_bundle_pem: Some(s.trust_bundle_pem),
+        allowed_callers: s.allowed_callers,
+        ca_generation: s.ca_generation,
+        ..Default::default()
+    }
+}
+
+fn upstream(u: Upstream) -> pb::Upstream {
+    pb::Upstream {
+        service: u.service,
+        identity: u.identity,
+        endpoints: u.endpoints,
+        removed_endpoints: Vec::new(),
+    }
+}
+
+pub fn status(s: Status) -> pb::StatusResponse {
+    pb::StatusResponse {
+        mesh: s.mesh,
+        version: s.version,
+        config_version: s.config_version,
+        proxies: s.proxies.into_iter().map(proxy_status).collect(),
+        services: s.services.into_iter().map(service_status).collect(),
+        ca_not_after_unix: s.ca_not_after_unix,
+        ca_generation: s.ca_generation,
+        ca_rotation: s.ca_rotation,
+        trust_bundle: s.trust_bundle,
+        store: s.store,
+    }
+}
+
+fn proxy_status(p: ProxyStatus) -> pb::ProxyStatus {
+    pb::ProxyStatus {
+        service: p.service,
+        proxy: p.proxy,
+        connected: p.connected,
+        last_sent_version: p.last_sent_version,
+        last_acked_version: p.last_acked_version,
+        last_ack_accepted: p.last_ack_accepted,
+        last_ack_reason: p.last_ack_reason,
+        last_ack_unix_ms: p.last_ack_unix_ms,
+        cert_not_after_unix: p.cert_not_after_unix,
+        cert_ca_generation: p.cert_ca_generation,
+        replica: p.replica,
+    }
+}
+
+fn service_status(s: ServiceStatus) -> pb::ServiceStatus {
+    pb::ServiceStatus {
+        service: s.service,
+        external: s.external,
+        copies: s.copies.into_iter().map(copy_status).collect(),
+        certs_issued: s.certs_issued,
+        cert_not_after_unix: s.cert_not_after_unix,
+    }
+}
+
+fn copy_status(c: CopyStatus) -> pb::CopyStatus {
+    pb::CopyStatus {
+        lease_id: c.lease_id,
+        inbound_addr: c.inbound_addr,
+        healthy: c.healthy,
+        expires_in_ms: c.expires_in_ms,
+    }
+}
+
+pub fn applied(a: Applied) -> pb::ApplyResponse {
+    pb::ApplyResponse {
+        applied: a.applied,
+        unchanged: a.unchanged,
+        config_version: a.config_version,
+        version: a.version,
+        diagnostics: a.diagnostics,
+        findings: a.findings.iter().map(finding).collect(),
+        message: a.message,
+    }
+}
+
+pub fn rotated(r: Rotated) -> pb::RotateCaResponse {
+    pb::RotateCaResponse {
+        done: r.done,
+        unchanged: r.unchanged,
+        rotation: r.rotation,
+        ca_generation: r.ca_generation,
+        version: r.version,
+        trust_bundle: r.trust_bundle,
+        pending: r.pending.into_iter().map(pending).collect(),
+        message: r.message,
+        retry: r.retry,
+    }
+}
+
+fn pending(p: PendingProxy) -> pb::PendingProxy {
+    pb::PendingProxy {
+        service: p.service,
+        proxy: p.proxy,
+        connected: p.connected,
+        reason: p.reason,
+        replica: p.replica,
+    }
+}
+
+/// An acknowledgement as the plane takes it.
+pub fn ack(r: pb::AckRequest) -> Ack {
+    Ack {
+        token: r.token,
+        service: r.service,
+        proxy: r.proxy,
+        version: r.version,
+        accepted: r.accepted,
+        reason: r.reason,
+        cert_ca_generation: r.cert_ca_generation,
+        trust_bundle_applied: r.trust_bundle_applied,
+    }
+}
