@@ -1,0 +1,153 @@
+//! Serving a plane: the tonic server on the TLS listener with the connection limits, the
+//! background tasks it starts, the handle the dashboard reads through, and a graceful stop.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+
+use super::etcd::{self, SharedEtcd};
+use super::expiry::{expire_leases, renew_certificate};
+use super::{ControlService, ServeError, Shared, replica, wire};
+use crate::conn::Limits;
+use crate::conn::track::Tracked;
+use crate::pb;
+use crate::pb::control_server::ControlServer;
+use crate::plane::Plane;
+use crate::tls::{self, ServerTls};
+
+/// How often HTTP/2 pings check that a subscriber is still there.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// A server running in the background.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    expiry: JoinHandle<()>,
+    renewal: JoinHandle<()>,
+    service: ControlService,
+}
+
+/// Read access to the running plane, for the dashboard ([`crate::dashboard`]): it locks the
+/// plane only long enough to copy what it shows.
+#[derive(Clone)]
+pub struct PlaneHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for PlaneHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlaneHandle").finish_non_exhaustive()
+    }
+}
+
+impl PlaneHandle {
+    /// Runs `f` on the plane, under its lock (keep `f` short: the gRPC API waits meanwhile).
+    pub fn read<R>(&self, f: impl FnOnce(&Plane) -> R) -> R {
+        f(&self.shared.plane())
+    }
+}
+
+impl Running {
+    /// A handle for reading the plane while it serves.
+    pub fn handle(&self) -> PlaneHandle {
+        PlaneHandle {
+            shared: self.service.shared.clone(),
+        }
+    }
+
+    /// The same answer as the `Status` call.
+    pub fn status(&self) -> pb::StatusResponse {
+        wire::status(self.service.shared.plane().status(Instant::now()))
+    }
+
+    /// Ends every stream, stops accepting, and waits for the server to finish.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        self.shutdown.send_replace(true);
+        let result = self.server.await;
+        // With a shared store, this task revokes the replica's lease as it ends (bounded
+        // inside), so its records leave at once; the bound here is only a safety net.
+        let mut expiry = self.expiry;
+        if tokio::time::timeout(Duration::from_secs(3), &mut expiry)
+            .await
+            .is_err()
+        {
+            expiry.abort();
+        }
+        self.renewal.abort();
+        result??;
+        Ok(())
+    }
+}
+
+/// Serves `plane` on `listener` over TLS in the background (needs a Tokio runtime), with the
+/// default [`Limits`].
+pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running, ServeError> {
+    spawn_with(plane, listener, Limits::default())
+}
+
+/// [`spawn`] with the given limits on the control port's connections.
+pub fn spawn_with(
+    mut plane: Plane,
+    listener: tokio::net::TcpListener,
+    limits: Limits,
+) -> Result<Running, ServeError> {
+    let addr = listener.local_addr().map_err(ServeError::Addr)?;
+    // Its name where `Status` says which replica a proxy is connected to.
+    plane.set_replica(&replica::name(addr, replica::hostname().as_deref()));
+    let tls = ServerTls::new(
+        plane.ca().clone(),
+        plane.mesh().control_identity(),
+        plane.cert_lifetime(),
+        SystemTime::now(),
+    )?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let etcd = plane.store().etcd().map(SharedEtcd::new);
+    let shared = Arc::new(Shared {
+        plane: Mutex::new(plane),
+        wakes: Mutex::new(BTreeMap::new()),
+        kick: Notify::new(),
+        shutdown: shutdown_rx.clone(),
+        etcd,
+        tls: tls.clone(),
+        fence: watch::channel(None).0,
+    });
+    let service = ControlService {
+        shared: shared.clone(),
+    };
+    // Leases expire here (embedded), or in etcd, which the watch follows (shared).
+    let expiry = if shared.etcd.is_some() {
+        tokio::spawn(etcd::follow(shared.clone(), shutdown_rx.clone()))
+    } else {
+        tokio::spawn(expire_leases(shared.clone(), shutdown_rx.clone()))
+    };
+    let renewal = tokio::spawn(renew_certificate(shared.clone()));
+    let mut stop = shutdown_rx;
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE))
+            .http2_keepalive_timeout(Some(KEEPALIVE))
+            .max_concurrent_streams(limits.streams_per_connection)
+            .http2_max_local_error_reset_streams(Some(limits.local_error_resets))
+            .http2_max_pending_accept_reset_streams(Some(limits.pending_accept_resets))
+            .timeout(limits.request_timeout)
+            .add_service(Tracked(ControlServer::new(service.clone())))
+            .serve_with_incoming_shutdown(tls::incoming(listener, tls, limits), async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            }),
+    );
+    Ok(Running {
+        addr,
+        shutdown: shutdown_tx,
+        server,
+        expiry,
+        renewal,
+        service,
+    })
+}

@@ -1,0 +1,150 @@
+//! `Subscribe` streams: each woken by the changes that concern its service, sending a snapshot
+//! only when its content changed (whole first, then deltas to a proxy that asked for them), ended
+//! when the token changes, the service leaves, the server stops or the replica is fenced; and
+//! `Ack`, what a proxy says of each snapshot.
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::refusal::{admin_of, api_status, caller, fenced_status};
+use super::{ControlService, Shared, wire};
+use crate::pb;
+use crate::plane::{self};
+
+/// The messages of a `Subscribe` stream.
+pub(super) type SubscribeStream = ReceiverStream<Result<pb::Snapshot, Status>>;
+
+/// Marks a subscriber's stream closed when its task ends, however it ends.
+pub(super) struct StreamGuard {
+    shared: Arc<Shared>,
+    service: String,
+    proxy: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.shared
+            .plane()
+            .stream_closed(&self.service, &self.proxy);
+        tracing::info!(service = %self.service, proxy = %self.proxy, "subscriber left");
+    }
+}
+
+/// Equal but for the version.
+pub(super) fn same_content(a: &pb::Snapshot, b: &pb::Snapshot) -> bool {
+    pb::Snapshot {
+        version: b.version,
+        ..a.clone()
+    } == *b
+}
+
+pub(super) async fn subscribe(
+    svc: &ControlService,
+    request: Request<pb::SubscribeRequest>,
+) -> Result<Response<SubscribeStream>, Status> {
+    svc.shared.serving()?;
+    let from = caller(&request);
+    let r = request.into_inner();
+    let admin = admin_of(&r.admin_addr, from, &r.proxy)?;
+    let service = {
+        let mut plane = svc.shared.plane();
+        let service = plane
+            .authorize(&r.token, &r.service)
+            .map_err(|e| api_status(&e))?;
+        // Refuse at once a service that has no snapshot (external, or not in the file).
+        plane
+            .snapshot(&service, Instant::now())
+            .map_err(|e| api_status(&e))?;
+        if let Some(admin) = admin {
+            plane.set_proxy_admin(&service, &r.proxy, admin);
+        }
+        plane
+            .admit_proxy(&service, &r.proxy)
+            .map_err(|e| api_status(&e))?;
+        plane.stream_opened(&service, &r.proxy);
+        service
+    };
+    tracing::info!(service = %service, proxy = %r.proxy, "subscriber joined");
+    let deltas = r.deltas;
+    let token = r.token;
+    let guard = StreamGuard {
+        shared: svc.shared.clone(),
+        service,
+        proxy: r.proxy,
+    };
+    let (tx, rx) = mpsc::channel(4);
+    let mut changes = svc.shared.watch(&guard.service);
+    let mut shutdown = svc.shared.shutdown.clone();
+    let mut fence = svc.shared.fence.subscribe();
+    tokio::spawn(async move {
+        let guard = guard;
+        let mut last: Option<pb::Snapshot> = None;
+        loop {
+            changes.borrow_and_update();
+            let snapshot = {
+                let plane = guard.shared.plane();
+                // A token rotated or revoked since: the stream ends (the proxy must
+                // subscribe again with the new one).
+                plane
+                    .authorize(&token, &guard.service)
+                    .and_then(|_| plane.snapshot(&guard.service, Instant::now()))
+                    .map(wire::snapshot)
+            };
+            match snapshot {
+                Err(e) => {
+                    // The service left the mesh file, or its token changed: the stream
+                    // ends with the reason.
+                    let _ = tx.send(Err(api_status(&e))).await;
+                    return;
+                }
+                Ok(s) if last.as_ref().is_some_and(|l| same_content(l, &s)) => {}
+                Ok(s) => {
+                    let version = s.version;
+                    // The first snapshot on a stream is whole; after it, a proxy that applies
+                    // deltas gets only what changed since the last one sent.
+                    let message = match &last {
+                        Some(l) if deltas => plane::delta::diff(l, &s),
+                        _ => s.clone(),
+                    };
+                    if tx.send(Ok(message)).await.is_err() {
+                        return;
+                    }
+                    guard
+                        .shared
+                        .plane()
+                        .record_sent(&guard.service, &guard.proxy, version);
+                    last = Some(s);
+                }
+            }
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                _ = tx.closed() => return,
+                _ = shutdown.wait_for(|stopped| *stopped) => return,
+                // Cut off the shared store: the proxy moves to a replica the others see.
+                fenced = fence.wait_for(Option::is_some) => match fenced { Ok(_) => break, Err(_) => return },
+            }
+        }
+        let why = guard.shared.fence.borrow().clone().unwrap_or_default();
+        let _ = tx.send(Err(fenced_status(&why))).await;
+    });
+    Ok(Response::new(ReceiverStream::new(rx)))
+}
+
+pub(super) async fn ack(
+    svc: &ControlService,
+    request: Request<pb::AckRequest>,
+) -> Result<Response<pb::AckResponse>, Status> {
+    let r = wire::ack(request.into_inner());
+    svc.shared
+        .plane()
+        .ack_request(&r, SystemTime::now())
+        .map_err(|e| api_status(&e))?;
+    if !r.accepted {
+        tracing::warn!(service = %r.service, proxy = %r.proxy, version = r.version, "a proxy rejected a snapshot: {}", r.reason);
+    }
+    Ok(Response::new(pb::AckResponse {}))
+}
