@@ -3,34 +3,27 @@
 //! `hopwise control apply FILE --server ADDR --state DIR` changes its mesh file,
 //! `hopwise control rotate-ca --stage add|reissue|retire --server ADDR --state DIR` rotates its
 //! CA, and `hopwise status --server ADDR --state DIR` shows its proxies and copies (the last
-//! three trust `DIR/ca.pem` and send `DIR/admin-token`, or `--ca FILE --admin-token FILE`). [`run`] writes what the user
-//! sees to the writer it is given and returns the exit status by the binary's convention (0 done,
-//! 1 refused because of error findings, 2 bad input); errors go back to the binary to print.
+//! three trust `DIR/ca.pem` and send `DIR/admin-token`, or `--ca FILE --admin-token FILE`). Each
+//! operation returns what it got ([`status`], [`apply`], [`rotate_ca`], [`token::run`],
+//! [`serve::start`]) or a typed [`CliError`]; the binary shows it and chooses the exit status.
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use hopwise_model::Dur;
 
-use crate::api::{self, ServeError};
+use crate::api::ServeError;
 use crate::client::{self, ClientError, Server};
-use crate::plane::{CaFiles, ConfigFile, Options, Plane, StartError};
-use crate::store::etcd::{EtcdSpec, EtcdStore};
-use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE, Store, StoreError, TOKENS_DIR};
+use crate::pb;
+use crate::plane::StartError;
+use crate::store::{ADMIN_TOKEN_FILE, BUNDLE_FILE, StoreError};
 
 mod etcd;
-mod token;
+pub mod serve;
+pub mod token;
 
 pub use token::TokenAction;
-
-/// Exit status: done.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: refused because `hopwise check` found an error.
-pub const EXIT_FINDINGS: u8 = 1;
-/// Exit status: the input could not be used.
-pub const EXIT_BAD_INPUT: u8 = 2;
 
 /// `hopwise control …` and `hopwise status`.
 // Parsed once per process; boxing `ControlArgs` would only cost its destructuring patterns.
@@ -245,330 +238,47 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         .map_err(CliError::Runtime)
 }
 
-fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn read(path: &PathBuf) -> Result<String, CliError> {
+fn read(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(|source| CliError::Read {
-        path: path.clone(),
+        path: path.to_owned(),
         source,
     })
 }
 
-/// Runs one command. Output for the user goes to `out`.
-pub fn run(command: Command, out: &mut dyn Write) -> Result<u8, CliError> {
-    match command {
-        Command::Status { server } => {
-            let server = server.resolve()?;
-            let status = runtime()?.block_on(client::status(&server))?;
-            out.write_all(client::render_status(&status, now_unix_ms()).as_bytes())
-                .map_err(CliError::Output)?;
-            Ok(EXIT_OK)
-        }
-        Command::Control(ControlArgs {
-            action: Some(ControlAction::Apply { file, server }),
-            ..
-        }) => {
-            let server = server.resolve()?;
-            let text = read(&file)?;
-            let name = file.display().to_string();
-            let response = runtime()?.block_on(client::apply(&server, &text, &name))?;
-            out.write_all(client::render_apply(&response).as_bytes())
-                .map_err(CliError::Output)?;
-            Ok(if response.applied {
-                EXIT_OK
-            } else if response.diagnostics.is_empty() {
-                EXIT_FINDINGS
-            } else {
-                EXIT_BAD_INPUT
-            })
-        }
-        Command::Control(ControlArgs {
-            action:
-                Some(ControlAction::RotateCa {
-                    stage,
-                    server,
-                    wait,
-                    force,
-                }),
-            ..
-        }) => {
-            let server = server.resolve()?;
-            let deadline = std::time::Instant::now() + wait.map_or(Duration::ZERO, |w| w.get());
-            let response = runtime()?.block_on(async {
-                loop {
-                    let r = client::rotate_ca(&server, stage.name(), force).await?;
-                    // Only a stage waiting for proxies is worth asking again.
-                    if !r.retry || std::time::Instant::now() >= deadline {
-                        return Ok::<_, ClientError>(r);
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            })?;
-            out.write_all(client::render_rotate(&response).as_bytes())
-                .map_err(CliError::Output)?;
-            Ok(if response.done {
-                EXIT_OK
-            } else {
-                EXIT_FINDINGS
-            })
-        }
-        Command::Control(ControlArgs {
-            action: Some(ControlAction::Token { action }),
-            ..
-        }) => token::run(action, out),
-        Command::Control(ControlArgs {
-            action: Some(ControlAction::Bench(args)),
-            ..
-        }) => {
-            crate::bench::run(&args, out)?;
-            Ok(EXIT_OK)
-        }
-        Command::Control(args) => serve(args, out),
-    }
+/// `hopwise status`: the running control plane's answer.
+pub fn status(server: &ServerArgs) -> Result<pb::StatusResponse, CliError> {
+    let server = server.resolve()?;
+    Ok(runtime()?.block_on(client::status(&server))?)
 }
 
-fn serve(args: ControlArgs, out: &mut dyn Write) -> Result<u8, CliError> {
-    let Some(state) = args.state else {
-        return Err(CliError::Usage(
-            "--state DIR is required to run the control plane".into(),
-        ));
-    };
-    if let Some(d) = args.dashboard
-        && !d.ip().is_loopback()
-    {
-        return Err(CliError::Usage(format!(
-            "--dashboard {d}: the dashboard is plain HTTP without authentication (and it can \
-             change the sample apps' faults), so it listens on a loopback address only \
-             (127.0.0.1 or [::1])"
-        )));
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
-    let watched = args.config.clone();
-    let config = match &args.config {
-        Some(path) => Some(ConfigFile {
-            name: path.display().to_string(),
-            text: read(path)?,
-        }),
-        None => None,
-    };
-    let ca_files = match (args.ca_cert, args.ca_key) {
-        (Some(cert), Some(key)) => Some(CaFiles { cert, key }),
-        _ => None,
-    };
-    let lifetime: Duration = args.cert_lifetime.get();
-    let spec = match &args.store {
-        None => None,
-        Some(text) => {
-            let spec = EtcdSpec::parse(text)
-                .map_err(|reason| CliError::Usage(format!("--store {reason}")))?;
-            // A build without etcd says so before asking for etcd's flags.
-            if !cfg!(feature = "etcd") {
-                return Err(StoreError::NoEtcd { url: spec.url() }.into());
-            }
-            let access = args.etcd.resolve(&spec)?;
-            Some((spec, access))
-        }
-    };
-    // The runtime comes first: the etcd store is opened on it, and `Plane::start` (on this
-    // thread, outside it) blocks on it to write.
-    let rt = runtime()?;
-    let options = Options {
-        config,
-        ca_files,
-        cert_lifetime: lifetime,
-    };
-    let mut attempt = 0;
-    let started = loop {
-        let store = match &spec {
-            None => Store::open(&state)?,
-            Some((spec, (access, keys))) => Store::Etcd(rt.block_on(EtcdStore::open(
-                spec.clone(),
-                access,
-                keys.clone(),
-                &state,
-            ))?),
-        };
-        attempt += 1;
-        match Plane::start(store, options.clone(), SystemTime::now()) {
-            // Two replicas initialising an empty etcd at once: one wins, the other reads
-            // what it wrote and starts on it.
-            Err(StartError::Store(StoreError::Conflict { .. })) if attempt < 3 => continue,
-            other => break other,
-        }
-    };
-    let started = match started {
-        Ok(s) => s,
-        Err(StartError::Refused { name, findings }) => {
-            let response = crate::pb::ApplyResponse {
-                findings: findings.iter().map(api::wire::finding).collect(),
-                message: format!(
-                    "{name}: `hopwise check` finds error(s); the control plane did not start"
-                ),
-                ..Default::default()
-            };
-            out.write_all(client::render_apply(&response).as_bytes())
-                .map_err(CliError::Output)?;
-            return Ok(EXIT_FINDINGS);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|source| CliError::Listen {
-                addr: args.listen,
-                source,
-            })?;
-        let plane = started.plane;
-        let at = if plane.shared() {
-            format!("shared, revision {}", plane.version())
-        } else {
-            format!("start {}", plane.version() >> 32)
-        };
-        let summary = format!(
-            "hopwise control: listening on {} (TLS 1.3 as {})\n\
-             state: {} (mesh {}, config version {}, {at})\n\
-             trust bundle: {}\n\
-             admin token: {}\n\
-             join tokens: {} ({} service(s))\n",
-            listener.local_addr().map_or(args.listen, |a| a),
-            plane.mesh().control_identity(),
-            plane.store().location(),
-            plane.mesh().name,
-            plane.config_version(),
-            started.bundle_file.display(),
-            started
-                .admin_token_file
-                .as_ref()
-                .map_or("-".to_owned(), |p| p.display().to_string()),
-            plane.store().dir().join(TOKENS_DIR).display(),
-            started.token_files.len(),
-        );
-        let mut local = listener.local_addr().map_or(args.listen, |a| a);
-        // Listening on every address: talk to itself on loopback.
-        if local.ip().is_unspecified() {
-            local.set_ip(if local.is_ipv4() {
-                std::net::Ipv4Addr::LOCALHOST.into()
-            } else {
-                std::net::Ipv6Addr::LOCALHOST.into()
-            });
-        }
-        let dir = plane.store().dir().to_owned();
-        let limits = crate::conn::Limits {
-            connections_per_address: args.max_connections_per_address,
-            connections: args.max_connections,
-            first_request: args.first_request_timeout.get(),
-            idle: args.idle_timeout.get(),
-            ..crate::conn::Limits::default()
-        };
-        let running = api::spawn_with(plane, listener, limits)?;
-        if let Some(path) = watched {
-            let seen = std::fs::read_to_string(&path).ok();
-            tokio::spawn(watch_file(path, seen, (local.to_string(), dir)));
-        }
-        let mut text = summary;
-        let dashboard = match args.dashboard {
-            Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| CliError::Listen { addr, source })?;
-                let d = crate::dashboard::spawn(running.handle(), listener, args.samples.clone())
-                    .map_err(|source| CliError::Listen { addr, source })?;
-                text.push_str(&format!("dashboard: http://{}/\n", d.addr));
-                Some(d)
-            }
-            None => None,
-        };
-        for note in &started.notes {
-            text.push_str(&format!("note: {note}\n"));
-        }
-        out.write_all(text.as_bytes()).map_err(CliError::Output)?;
-        out.flush().map_err(CliError::Output)?;
-        wait_for_signal().await;
-        tracing::info!("stopping");
-        if let Some(d) = dashboard {
-            d.stop();
-        }
-        running.shutdown().await?;
-        Ok(EXIT_OK)
-    })
+/// `hopwise control apply FILE`: what the control plane did with the file (applied, or refused
+/// with its problems or findings).
+pub fn apply(file: &Path, server: &ServerArgs) -> Result<pb::ApplyResponse, CliError> {
+    let server = server.resolve()?;
+    let text = read(file)?;
+    let name = file.display().to_string();
+    Ok(runtime()?.block_on(client::apply(&server, &text, &name))?)
 }
 
-/// How often `--config FILE` is looked at for edits.
-const WATCH_EVERY: Duration = Duration::from_millis(500);
-
-/// Watches the mesh file the control plane was started with: whenever its content differs from
-/// what was last seen, it goes to the running control plane exactly as `hopwise control apply`
-/// sends it (checked, refused with the findings on error), and the outcome is logged. Polls the
-/// content (a small file) rather than trusting timestamps: editors that write in place, write a
-/// new file and rename it, or keep the mtime are all seen. A file caught half-written is refused
-/// and applied at the next look, once complete.
-async fn watch_file(path: PathBuf, mut seen: Option<String>, (addr, state): (String, PathBuf)) {
-    let name = path.display().to_string();
-    let mut tick = tokio::time::interval(WATCH_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        // Gone for a moment (an editor's rename), or unreadable: look again later.
-        // A small file: reading it blocks this worker for microseconds.
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        if seen.as_deref() == Some(text.as_str()) {
-            continue;
-        }
-        // Read each time: a CA rotation rewrites `ca.pem`.
-        let applied = match Server::from_state(&addr, &state) {
-            Ok(server) => client::apply(&server, &text, &name).await,
-            Err(e) => Err(e),
-        };
-        match applied {
-            Ok(r) if r.applied && r.unchanged => {
-                tracing::info!("{name} changed on disk; the mesh file in force is the same");
+/// `hopwise control rotate-ca --stage …`: the stage's answer, asked again while it waits for
+/// proxies, for up to `wait`.
+pub fn rotate_ca(
+    stage: RotateStageArg,
+    server: &ServerArgs,
+    wait: Option<Duration>,
+    force: bool,
+) -> Result<pb::RotateCaResponse, CliError> {
+    let server = server.resolve()?;
+    let deadline = std::time::Instant::now() + wait.unwrap_or(Duration::ZERO);
+    let response = runtime()?.block_on(async {
+        loop {
+            let r = client::rotate_ca(&server, stage.name(), force).await?;
+            // Only a stage waiting for proxies is worth asking again.
+            if !r.retry || std::time::Instant::now() >= deadline {
+                return Ok::<_, ClientError>(r);
             }
-            Ok(r) if r.applied => tracing::info!(
-                "{name} changed on disk: applied as config version {} (version {})",
-                r.config_version,
-                r.version
-            ),
-            Ok(r) => tracing::warn!(
-                "{name} changed on disk: refused, nothing changed\n{}",
-                client::render_apply(&r).trim_end()
-            ),
-            Err(e) => {
-                // The control plane is not answering: try this content again next time.
-                tracing::warn!("{name} changed on disk, but it could not be applied: {e}");
-                continue;
-            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        seen = Some(text);
-    }
-}
-
-/// Resolves on SIGTERM or Ctrl-C; never if neither can be watched (no signal is not a signal).
-/// The proxy's `server::shutdown_signal` is the same; this crate does not depend on the proxy.
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                () = ctrl_c => {}
-            }
-        }
-        Err(_) => ctrl_c.await,
-    }
+    })?;
+    Ok(response)
 }

@@ -10,6 +10,8 @@ use hopwise_analyze::chain::{self, ChainFailure};
 use hopwise_analyze::{Options, render};
 use hopwise_model::{Mesh, Protocol};
 
+mod control;
+
 /// Exit status for a mesh file that cannot be read or is not valid.
 const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status when `check` finds an error.
@@ -230,10 +232,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hopwise_lab::up::apps::run(&a)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Control(c) => Ok(ExitCode::from(hopwise_control::cli::run(
-            c,
-            &mut std::io::stdout(),
-        )?)),
+        Command::Control(c) => control::run(c),
         Command::Certs {
             config,
             out,

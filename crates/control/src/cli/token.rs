@@ -1,10 +1,9 @@
 //! `hopwise control token rotate|revoke SERVICE`: a new join token from the running control
 //! plane (the admin-only `Token` call); the old one is refused from its next call on.
 
-use std::io::Write;
 use std::path::PathBuf;
 
-use super::{CliError, EXIT_OK, ServerArgs, runtime};
+use super::{CliError, ServerArgs, runtime};
 use crate::client;
 use crate::store::write_atomic;
 
@@ -31,8 +30,8 @@ pub enum TokenAction {
 }
 
 /// Rotates or revokes; with `--out`, writes the new token there too (owner-only, replacing the
-/// file whole, as the control plane writes its own).
-pub(super) fn run(action: TokenAction, out: &mut dyn Write) -> Result<u8, CliError> {
+/// file whole, as the control plane writes its own). Returns what to tell the operator.
+pub fn run(action: TokenAction) -> Result<String, CliError> {
     let (service, server, revoke, file) = match action {
         TokenAction::Rotate {
             service,
@@ -48,6 +47,5 @@ pub(super) fn run(action: TokenAction, out: &mut dyn Write) -> Result<u8, CliErr
         write_atomic(&path, format!("{}\n", response.token).as_bytes(), 0o600)?;
         text.push_str(&format!("written to {}\n", path.display()));
     }
-    out.write_all(text.as_bytes()).map_err(CliError::Output)?;
-    Ok(EXIT_OK)
+    Ok(text)
 }
