@@ -198,68 +198,19 @@ impl Plane {
         // An older layout is written back in the current one.
         next.format = store::FORMAT;
 
-        // The mesh file.
-        let mesh = match (&next.mesh, &opts.config) {
-            (None, None) => return Err(StartError::NoConfig { location: dir }),
-            (None, Some(config)) => {
-                let prepared = prepare(&config.text, &config.name);
-                let (mesh, report) = match prepared.result {
-                    Ok(ok) => ok,
-                    Err(diags) => {
-                        return Err(StartError::InvalidConfig {
-                            name: config.name.clone(),
-                            rendered: diags.render(&config.name),
-                            count: diags.0.len(),
-                        });
-                    }
-                };
-                if report.has_errors() {
-                    return Err(StartError::Refused {
-                        name: config.name.clone(),
-                        findings: report.findings,
-                    });
-                }
-                next.mesh = Some(MeshState {
-                    text: config.text.clone(),
-                    version: 1,
-                    source: config.name.clone(),
-                    applied_unix_ms: unix_ms(now),
-                });
-                mesh
-            }
-            (Some(stored), given) => {
-                let mesh = Mesh::from_yaml(&stored.text).map_err(|d| StartError::StoredConfig {
-                    location: store.location(),
-                    rendered: d.render(&stored.source),
-                })?;
-                if let Some(given) = given
-                    && given.text != stored.text
-                {
-                    notes.push(format!(
-                        "{} differs from the mesh file in force (version {}, from {}); it was \
-                         NOT applied: send it with `hopwise control apply {} --server ADDR --state DIR`",
-                        given.name, stored.version, stored.source, given.name
-                    ));
-                }
-                mesh
-            }
-        };
+        let mesh = take_mesh(
+            &mut next,
+            opts.config.as_ref(),
+            &store.location(),
+            now,
+            &mut notes,
+        )?;
 
         // The CA (a rotation in progress: the other root is trusted too).
         let (ca, ca_state, note) = ca_of(&next, opts.ca_files.as_ref(), &mesh.name, &dir, now)?;
         next.ca = Some(ca_state);
         notes.extend(note);
-        if let Some(r) = &next.rotation {
-            notes.push(format!(
-                "a CA rotation is in progress (stage {} done); continue it with `hopwise control \
-                 rotate-ca --stage {} --server ADDR --state DIR`",
-                rotation_name(Some(r)),
-                match r {
-                    Rotation::Added { .. } => "reissue",
-                    Rotation::Reissued { .. } => "retire",
-                }
-            ));
-        }
+        notes.extend(next.rotation.as_ref().map(rotation_note));
 
         // A token for every service that runs a proxy, and the admin token.
         add_tokens(&mut next, &mesh)?;
@@ -314,6 +265,77 @@ impl Plane {
             admin_token_file,
         })
     }
+}
+
+/// The mesh file to start on: the stored one (noting a `--config` that differs), or on a first
+/// start `config`, which must pass `hopwise check` (then stored in `next`).
+fn take_mesh(
+    next: &mut State,
+    config: Option<&ConfigFile>,
+    location: &str,
+    now: SystemTime,
+    notes: &mut Vec<String>,
+) -> Result<Mesh, StartError> {
+    match (&next.mesh, config) {
+        (None, None) => Err(StartError::NoConfig {
+            location: location.to_owned(),
+        }),
+        (None, Some(config)) => {
+            let prepared = prepare(&config.text, &config.name);
+            let (mesh, report) = match prepared.result {
+                Ok(ok) => ok,
+                Err(diags) => {
+                    return Err(StartError::InvalidConfig {
+                        name: config.name.clone(),
+                        rendered: diags.render(&config.name),
+                        count: diags.0.len(),
+                    });
+                }
+            };
+            if report.has_errors() {
+                return Err(StartError::Refused {
+                    name: config.name.clone(),
+                    findings: report.findings,
+                });
+            }
+            next.mesh = Some(MeshState {
+                text: config.text.clone(),
+                version: 1,
+                source: config.name.clone(),
+                applied_unix_ms: unix_ms(now),
+            });
+            Ok(mesh)
+        }
+        (Some(stored), given) => {
+            let mesh = Mesh::from_yaml(&stored.text).map_err(|d| StartError::StoredConfig {
+                location: location.to_owned(),
+                rendered: d.render(&stored.source),
+            })?;
+            if let Some(given) = given
+                && given.text != stored.text
+            {
+                notes.push(format!(
+                    "{} differs from the mesh file in force (version {}, from {}); it was \
+                     NOT applied: send it with `hopwise control apply {} --server ADDR --state DIR`",
+                    given.name, stored.version, stored.source, given.name
+                ));
+            }
+            Ok(mesh)
+        }
+    }
+}
+
+/// What the operator is told of a rotation in progress at a start.
+fn rotation_note(r: &Rotation) -> String {
+    format!(
+        "a CA rotation is in progress (stage {} done); continue it with `hopwise control \
+         rotate-ca --stage {} --server ADDR --state DIR`",
+        rotation_name(Some(r)),
+        match r {
+            Rotation::Added { .. } => "reissue",
+            Rotation::Reissued { .. } => "retire",
+        }
+    )
 }
 
 /// Adds a token for every service of `mesh` that runs a proxy and has none. Returns how many.
