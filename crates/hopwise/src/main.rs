@@ -73,7 +73,7 @@ enum Command {
     Fault(hopwise_lab::up::FaultArgs),
     /// One copy of a sample app (started by `hopwise up`).
     #[command(hide = true)]
-    Sample(hopwise_lab::up::apps::SampleArgs),
+    Sample(hopwise_lab::samples::apps::SampleArgs),
     /// `hopwise control` (the control plane) and `hopwise status`.
     #[command(flatten)]
     Control(hopwise_control::cli::Command),
@@ -132,8 +132,11 @@ enum ProtocolArg {
 }
 
 fn main() -> ExitCode {
-    // Started by `hopwise up`: go when it goes, even if it is killed.
-    if !hopwise_lab::up::rundir::die_with_parent() {
+    // Started by the lab tied to its parent (`hopwise up`'s children): go when it goes, even
+    // if it is killed. Any other start never asks.
+    if let Some(parent) = hopwise_lab::processes::parent::tied_parent()
+        && !hopwise_lab::processes::parent::die_with_parent(parent)
+    {
         return ExitCode::from(EXIT_BAD_INPUT);
     }
     let cli = Cli::parse();
@@ -229,7 +232,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sample(a) => {
-            hopwise_lab::up::apps::run(&a)?;
+            hopwise_lab::samples::apps::run(&a)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Control(c) => control::run(c),

@@ -55,7 +55,7 @@ pub struct ProxyArgs {
     #[arg(long)]
     outbound: Option<std::net::SocketAddr>,
     /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
-    #[arg(long, value_parser = hopwise_lab::up::apps::parse_upstream)]
+    #[arg(long, value_parser = hopwise_lab::samples::apps::parse_upstream)]
     upstream: Vec<(String, std::net::SocketAddr)>,
     /// The service whose proxy this is.
     #[arg(long)]

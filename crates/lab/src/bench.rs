@@ -1,9 +1,8 @@
-//! `hopwise bench`: the command line of the benchmarks and their error type. `hops` measures
-//! what one mesh hop costs; `backend` and `client` are the hidden helpers it re-executes as
-//! separate processes (so they can be pinned like the proxies). The parts: [`layout`] (the
-//! configurations, as text), [`procs`] (child processes and `/proc`), [`load`] (client and
-//! backend), [`hops`] (the interleaved runs), [`stats`] (the arithmetic), [`report`] (table,
-//! JSON, SVG). Writes only to the writer it is given; the progress bar goes to stderr.
+//! `hopwise bench`: the command line of the benchmarks. `hops` measures what one mesh hop
+//! costs; `backend` and `client` are the hidden helpers it re-executes as separate processes
+//! (so they can be pinned like the proxies). The parts: [`layout`] (the configurations, as
+//! text), [`load`] (client and backend), [`hops`] (the interleaved runs), [`stats`] (the
+//! arithmetic), [`report`] (table, JSON, SVG). Writes only to the writer it is given; the progress bar goes to stderr.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -14,9 +13,10 @@ use hopwise_model::Dur;
 pub mod hops;
 pub mod layout;
 pub mod load;
-pub mod procs;
 pub mod report;
 pub mod stats;
+
+use crate::error::{LabError, io};
 
 /// `hopwise bench …`
 #[derive(Debug, clap::Args)]
@@ -130,52 +130,15 @@ pub struct ClientArgs {
     pub warmup_time: Option<Dur>,
 }
 
-/// Why a benchmark could not run. The binary prints it with its sources.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    #[error("{what}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{name} did not start: {why}{}", stderr_block(.stderr))]
-    Start {
-        name: String,
-        why: String,
-        stderr: String,
-    },
-    #[error("{0}")]
-    Failed(String),
-    #[error("interrupted; every process the bench started has been stopped")]
-    Interrupted,
-}
-
-/// What a child wrote to stderr, as the tail of an error message.
-pub(crate) fn stderr_block(stderr: &str) -> String {
-    let s = stderr.trim_end();
-    if s.is_empty() {
-        " (it wrote nothing to stderr)".to_owned()
-    } else {
-        format!("\n--- its stderr ---\n{s}\n---")
-    }
-}
-
-/// `map_err` helper: an I/O error with what we were doing.
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
-    let what = what.into();
-    move |source| BenchError::Io { what, source }
-}
-
 /// Runs `hopwise bench …`. Results (the table or JSON; the helpers' protocol lines) go to `out`.
-pub fn run(args: Args, out: &mut dyn Write) -> Result<(), BenchError> {
+pub fn run(args: Args, out: &mut dyn Write) -> Result<(), LabError> {
     match args.command {
         Command::Hops(a) => {
             let report = hops::run(&a)?;
             report::write_svg(&report, &a.svg)?;
             let text = if a.json {
                 serde_json::to_string_pretty(&report)
-                    .map_err(|e| BenchError::Failed(format!("cannot render the JSON: {e}")))?
+                    .map_err(|e| LabError::Failed(format!("cannot render the JSON: {e}")))?
                     + "\n"
             } else {
                 let mut t = report::text(&report);

@@ -1,13 +1,27 @@
 //! hopwise's lab: the measurements, load generators and sample services that run *around* the
-//! mesh rather than in it. Today that is `hopwise bench hops` ([`bench`]): chains of real
-//! `hopwise proxy` processes (and nginx, HAProxy or Envoy for comparison) between a minimal
-//! compiled client and backend, measured for latency, CPU and memory per hop. Nothing here is
-//! on a request's path in production, and nothing in `proxy` or `model` may depend on it.
-//! `hopwise demo` ([`demo`]) runs the seeds' scenarios — the retry chain, the timeout trap,
-//! the loan and fee services — with real proxies, and counts what happened. `hopwise up`
-//! ([`up`]) runs a whole mesh file on this machine: sample apps with fault knobs, a proxy per
-//! copy, the control plane, load.
+//! mesh rather than in it. Nothing here is on a request's path in production, and nothing in
+//! `proxy` or `model` may depend on it.
+//!
+//! Organised by job. Three products — `hopwise bench` ([`bench`]: chains of real
+//! `hopwise proxy` processes, and nginx, HAProxy or Envoy for comparison, measured for latency,
+//! CPU and memory per hop), `hopwise demo` ([`demo`]: the seeds' scenarios with real proxies,
+//! counted) and `hopwise up` ([`up`]: a whole mesh file on this machine, with `hopwise fault`) —
+//! each built on two shared rooms: [`processes`] (the children and what `/proc` says of them)
+//! and [`samples`] (the sample services and their HTTP pieces). The products never use each
+//! other. [`error`] is the one error type of them all.
 
 pub mod bench;
 pub mod demo;
+pub mod error;
+pub mod processes;
+pub mod samples;
 pub mod up;
+
+pub use error::LabError;
+
+/// A progress line on stderr (the results go to stdout).
+pub(crate) fn progress(line: &str) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+}

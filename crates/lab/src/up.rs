@@ -5,30 +5,23 @@
 //!
 //! The parts, one job each: [`plan`] (pure: mesh → processes and ports), [`run`] (the
 //! processes: start, wait until ready, stop), [`rundir`] (the run directory, stale processes),
-//! [`apps`] (the sample apps, a process per copy), [`knobs`] (the fault knobs and their HTTP port), [`samples`] (the
-//! `samples.json` contract), [`load`] (steady requests into the entry service), [`table`]
-//! (what `up` prints), [`fault`] (`hopwise fault`). See docs/up.md.
+//! [`samples`] (writes the `samples.json` contract), [`load`] (steady requests into the entry
+//! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`). The sample apps and
+//! their knobs are [`crate::samples`]'s, the child processes [`crate::processes`]'. See
+//! docs/up.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use hopwise_model::Dur;
 
-pub mod apps;
 pub mod fault;
-pub mod knobs;
 pub mod load;
 pub mod plan;
 pub mod run;
 pub mod rundir;
 pub mod samples;
 pub mod table;
-
-pub mod pb {
-    //! The sample apps' gRPC service, generated from `proto/sample.proto` by `build.rs`.
-    #![allow(missing_debug_implementations, clippy::all, clippy::unwrap_used)]
-    tonic::include_proto!("hopwise.sample.v1");
-}
 
 /// `hopwise up FILE …`
 #[derive(Debug, Clone, clap::Args)]
@@ -101,35 +94,6 @@ pub struct FaultArgs {
     /// under `./.hopwise/`).
     #[arg(long)]
     pub run: Option<PathBuf>,
-}
-
-/// Why `up` or `fault` could not do its job. The binary prints it with its sources.
-#[derive(Debug, thiserror::Error)]
-pub enum UpError {
-    #[error("{what}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{name} did not start: {why}{}", crate::bench::stderr_block(.stderr))]
-    Start {
-        name: String,
-        why: String,
-        stderr: String,
-    },
-    #[error(transparent)]
-    Plan(#[from] plan::PlanError),
-    #[error("{0}")]
-    Failed(String),
-    #[error("interrupted; every process `up` started has been stopped")]
-    Interrupted,
-}
-
-/// `map_err` helper: an I/O error with what we were doing.
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> UpError {
-    let what = what.into();
-    move |source| UpError::Io { what, source }
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

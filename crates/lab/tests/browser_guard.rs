@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use hopwise_control::plane::{ConfigFile, Options, Plane};
 use hopwise_control::store::Store;
 use hopwise_control::{api, dashboard};
-use hopwise_lab::up::knobs::{self, Fault, Knobs};
+use hopwise_lab::samples::knobs::{self, Fault, Knobs};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

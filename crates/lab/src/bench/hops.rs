@@ -15,13 +15,19 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::layout::{self, CALLEE, CALLER, HopCerts, HopPorts, Peer, Side};
 use super::load::ClientResult;
-use super::procs::{self, Proc, Supervisor};
 use super::report::{self, Config, CpuSample, Machine, PeerInfo, Plan, Report, Sample, System};
 use super::stats::rotation;
-use super::{BenchError, HopsArgs, Mode, io};
+use super::{HopsArgs, Mode};
+use crate::error::{LabError, io};
+use crate::processes::ports::free_ports;
+use crate::processes::procfs::{self, Ticks};
+use crate::processes::supervisor::{Proc, Supervisor, find_program};
 
 /// The options in force: the defaults, `--quick`'s, then what was given.
-pub fn plan(a: &HopsArgs) -> Result<Plan, BenchError> {
+/// Whose processes an interrupted run stopped.
+const WHO: &str = "the bench";
+
+pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
     let q = a.quick;
     let requests = a.requests.unwrap_or(if q { 300 } else { 4000 });
     let duration = a
@@ -46,7 +52,7 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, BenchError> {
         peers: a.peers,
         quick: q,
     };
-    let bad = |what: &str| Err(BenchError::Failed(what.to_owned()));
+    let bad = |what: &str| Err(LabError::Failed(what.to_owned()));
     if p.runs == 0 {
         return bad("--runs must be at least 1");
     }
@@ -101,7 +107,7 @@ fn detect_peers() -> Vec<(Peer, PathBuf, String)> {
     Peer::ALL
         .iter()
         .filter_map(|p| {
-            let path = procs::find_program(p.program())?;
+            let path = find_program(p.program())?;
             let flag = match p {
                 Peer::Nginx | Peer::Haproxy => "-v",
                 Peer::Envoy => "--version",
@@ -179,13 +185,13 @@ fn with_sources(e: &dyn std::error::Error) -> String {
 }
 
 /// Runs the whole benchmark.
-pub fn run(a: &HopsArgs) -> Result<Report, BenchError> {
+pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
     let plan = plan(a)?;
     let load_start = load_average();
     let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
     let taskset = if plan.pinned {
-        Some(procs::find_program("taskset").ok_or_else(|| {
-            BenchError::Failed(
+        Some(find_program("taskset").ok_or_else(|| {
+            LabError::Failed(
                 "--pin needs `taskset` (util-linux), which is not installed here: \
                  `apt-get install util-linux`, or run without --pin"
                     .into(),
@@ -199,7 +205,7 @@ pub fn run(a: &HopsArgs) -> Result<Report, BenchError> {
     } else {
         Vec::new()
     };
-    let sup = Supervisor::new()?;
+    let sup = Supervisor::new(WHO)?;
     let dir = tempfile::Builder::new()
         .prefix("hopwise-bench-")
         .tempdir()
@@ -210,7 +216,7 @@ pub fn run(a: &HopsArgs) -> Result<Report, BenchError> {
         taskset,
         dir: dir.path().to_owned(),
         plan: plan.clone(),
-        clk_tck: procs::clock_ticks(),
+        clk_tck: procfs::clock_ticks(),
         peers: peers
             .iter()
             .map(|(p, path, _)| (*p, path.clone()))
@@ -242,16 +248,16 @@ pub fn run(a: &HopsArgs) -> Result<Report, BenchError> {
                 Err(e) => {
                     bar.abandon();
                     return Err(match e {
-                        _ if sup.interrupted() => BenchError::Interrupted,
-                        BenchError::Interrupted => e,
-                        BenchError::Start { name, why, stderr } => BenchError::Start {
+                        _ if sup.interrupted() => LabError::Interrupted { who: WHO },
+                        LabError::Interrupted { .. } => e,
+                        LabError::Start { name, why, stderr } => LabError::Start {
                             name: format!("{} (run {}): {name}", c.label(), run + 1),
                             why,
                             stderr,
                         },
                         other => {
                             let why = with_sources(&other);
-                            BenchError::Failed(format!("{} (run {}): {why}", c.label(), run + 1))
+                            LabError::Failed(format!("{} (run {}): {why}", c.label(), run + 1))
                         }
                     });
                 }
@@ -315,7 +321,7 @@ impl Bench<'_> {
     }
 
     /// The hop's CA and certificates (as `hopwise certs` writes them) and HAProxy's bundles.
-    fn write_certs(&self, hop: usize) -> Result<(), BenchError> {
+    fn write_certs(&self, hop: usize) -> Result<(), LabError> {
         let any = SocketAddr::from(([127, 0, 0, 1], 1));
         let ports = HopPorts {
             out: any,
@@ -324,13 +330,13 @@ impl Bench<'_> {
         };
         let dir = self.certs_dir(hop);
         let mesh = Mesh::from_yaml(&layout::hop_mesh(hop, &ports, &dir)).map_err(|d| {
-            BenchError::Failed(format!(
+            LabError::Failed(format!(
                 "the bench wrote an invalid mesh file (a bug): {}",
                 d.render("hop.yaml")
             ))
         })?;
         hopwise_proxy::certs::write_dev_certs(&mesh, &dir)
-            .map_err(|e| BenchError::Failed(format!("cannot write the hop certificates: {e}")))?;
+            .map_err(|e| LabError::Failed(format!("cannot write the hop certificates: {e}")))?;
         let c = HopCerts::in_dir(&dir);
         for (bundle, cert, key) in [
             (&c.caller_bundle, &c.caller_cert, &c.caller_key),
@@ -365,7 +371,7 @@ impl Bench<'_> {
         cmd: Command,
         log: &Path,
         proxy: bool,
-    ) -> Result<usize, BenchError> {
+    ) -> Result<usize, LabError> {
         let (p, _) = self.sup.spawn(&name, cmd, log, false)?;
         running.procs.push(p);
         let i = running.procs.len() - 1;
@@ -375,7 +381,7 @@ impl Bench<'_> {
         Ok(i)
     }
 
-    fn measure(&self, c: &Config, run: usize) -> Result<Sample, BenchError> {
+    fn measure(&self, c: &Config, run: usize) -> Result<Sample, LabError> {
         let slug = match c.mode {
             None => "direct".to_owned(),
             Some(m) => format!("{}-{}-{}", c.system.name(), m.name(), c.hops),
@@ -387,7 +393,7 @@ impl Bench<'_> {
             procs: Vec::new(),
             proxies: Vec::new(),
         };
-        let backend = procs::free_ports(1)?[0];
+        let backend = free_ports(1)?[0];
         let mut cmd = self.command(&self.exe);
         cmd.args(["bench", "backend", "--listen"])
             .arg(backend.to_string());
@@ -402,7 +408,7 @@ impl Bench<'_> {
         let entry = if c.hops == 0 {
             backend
         } else {
-            let ports = procs::free_ports(2 * c.hops)?;
+            let ports = free_ports(2 * c.hops)?;
             let hops = layout::chain(&ports, backend);
             let mode = c.mode.unwrap_or(Mode::Mtls);
             for (k0, hop) in hops.iter().enumerate() {
@@ -432,9 +438,9 @@ impl Bench<'_> {
             .proxies
             .iter()
             .map(|&i| {
-                procs::tree(running.procs[i].pid)
+                procfs::tree(running.procs[i].pid)
                     .iter()
-                    .filter_map(|p| procs::vm_hwm_kib(*p))
+                    .filter_map(|p| procfs::vm_hwm_kib(*p))
                     .sum()
             })
             .collect();
@@ -468,7 +474,7 @@ impl Bench<'_> {
         k: usize,
         hop: &HopPorts,
         cdir: &Path,
-    ) -> Result<Vec<(Side, usize)>, BenchError> {
+    ) -> Result<Vec<(Side, usize)>, LabError> {
         let certs = HopCerts::in_dir(&self.certs_dir(k));
         let workers = self.plan.workers.to_string();
         let mut started = Vec::new();
@@ -498,7 +504,7 @@ impl Bench<'_> {
                 let Some((peer, program)) =
                     self.peers.iter().find(|(p, _)| peer_system(*p) == system)
                 else {
-                    return Err(BenchError::Failed(format!(
+                    return Err(LabError::Failed(format!(
                         "{} is not installed",
                         system.name()
                     )));
@@ -540,11 +546,11 @@ impl Bench<'_> {
         running: &Running<'_>,
         client: &Proc,
         last_line: &str,
-    ) -> Result<ClientResult, BenchError> {
+    ) -> Result<ClientResult, LabError> {
         let status = self.sup.wait(client.pid)?;
         self.sup.check()?;
         let failed = |why: String| {
-            BenchError::Failed(format!(
+            LabError::Failed(format!(
                 "the bench client failed: {why}{}",
                 running.proxy_stderr()
             ))
@@ -574,7 +580,7 @@ impl Bench<'_> {
         running: &Running<'_>,
         entry: SocketAddr,
         cdir: &Path,
-    ) -> Result<ClientResult, BenchError> {
+    ) -> Result<ClientResult, LabError> {
         let mut cmd = self.client_command(entry);
         cmd.arg("--requests")
             .arg(self.plan.requests.to_string())
@@ -596,7 +602,7 @@ impl Bench<'_> {
         running: &Running<'_>,
         entry: SocketAddr,
         cdir: &Path,
-    ) -> Result<(CpuSample, ClientResult), BenchError> {
+    ) -> Result<(CpuSample, ClientResult), LabError> {
         let duration = Duration::from_secs_f64(self.plan.duration_s);
         let warm = (duration / 5).min(Duration::from_secs(1));
         let mut cmd = self.client_command(entry);
@@ -615,7 +621,7 @@ impl Bench<'_> {
         let trees: Vec<Vec<u32>> = running
             .proxies
             .iter()
-            .map(|&i| procs::tree(running.procs[i].pid))
+            .map(|&i| procfs::tree(running.procs[i].pid))
             .collect();
         let mut before = None;
         let mut after = None;
@@ -628,7 +634,7 @@ impl Bench<'_> {
                         Instant::now(),
                         trees
                             .iter()
-                            .map(|t| procs::tree_cpu_ticks(t))
+                            .map(|t| procfs::tree_cpu_ticks(t))
                             .collect::<Vec<_>>(),
                     ));
                 } else if line.trim_start().starts_with('{') {
@@ -636,7 +642,7 @@ impl Bench<'_> {
                         Instant::now(),
                         trees
                             .iter()
-                            .map(|t| procs::tree_cpu_ticks(t))
+                            .map(|t| procfs::tree_cpu_ticks(t))
                             .collect::<Vec<_>>(),
                     ));
                     last = line;
@@ -645,12 +651,12 @@ impl Bench<'_> {
         }
         let r = self.finish_client(running, &client, &last)?;
         let (Some((t0, b)), Some((t1, a))) = (before, after) else {
-            return Err(BenchError::Failed(
+            return Err(LabError::Failed(
                 "the bench client did not report its measured phase".into(),
             ));
         };
         let wall = t1.duration_since(t0).as_secs_f64().max(1e-9);
-        let used: Vec<procs::Ticks> = a.iter().zip(&b).map(|(a, b)| a.since(*b)).collect();
+        let used: Vec<Ticks> = a.iter().zip(&b).map(|(a, b)| a.since(*b)).collect();
         let cpu = CpuSample {
             rate: r.requests as f64 / wall,
             seconds: wall,

@@ -23,7 +23,8 @@ use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use tokio::net::{TcpSocket, TcpStream};
 
-use super::{BackendArgs, BenchError, ClientArgs, io};
+use super::{BackendArgs, ClientArgs};
+use crate::error::{LabError, io};
 
 /// What the backend answers: small, like a health check or a cache hit.
 pub const BODY: &[u8] = b"hello from the hopwise bench backend\n";
@@ -32,7 +33,7 @@ pub const BODY: &[u8] = b"hello from the hopwise bench backend\n";
 /// still in flight at the next tick).
 const MAX_CONNECTIONS: usize = 256;
 
-fn runtime() -> Result<tokio::runtime::Runtime, BenchError> {
+fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -40,7 +41,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, BenchError> {
 }
 
 /// `hopwise bench backend --listen ADDR`: serves until killed.
-pub fn backend(args: &BackendArgs, out: &mut dyn Write) -> Result<(), BenchError> {
+pub fn backend(args: &BackendArgs, out: &mut dyn Write) -> Result<(), LabError> {
     runtime()?.block_on(async {
         let what = || format!("cannot listen on {}", args.listen);
         let socket = match args.listen {
@@ -97,9 +98,9 @@ pub struct ClientResult {
 
 type Sender = SendRequest<Empty<Bytes>>;
 
-fn histogram() -> Result<Histogram<u64>, BenchError> {
+fn histogram() -> Result<Histogram<u64>, LabError> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3)
-        .map_err(|e| BenchError::Failed(format!("cannot make a histogram: {e}")))
+        .map_err(|e| LabError::Failed(format!("cannot make a histogram: {e}")))
 }
 
 async fn connect(target: SocketAddr) -> Result<Sender, String> {
@@ -200,14 +201,14 @@ fn result(
     }
 }
 
-fn emit(out: &mut dyn Write, line: &str) -> Result<(), BenchError> {
+fn emit(out: &mut dyn Write, line: &str) -> Result<(), LabError> {
     writeln!(out, "{line}")
         .and_then(|()| out.flush())
         .map_err(io("cannot write to the bench"))
 }
 
 /// `hopwise bench client …`: latency mode (`--requests`) or rate mode (`--rate --duration`).
-pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), BenchError> {
+pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), LabError> {
     let rt = runtime()?;
     let r = match (args.requests, args.rate, args.duration) {
         (Some(n), _, _) => rt.block_on(latency(args.target, args.warmup, n))?,
@@ -216,22 +217,22 @@ pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), BenchError> 
             rt.block_on(at_rate(args.target, rate, warm, d.get(), out))?
         }
         _ => {
-            return Err(BenchError::Failed(
+            return Err(LabError::Failed(
                 "say --requests N (latency), or --rate R --duration D".into(),
             ));
         }
     };
     let json = serde_json::to_string(&r)
-        .map_err(|e| BenchError::Failed(format!("cannot render the result: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("cannot render the result: {e}")))?;
     emit(out, &json)
 }
 
 /// One request at a time on one connection: nothing queues, each time is the path's own.
 /// A failed request is counted (the parent decides how many are too many) and the
 /// connection is replaced if it closed.
-async fn latency(target: SocketAddr, warmup: u64, n: u64) -> Result<ClientResult, BenchError> {
+async fn latency(target: SocketAddr, warmup: u64, n: u64) -> Result<ClientResult, LabError> {
     let mut h = histogram()?;
-    let mut send = connect(target).await.map_err(BenchError::Failed)?;
+    let mut send = connect(target).await.map_err(LabError::Failed)?;
     let mut errors = 0;
     let mut reconnects = 0;
     let mut first_error = None;
@@ -241,7 +242,7 @@ async fn latency(target: SocketAddr, warmup: u64, n: u64) -> Result<ClientResult
             start = Instant::now();
         }
         if send.is_closed() {
-            send = connect(target).await.map_err(BenchError::Failed)?;
+            send = connect(target).await.map_err(LabError::Failed)?;
         }
         let t = Instant::now();
         match request_or_reconnect(&mut send, target).await {
@@ -303,7 +304,7 @@ async fn at_rate(
     warmup: Duration,
     duration: Duration,
     out: &mut dyn Write,
-) -> Result<ClientResult, BenchError> {
+) -> Result<ClientResult, LabError> {
     let state = Arc::new(RateState::default());
     let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     if !warmup.is_zero() {

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::Mode;
 use super::stats::{Spread, slope};
-use super::{BenchError, Mode, io};
+use crate::error::{LabError, io};
 
 /// What carries the chain: nothing (the client straight to the backend), or a proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -644,7 +645,7 @@ fn escape(s: &str) -> String {
 }
 
 /// Writes [`svg`] to `path`.
-pub fn write_svg(r: &Report, path: &Path) -> Result<(), BenchError> {
+pub fn write_svg(r: &Report, path: &Path) -> Result<(), LabError> {
     std::fs::write(path, svg(r)).map_err(io(format!("cannot write the plot {}", path.display())))
 }
 

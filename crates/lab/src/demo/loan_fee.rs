@@ -19,10 +19,13 @@ use tokio::net::TcpListener;
 
 use super::loan_thick::{LoanThick, Metric};
 use super::loan_thin::LoanThin;
-use super::procs::{Metrics, PORT_ATTEMPTS, Proxies, free_ports, port_taken, scrape};
-use super::samples::{Fee, FeeCounters};
-use super::wire;
-use super::{DemoError, LoanFeeArgs, io, json_text, progress};
+use super::{LoanFeeArgs, json_text};
+use crate::error::{LabError, io};
+use crate::processes::ports::free_ports;
+use crate::processes::proxies::{Metrics, PORT_ATTEMPTS, Proxies, port_taken, scrape};
+use crate::progress;
+use crate::samples::fee::{Fee, FeeCounters};
+use crate::samples::wire;
 
 /// The thick and thin loan services' own sources, whose marked lines are counted.
 const THICK_SOURCE: &str = include_str!("loan_thick.rs");
@@ -177,12 +180,12 @@ services:
 }
 
 /// The two jobs through `app`, with the fee's counters reset first and read after.
-async fn jobs(fee: &Fee, app: SocketAddr) -> Result<(u16, u16, String, FeeCounters), DemoError> {
+async fn jobs(fee: &Fee, app: SocketAddr) -> Result<(u16, u16, String, FeeCounters), LabError> {
     fee.reset().await?;
     let ask = |path: &'static str| async move {
         wire::get(app, path)
             .await
-            .map_err(|e| DemoError::Failed(format!("the loan service ({path}): {e}")))
+            .map_err(|e| LabError::Failed(format!("the loan service ({path}): {e}")))
     };
     let balance = ask("/balance/U-41").await?;
     let pay = ask("/pay/U-41").await?;
@@ -234,13 +237,13 @@ async fn start_sidecar(
     dir: &Path,
     fee: SocketAddr,
     pids: &mut Vec<u32>,
-) -> Result<(Proxies, String, SocketAddr, SocketAddr), DemoError> {
+) -> Result<(Proxies, String, SocketAddr, SocketAddr), LabError> {
     let mut attempt = 1;
     loop {
         let ports = free_ports(2)?;
         let (upstream, admin) = match ports.as_slice() {
             [u, a] => (*u, *a),
-            _ => return Err(DemoError::Failed("not enough free ports".into())),
+            _ => return Err(LabError::Failed("not enough free ports".into())),
         };
         let yaml = sidecar_mesh(p, upstream, admin, fee);
         let path = dir.join(format!("{}.yaml", p.key));
@@ -256,14 +259,14 @@ async fn start_sidecar(
     }
 }
 
-async fn listener() -> Result<TcpListener, DemoError> {
+async fn listener() -> Result<TcpListener, LabError> {
     TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(io("cannot listen on 127.0.0.1"))
 }
 
 /// Runs the measurement and renders its report (text or JSON).
-pub async fn run(args: &LoanFeeArgs, hopwise: &Path) -> Result<String, DemoError> {
+pub async fn run(args: &LoanFeeArgs, hopwise: &Path) -> Result<String, LabError> {
     let tmp = tempfile::Builder::new()
         .prefix("hopwise-demo-loan-fee-")
         .tempdir()
@@ -279,9 +282,9 @@ pub async fn run(args: &LoanFeeArgs, hopwise: &Path) -> Result<String, DemoError
         .map_err(io("cannot listen on 127.0.0.1"))?;
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
     let first = sidecar_mesh(&POLICIES[0], any, any, fee_addr);
-    let mesh = Mesh::from_yaml(&first).map_err(|d| DemoError::Mesh(d.render("loan.yaml")))?;
+    let mesh = Mesh::from_yaml(&first).map_err(|d| LabError::Mesh(d.render("loan.yaml")))?;
     hopwise_proxy::certs::write_dev_certs(&mesh, &certs)
-        .map_err(|e| DemoError::Failed(format!("cannot write the certificates: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("cannot write the certificates: {e}")))?;
     let fee = Fee::start(work, &certs).await?;
 
     let mut layouts = Vec::new();
@@ -290,9 +293,9 @@ pub async fn run(args: &LoanFeeArgs, hopwise: &Path) -> Result<String, DemoError
     let (balance, payment, answer, counters) = jobs(&fee, thick.addr).await?;
     let metric = wire::get(thick.addr, "/metric")
         .await
-        .map_err(|e| DemoError::Failed(format!("the thick loan service's metric: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("the thick loan service's metric: {e}")))?;
     let metric: BTreeMap<String, Metric> = serde_json::from_slice(&metric.body)
-        .map_err(|e| DemoError::Failed(format!("the thick loan service's metric: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("the thick loan service's metric: {e}")))?;
     drop(thick);
     layouts.push(Layout {
         name: "thick application",
@@ -315,7 +318,7 @@ pub async fn run(args: &LoanFeeArgs, hopwise: &Path) -> Result<String, DemoError
         progress(&format!("loan-fee: {}", p.layout));
         let (mut sidecar, yaml, upstream, admin) =
             start_sidecar(p, hopwise, dir, fee_addr, &mut pids).await?;
-        let mesh = Mesh::from_yaml(&yaml).map_err(|d| DemoError::Mesh(d.render("loan.yaml")))?;
+        let mesh = Mesh::from_yaml(&yaml).map_err(|d| LabError::Mesh(d.render("loan.yaml")))?;
         let check = hopwise_analyze::check(&mesh, &hopwise_analyze::Options::default())
             .findings
             .iter()
@@ -324,10 +327,10 @@ pub async fn run(args: &LoanFeeArgs, hopwise: &Path) -> Result<String, DemoError
         let thin = LoanThin::start(listener().await?, upstream, p.idempotency_keys);
         let measured = async {
             let jobs = jobs(&fee, thin.addr).await?;
-            Ok::<_, DemoError>((jobs, sidecar_metric(&scrape(admin).await?)))
+            Ok::<_, LabError>((jobs, sidecar_metric(&scrape(admin).await?)))
         }
         .await
-        .map_err(|e| DemoError::Failed(format!("{e}\n{}", sidecar.stderr_tails())))?;
+        .map_err(|e| LabError::Failed(format!("{e}\n{}", sidecar.stderr_tails())))?;
         let ((balance, payment, answer, counters), metric) = measured;
         sidecar.stop();
         layouts.push(Layout {

@@ -23,8 +23,8 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsConnector; // [tls]
 
-use super::DemoError;
-use super::wire::{self, Handler, Server};
+use crate::error::LabError;
+use crate::samples::wire::{self, Handler, Server};
 
 const TIMEOUT: Duration = Duration::from_millis(400); // [timeout]
 const RETRY: u32 = 3; // [retry]
@@ -51,7 +51,7 @@ impl std::fmt::Debug for LoanThick {
 
 impl LoanThick {
     /// The service on `listener`, calling the fee's work endpoint `fee` with `ca` trusted.
-    pub fn start(listener: TcpListener, fee: SocketAddr, ca: &Path) -> Result<Server, DemoError> {
+    pub fn start(listener: TcpListener, fee: SocketAddr, ca: &Path) -> Result<Server, LabError> {
         let certs = CertificateDer::pem_file_iter(ca).map_err(ca_error)?; // [tls]
         let certs: Vec<_> = certs.collect::<Result<_, _>>().map_err(ca_error)?; // [tls]
         let mut roots = RootCertStore::empty(); // [tls]
@@ -145,8 +145,8 @@ fn safe(method: &Method) -> bool {
     method == Method::GET // [retry] [safety]
 }
 
-fn ca_error(e: impl std::fmt::Display) -> DemoError {
-    DemoError::Failed(format!("the thick loan service's CA: {e}"))
+fn ca_error(e: impl std::fmt::Display) -> LabError {
+    LabError::Failed(format!("the thick loan service's CA: {e}"))
 }
 
 fn text(e: impl std::fmt::Display) -> String {

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use super::wire::{self, Handler, Server};
+use crate::samples::wire::{self, Handler, Server};
 
 #[derive(Debug)]
 pub struct LoanThin {

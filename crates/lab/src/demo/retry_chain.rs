@@ -26,10 +26,13 @@ use http::{Request, header};
 use http_body_util::Full;
 use serde::Serialize;
 
-use super::procs::{Metrics, PORT_ATTEMPTS, Proxies, free_ports, port_taken, scrape};
-use super::samples::{Inventory, InventoryFails};
-use super::wire::{self, Reply};
-use super::{DemoError, RetryChainArgs, io, json_text, progress};
+use super::{RetryChainArgs, json_text};
+use crate::error::{LabError, io};
+use crate::processes::ports::free_ports;
+use crate::processes::proxies::{Metrics, PORT_ATTEMPTS, Proxies, port_taken, scrape};
+use crate::progress;
+use crate::samples::inventory::{Inventory, InventoryFails};
+use crate::samples::wire::{self, Reply};
 
 /// Requests per timeout-trap row, as the seed.
 const TRAP_REQUESTS: u32 = 5;
@@ -251,12 +254,12 @@ struct Ports {
 }
 
 impl Ports {
-    fn free() -> Result<Ports, DemoError> {
+    fn free() -> Result<Ports, LabError> {
         let p = free_ports(8)?;
         let at = |i: usize| {
             p.get(i)
                 .copied()
-                .ok_or_else(|| DemoError::Failed("not enough free ports".into()))
+                .ok_or_else(|| LabError::Failed("not enough free ports".into()))
         };
         Ok(Ports {
             frontend_checkout: at(0)?,
@@ -344,13 +347,13 @@ fn failure_of(fails: InventoryFails) -> Failure {
 }
 
 /// Writes `yaml` as `<dir>/mesh.yaml` with certificates beside it; returns the mesh and path.
-fn write_mesh(dir: &Path, yaml: &str) -> Result<(Mesh, PathBuf), DemoError> {
-    let mesh = Mesh::from_yaml(yaml).map_err(|d| DemoError::Mesh(d.render("mesh.yaml")))?;
+fn write_mesh(dir: &Path, yaml: &str) -> Result<(Mesh, PathBuf), LabError> {
+    let mesh = Mesh::from_yaml(yaml).map_err(|d| LabError::Mesh(d.render("mesh.yaml")))?;
     std::fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let path = dir.join("mesh.yaml");
     std::fs::write(&path, yaml).map_err(io(format!("cannot write {}", path.display())))?;
     hopwise_proxy::certs::write_dev_certs(&mesh, &dir.join("certs"))
-        .map_err(|e| DemoError::Failed(format!("cannot write the certificates: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("cannot write the certificates: {e}")))?;
     Ok((mesh, path))
 }
 
@@ -449,7 +452,7 @@ async fn measure(
     spec: &Spec,
     ports: &Ports,
     inventory: &Inventory,
-) -> Result<Measured, DemoError> {
+) -> Result<Measured, LabError> {
     let pricing_tries = |m: Metrics| tries_toward(&m, "inventory");
     let mut seen = pricing_tries(scrape(ports.pricing_admin).await?);
     let mut proxy_counts = Vec::new();
@@ -532,7 +535,7 @@ async fn measure(
 }
 
 /// Runs one row under one set of defaults.
-async fn run_one(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<Run, DemoError> {
+async fn run_one(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<Run, LabError> {
     let mut attempt = 1;
     loop {
         match run_once(ctx, spec, defaults).await {
@@ -542,7 +545,7 @@ async fn run_one(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<R
     }
 }
 
-async fn run_once(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<Run, DemoError> {
+async fn run_once(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<Run, LabError> {
     let dir = ctx.dir.join(format!("{}-{}", spec.key, defaults.name()));
     let inventory = Inventory::start(spec.fails).await?;
     let ports = Ports::free()?;
@@ -570,7 +573,7 @@ async fn run_once(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<
 
     let m = measure(ctx.checkouts, spec, &ports, &inventory)
         .await
-        .map_err(|e| DemoError::Failed(format!("{e}\n{}", proxies.stderr_tails())))?;
+        .map_err(|e| LabError::Failed(format!("{e}\n{}", proxies.stderr_tails())))?;
     proxies.stop();
 
     let total: u64 = m.proxy_counts.iter().sum();
@@ -615,7 +618,7 @@ services:
     )
 }
 
-async fn run_trap(ctx: &mut Ctx<'_>, on: &str, seed: u64, key: &str) -> Result<TrapRow, DemoError> {
+async fn run_trap(ctx: &mut Ctx<'_>, on: &str, seed: u64, key: &str) -> Result<TrapRow, LabError> {
     let mut attempt = 1;
     loop {
         match run_trap_once(ctx, on, seed, key).await {
@@ -630,13 +633,13 @@ async fn run_trap_once(
     on: &str,
     seed: u64,
     key: &str,
-) -> Result<TrapRow, DemoError> {
+) -> Result<TrapRow, LabError> {
     let dir = ctx.dir.join(format!("timeout-trap-{key}"));
     let inventory = Inventory::start(InventoryFails::Hang).await?;
     let ports = free_ports(2)?;
     let (upstream, admin) = match ports.as_slice() {
         [u, a] => (*u, *a),
-        _ => return Err(DemoError::Failed("not enough free ports".into())),
+        _ => return Err(LabError::Failed("not enough free ports".into())),
     };
     let yaml = trap_mesh(on, upstream, admin, inventory.addr);
     let (_mesh, path) = write_mesh(&dir, &yaml)?;
@@ -651,7 +654,7 @@ async fn run_trap_once(
             .uri("/stock/sku-42")
             .header(header::HOST, "inventory")
             .body(Full::new(Bytes::new()))
-            .map_err(|e| DemoError::Failed(e.to_string()))?;
+            .map_err(|e| LabError::Failed(e.to_string()))?;
         client_got = match wire::send_h1(upstream, req).await {
             Ok(r) => describe(&r, false),
             Err(e) => format!("no answer: {e}"),
@@ -659,7 +662,7 @@ async fn run_trap_once(
     }
     let metrics = scrape(admin)
         .await
-        .map_err(|e| DemoError::Failed(format!("{e}\n{}", proxies.stderr_tails())))?;
+        .map_err(|e| LabError::Failed(format!("{e}\n{}", proxies.stderr_tails())))?;
     let tries = tries_toward(&metrics, "inventory");
     proxies.stop();
     Ok(TrapRow {
@@ -674,7 +677,7 @@ async fn run_trap_once(
 }
 
 /// Runs the demo and renders its report (text or JSON).
-pub async fn run(args: &RetryChainArgs, hopwise: &Path) -> Result<String, DemoError> {
+pub async fn run(args: &RetryChainArgs, hopwise: &Path) -> Result<String, LabError> {
     let tmp = tempfile::Builder::new()
         .prefix("hopwise-demo-retry-chain-")
         .tempdir()
@@ -700,7 +703,7 @@ pub async fn run(args: &RetryChainArgs, hopwise: &Path) -> Result<String, DemoEr
             runs.push(run_one(&mut ctx, spec, defaults).await?);
         }
         let (Some(hopwise_run), Some(istio_run)) = (runs.pop(), runs.pop()) else {
-            return Err(DemoError::Failed("a row did not run".into()));
+            return Err(LabError::Failed("a row did not run".into()));
         };
         rows.push(Row {
             key: spec.key,

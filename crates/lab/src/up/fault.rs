@@ -10,17 +10,18 @@ use http::{Request, header};
 use http_body_util::Full;
 use serde_json::{Map, Value, json};
 
-use super::knobs::Fault;
+use super::FaultArgs;
 use super::samples::{self, SamplesFile};
-use super::{FaultArgs, UpError, io};
-use crate::demo::wire;
+use crate::error::{LabError, io};
+use crate::samples::knobs::Fault;
+use crate::samples::wire;
 
 /// The partial JSON object `args` asks for (`None`: nothing but maybe `--clear`).
-pub fn change(args: &FaultArgs) -> Result<Option<Value>, UpError> {
+pub fn change(args: &FaultArgs) -> Result<Option<Value>, LabError> {
     let mut m = Map::new();
     if let Some(r) = args.error_rate {
         if !(0.0..=1.0).contains(&r) {
-            return Err(UpError::Failed(format!(
+            return Err(LabError::Failed(format!(
                 "--error-rate {r}: a share between 0.0 and 1.0 (20 % is 0.2)"
             )));
         }
@@ -48,7 +49,7 @@ pub fn change(args: &FaultArgs) -> Result<Option<Value>, UpError> {
 
 /// The run directory `--run` names (a directory, or a mesh file: `./.hopwise/<its name>`), or
 /// the only one under `./.hopwise/`.
-fn find_run(run: Option<&Path>) -> Result<PathBuf, UpError> {
+fn find_run(run: Option<&Path>) -> Result<PathBuf, LabError> {
     let cwd = std::env::current_dir().map_err(io("cannot read the current directory"))?;
     let runs = cwd.join(".hopwise");
     match run {
@@ -57,10 +58,10 @@ fn find_run(run: Option<&Path>) -> Result<PathBuf, UpError> {
             let text = std::fs::read_to_string(p)
                 .map_err(io(format!("cannot read the mesh file {}", p.display())))?;
             let mesh = hopwise_model::Mesh::from_yaml(&text)
-                .map_err(|d| UpError::Failed(d.render(&p.display().to_string())))?;
+                .map_err(|d| LabError::Failed(d.render(&p.display().to_string())))?;
             Ok(runs.join(mesh.name))
         }
-        Some(p) => Err(UpError::Failed(format!(
+        Some(p) => Err(LabError::Failed(format!(
             "--run {}: no such directory or mesh file",
             p.display()
         ))),
@@ -75,11 +76,11 @@ fn find_run(run: Option<&Path>) -> Result<PathBuf, UpError> {
                 .unwrap_or_default();
             match found.as_slice() {
                 [one] => Ok(one.clone()),
-                [] => Err(UpError::Failed(format!(
+                [] => Err(LabError::Failed(format!(
                     "no running `hopwise up` found under {} (start one, or say where with --run DIR|FILE)",
                     runs.display()
                 ))),
-                many => Err(UpError::Failed(format!(
+                many => Err(LabError::Failed(format!(
                     "{} runs under {}: say which with --run ({})",
                     many.len(),
                     runs.display(),
@@ -93,10 +94,10 @@ fn find_run(run: Option<&Path>) -> Result<PathBuf, UpError> {
     }
 }
 
-fn read_samples(run: &Path) -> Result<SamplesFile, UpError> {
+fn read_samples(run: &Path) -> Result<SamplesFile, LabError> {
     let path = run.join(samples::FILE);
     if !run.join("up.pid").is_file() {
-        return Err(UpError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "no running `hopwise up` in {} (its up.pid is gone: it has stopped)",
             run.display()
         )));
@@ -107,28 +108,28 @@ fn read_samples(run: &Path) -> Result<SamplesFile, UpError> {
         path.display()
     )))?;
     serde_json::from_str(&text)
-        .map_err(|e| UpError::Failed(format!("{} is not a samples file: {e}", path.display())))
+        .map_err(|e| LabError::Failed(format!("{} is not a samples file: {e}", path.display())))
 }
 
 /// Runs `hopwise fault …`: the new state of each copy goes to `out`.
-pub fn run(args: &FaultArgs, out: &mut dyn Write) -> Result<(), UpError> {
+pub fn run(args: &FaultArgs, out: &mut dyn Write) -> Result<(), LabError> {
     let change = change(args)?;
     if change.is_none() && !args.clear {
-        return Err(UpError::Failed(
+        return Err(LabError::Failed(
             "nothing to change: give --error-rate, --latency, --down, --hang, --fail-first, --lose-response (or their --no-… forms), or --clear".to_owned(),
         ));
     }
     let run = find_run(args.run.as_deref())?;
     let file = read_samples(&run)?;
     let Some(svc) = file.services.get(&args.service) else {
-        return Err(UpError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "`{}` is not a service of this run (services: {})",
             args.service,
             file.services.keys().cloned().collect::<Vec<_>>().join(", ")
         )));
     };
     if svc.sample.is_none() {
-        return Err(UpError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "`{}` is not a sample (it is your own app): it has no fault knobs",
             args.service
         )));
@@ -139,7 +140,7 @@ pub fn run(args: &FaultArgs, out: &mut dyn Write) -> Result<(), UpError> {
         .filter(|c| args.copy.is_none_or(|n| c.copy == n))
         .collect();
     if copies.is_empty() {
-        return Err(UpError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "`{}` has no copy {} (copies: 0–{})",
             args.service,
             args.copy.unwrap_or(0),
@@ -172,35 +173,35 @@ pub fn run(args: &FaultArgs, out: &mut dyn Write) -> Result<(), UpError> {
     Ok(())
 }
 
-async fn post(knobs: SocketAddr, path: &str, body: &str) -> Result<Fault, UpError> {
+async fn post(knobs: SocketAddr, path: &str, body: &str) -> Result<Fault, LabError> {
     let req = Request::builder()
         .method("POST")
         .uri(path)
         .header(header::HOST, knobs.to_string())
         .header(header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_owned())))
-        .map_err(|e| UpError::Failed(e.to_string()))?;
+        .map_err(|e| LabError::Failed(e.to_string()))?;
     answer(knobs, wire::send_h1(knobs, req).await)
 }
 
-async fn get(knobs: SocketAddr) -> Result<Fault, UpError> {
+async fn get(knobs: SocketAddr) -> Result<Fault, LabError> {
     answer(knobs, wire::get(knobs, "/fault").await)
 }
 
-fn answer(knobs: SocketAddr, r: Result<wire::Reply, String>) -> Result<Fault, UpError> {
+fn answer(knobs: SocketAddr, r: Result<wire::Reply, String>) -> Result<Fault, LabError> {
     let r = r.map_err(|e| {
-        UpError::Failed(format!(
+        LabError::Failed(format!(
             "the knobs at {knobs} did not answer ({e}); is `hopwise up` still running?"
         ))
     })?;
     if r.status != 200 {
-        return Err(UpError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "the knobs at {knobs} refused: {}",
             r.text().trim()
         )));
     }
     serde_json::from_slice(&r.body)
-        .map_err(|e| UpError::Failed(format!("the knobs at {knobs} answered {}: {e}", r.text())))
+        .map_err(|e| LabError::Failed(format!("the knobs at {knobs} answered {}: {e}", r.text())))
 }
 
 #[cfg(test)]

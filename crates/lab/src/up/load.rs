@@ -16,7 +16,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
-use super::pb;
+use crate::samples::pb;
 
 /// How long one request may take before it counts as `timeout`.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

@@ -4,7 +4,7 @@
 //! stops them gently: proxies first, so they leave the registry and drain, then the apps, then
 //! the control plane) and is killed on every other exit path (the [`Supervisor`] kills what it
 //! owns when dropped). Each child asks the kernel for SIGTERM when `up` dies
-//! ([`rundir::die_with_parent`]), so a SIGKILLed `up` leaves nothing behind either; and the next `up`
+//! ([`crate::processes::parent`]), so a SIGKILLed `up` leaves nothing behind either; and the next `up`
 //! kills any process the run directory lists that is still ours (its command line names the
 //! run directory) before it wipes the directory and starts clean.
 //!
@@ -22,9 +22,13 @@ use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
 use super::rundir::{self, write};
 use super::samples::{self, SamplesFile};
-use super::{UpArgs, UpError, apps, io, signals, table};
-use crate::bench::procs::{Proc, Supervisor};
-use crate::demo::wire;
+use super::{UpArgs, signals, table};
+use crate::error::{LabError, io};
+use crate::processes::parent::tie_to_parent;
+use crate::processes::ports::free_addrs;
+use crate::processes::supervisor::{Proc, Supervisor};
+use crate::progress;
+use crate::samples::{apps, wire};
 
 /// How long the whole mesh may take to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(40);
@@ -40,15 +44,11 @@ struct Children {
 }
 
 impl Children {
-    fn spawn(&mut self, name: &str, args: &[String]) -> Result<Proc, UpError> {
+    fn spawn(&mut self, name: &str, args: &[String]) -> Result<Proc, LabError> {
         let mut cmd = Command::new(&self.exe);
-        cmd.args(args)
-            .env(rundir::PARENT_ENV, std::process::id().to_string());
+        tie_to_parent(cmd.args(args));
         let log = self.run.join("logs").join(format!("{name}.stderr"));
-        let (p, _) = self
-            .sup
-            .spawn(name, cmd, &log, false)
-            .map_err(|e| UpError::Failed(e.to_string()))?;
+        let (p, _) = self.sup.spawn(name, cmd, &log, false)?;
         let pids: String = self.sup.pids().iter().map(|p| format!("{p}\n")).collect();
         write(&self.run.join("pids"), &pids)?;
         Ok(p)
@@ -69,9 +69,9 @@ impl Children {
     }
 }
 
-fn started(sup: &Supervisor, p: &Proc) -> Result<(), UpError> {
+fn started(sup: &Supervisor, p: &Proc) -> Result<(), LabError> {
     match sup.exited(p.pid) {
-        Some(status) => Err(UpError::Start {
+        Some(status) => Err(LabError::Start {
             name: p.name.clone(),
             why: format!("it exited ({status})"),
             stderr: p.stderr_tail(40),
@@ -86,7 +86,7 @@ async fn wait_for<F, Fut>(
     p: &Proc,
     what: &str,
     mut ready: F,
-) -> Result<(), UpError>
+) -> Result<(), LabError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -98,7 +98,7 @@ where
             return Ok(());
         }
         if start.elapsed() > READY_TIMEOUT {
-            return Err(UpError::Start {
+            return Err(LabError::Start {
                 name: p.name.clone(),
                 why: format!("{what} within {READY_TIMEOUT:?}"),
                 stderr: p.stderr_tail(40),
@@ -129,7 +129,7 @@ fn control_has_dashboard(exe: &Path) -> bool {
 }
 
 /// Runs `up` on a mesh file already read and checked by the binary.
-pub fn up(args: &UpArgs, mesh: &Mesh, file: &Path, out: &mut dyn Write) -> Result<(), UpError> {
+pub fn up(args: &UpArgs, mesh: &Mesh, file: &Path, out: &mut dyn Write) -> Result<(), LabError> {
     let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
     let run = rundir::run_dir(mesh)?;
     rundir::prepare(&run, &exe)?;
@@ -145,8 +145,8 @@ fn up_in(
     exe: &Path,
     run: &Path,
     out: &mut dyn Write,
-) -> Result<(), UpError> {
-    let mut ports = crate::bench::procs::free_addrs(Plan::ports_needed(mesh))
+) -> Result<(), LabError> {
+    let mut ports = free_addrs(Plan::ports_needed(mesh))
         .map_err(io("cannot find free ports on 127.0.0.1"))?
         .into_iter()
         .filter(|p| *p != args.control && *p != args.dashboard);
@@ -155,14 +155,14 @@ fn up_in(
             .next()
             .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
     };
-    let plan = Plan::new(mesh, &mut next)?;
+    let plan = Plan::new(mesh, &mut next).map_err(|e| LabError::Failed(e.to_string()))?;
     let samples_file = run.join(samples::FILE);
     let text = serde_json::to_string_pretty(&SamplesFile::from_plan(file, &plan))
-        .map_err(|e| UpError::Failed(format!("cannot render {}: {e}", samples::FILE)))?;
+        .map_err(|e| LabError::Failed(format!("cannot render {}: {e}", samples::FILE)))?;
     write(&samples_file, &(text + "\n"))?;
     let certs = run.join("certs");
     hopwise_proxy::certs::write_dev_certs(mesh, &certs)
-        .map_err(|e| UpError::Failed(format!("cannot write the run's certificates: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("cannot write the run's certificates: {e}")))?;
     let dashboard = control_has_dashboard(exe).then_some(args.dashboard);
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -182,7 +182,7 @@ fn up_in(
     let ready = rt.block_on(async {
         tokio::select! {
             r = start(&mut kids, args, file, &plan, dashboard) => r,
-            () = signals() => Err(UpError::Interrupted),
+            () = signals() => Err(LabError::Interrupted { who: "`up`" }),
         }
     });
     if let Err(e) = ready {
@@ -243,7 +243,7 @@ async fn start(
     file: &Path,
     plan: &Plan,
     dashboard: Option<SocketAddr>,
-) -> Result<(), UpError> {
+) -> Result<(), LabError> {
     let run = kids.run.clone();
     let state = run.join("state");
     let certs = run.join("certs");
@@ -268,7 +268,7 @@ async fn start(
             s(run.join(samples::FILE).display()),
         ]);
     }
-    crate::demo::progress(&format!("starting the control plane on {}", args.control));
+    progress(&format!("starting the control plane on {}", args.control));
     let cp = kids.spawn("control", &control_args)?;
     let proxied: Vec<&Planned> = plan
         .services
@@ -311,7 +311,7 @@ async fn start(
             kids.apps.push(p);
         }
     }
-    crate::demo::progress("sample apps listening; starting the proxies");
+    progress("sample apps listening; starting the proxies");
     for svc in &plan.services {
         for c in &svc.copies {
             let Some(proxy) = &c.proxy else { continue };
@@ -361,7 +361,7 @@ async fn start(
             kids.proxies.push(p);
         }
     }
-    crate::demo::progress("proxies ready; waiting for every copy to be registered and healthy");
+    progress("proxies ready; waiting for every copy to be registered and healthy");
     let start = Instant::now();
     loop {
         let missing = registered(plan, &args.control.to_string(), &state).await;
@@ -369,7 +369,7 @@ async fn start(
             Ok(None) => return Ok(()),
             Ok(Some(why)) | Err(why) => {
                 if start.elapsed() > READY_TIMEOUT {
-                    return Err(UpError::Failed(format!(
+                    return Err(LabError::Failed(format!(
                         "the mesh was not ready within {READY_TIMEOUT:?}: {why} (logs in {})",
                         run.join("logs").display()
                     )));

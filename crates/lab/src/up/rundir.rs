@@ -15,32 +15,16 @@
 //! A second `up` refuses while the first is alive; after a crash it kills any process listed
 //! in `pids` that is still ours (a pid in a stale file may belong to anyone by now: only a
 //! `hopwise` process whose command line names this run directory is), then wipes the directory.
+//! (Children die with `up` through [`crate::processes::parent`].)
 
 use std::path::{Path, PathBuf};
 
 use hopwise_model::Mesh;
 
-use super::{UpError, io};
-
-/// The environment variable that tells a child which process is its `up`.
-pub const PARENT_ENV: &str = "HOPWISE_UP_PARENT";
-
-/// Called first thing by every `hopwise` process: when started by `up`, ask for SIGTERM when
-/// `up` dies. Returns `false` when `up` is already gone (the caller should exit at once).
-pub fn die_with_parent() -> bool {
-    let Some(parent) = std::env::var(PARENT_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-    else {
-        return true;
-    };
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM);
-    // `up` may have died before the request was made: then nobody will signal us.
-    nix::unistd::getppid().as_raw() == parent
-}
+use crate::error::{LabError, io};
 
 /// `./.hopwise/<mesh name>`.
-pub fn run_dir(mesh: &Mesh) -> Result<PathBuf, UpError> {
+pub fn run_dir(mesh: &Mesh) -> Result<PathBuf, LabError> {
     let cwd = std::env::current_dir().map_err(io("cannot read the current directory"))?;
     Ok(cwd.join(".hopwise").join(&mesh.name))
 }
@@ -76,7 +60,7 @@ fn exe_name(exe: &Path) -> String {
 }
 
 /// Refuses a run directory whose `up` is alive; kills what a crashed one left; starts clean.
-pub(super) fn prepare(run: &Path, exe: &Path) -> Result<(), UpError> {
+pub(super) fn prepare(run: &Path, exe: &Path) -> Result<(), LabError> {
     let name = exe_name(exe);
     if let Some(pid) = read_pid(&run.join("up.pid"))
         && pid != std::process::id()
@@ -87,7 +71,7 @@ pub(super) fn prepare(run: &Path, exe: &Path) -> Result<(), UpError> {
                 && a.iter().any(|x| x == "up")
         })
     {
-        return Err(UpError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "hopwise up is already running this mesh (pid {pid}, run directory {}); stop it first (Ctrl-C in its terminal, or kill {pid})",
             run.display()
         )));
@@ -125,7 +109,7 @@ fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-pub(super) fn write(path: &Path, text: &str) -> Result<(), UpError> {
+pub(super) fn write(path: &Path, text: &str) -> Result<(), LabError> {
     std::fs::write(path, text).map_err(io(format!("cannot write {}", path.display())))
 }
 

@@ -4,9 +4,9 @@
 //! the seed "Service Mesh" measurement (a fee service over TLS, a thick loan service that does
 //! its own networking, a thin one behind a `hopwise proxy` sidecar).
 //!
-//! The parts: [`procs`] (the proxy processes, killed when dropped; `/metrics`), [`wire`] (small
-//! HTTP/1.1, h2c and TLS servers and clients), [`samples`] (inventory and fee, with counters),
-//! [`loan_thick`] and [`loan_thin`] (the two loan services, whose marked lines are counted).
+//! The parts: [`loan_thick`] and [`loan_thin`] (the two loan services, whose marked lines are
+//! counted); the proxy processes are [`crate::processes::proxies`]', inventory and fee
+//! [`crate::samples`]'.
 //! Everything but the proxies runs in this process, on one runtime. Results go to the writer
 //! it is given; progress lines go to stderr. Every process a demo starts is stopped when it
 //! ends, fails or is interrupted (Ctrl-C, SIGTERM).
@@ -17,10 +17,9 @@ use std::path::Path;
 pub mod loan_fee;
 pub mod loan_thick;
 pub mod loan_thin;
-pub mod procs;
 pub mod retry_chain;
-pub mod samples;
-pub mod wire;
+
+use crate::error::{LabError, io};
 
 /// `hopwise demo …`
 #[derive(Debug, clap::Args)]
@@ -57,43 +56,14 @@ pub struct LoanFeeArgs {
     pub json: bool,
 }
 
-/// Why a demo could not run. The binary prints it with its sources.
-#[derive(Debug, thiserror::Error)]
-pub enum DemoError {
-    #[error("{what}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{name} did not start: {why}{}", crate::bench::stderr_block(.stderr))]
-    Start {
-        name: String,
-        why: String,
-        stderr: String,
-    },
-    #[error("the mesh file the demo wrote was refused (a bug in the demo):\n{0}")]
-    Mesh(String),
-    #[error("{0}")]
-    Failed(String),
-    #[error("interrupted; every process the demo started has been stopped")]
-    Interrupted,
-}
-
-/// `map_err` helper: an I/O error with what we were doing.
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
-    let what = what.into();
-    move |source| DemoError::Io { what, source }
-}
-
 /// Runs `hopwise demo …`, starting proxies from this executable (`hopwise` itself).
-pub fn run(args: Args, out: &mut dyn Write) -> Result<(), DemoError> {
+pub fn run(args: Args, out: &mut dyn Write) -> Result<(), LabError> {
     let exe = std::env::current_exe().map_err(io("cannot find the hopwise executable"))?;
     run_with(args, &exe, out)
 }
 
 /// Runs `hopwise demo …` with `hopwise` as the program that runs `hopwise proxy`.
-pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), DemoError> {
+pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), LabError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -108,7 +78,7 @@ pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), D
         // Dropping `work` drops the processes it owns, which kills them.
         tokio::select! {
             r = work => r,
-            () = hopwise_proxy::server::shutdown_signal() => Err(DemoError::Interrupted),
+            () = hopwise_proxy::server::shutdown_signal() => Err(LabError::Interrupted { who: "the demo" }),
         }
     })?;
     // The servers' tasks end with the runtime.
@@ -118,15 +88,9 @@ pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), D
         .map_err(io("cannot write the results"))
 }
 
-/// A progress line on stderr (the results go to stdout).
-pub(crate) fn progress(line: &str) {
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
-}
-
 /// Renders `value` as pretty JSON with a final newline.
-pub(crate) fn json_text<T: serde::Serialize>(value: &T) -> Result<String, DemoError> {
+pub(crate) fn json_text<T: serde::Serialize>(value: &T) -> Result<String, LabError> {
     serde_json::to_string_pretty(value)
         .map(|s| s + "\n")
-        .map_err(|e| DemoError::Failed(format!("cannot render the JSON: {e}")))
+        .map_err(|e| LabError::Failed(format!("cannot render the JSON: {e}")))
 }

@@ -1,15 +1,12 @@
-//! The lab's child processes (the bench's, the demos' proxies, `hopwise up`'s) and what
-//! `/proc` says about them. A [`Supervisor`] owns every child: it kills them all when dropped
-//! (the end of a measurement, or an error) and on Ctrl-C/SIGTERM ([`Supervisor::quiet`] leaves
-//! signals to its caller, which stops the children itself), so no process outlives the lab.
-//! Children run in their own process group, so a terminal's Ctrl-C reaches only us.
-//!
-//! CPU is `utime + stime` from `/proc/<pid>/stat`, peak memory `VmHWM` from
-//! `/proc/<pid>/status`, both summed over a process and its descendants (nginx's workers).
+//! The lab's child processes (the bench's, the demos' proxies, `hopwise up`'s). A
+//! [`Supervisor`] owns every child: it kills them all when dropped (the end of a measurement,
+//! or an error) and on Ctrl-C/SIGTERM ([`Supervisor::quiet`] leaves signals to its caller,
+//! which stops the children itself), so no process outlives the lab. Children run in their own
+//! process group, so a terminal's Ctrl-C reaches only us.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
@@ -17,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{BenchError, io};
+use crate::error::{LabError, io};
 
 /// How long a process may take to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -51,6 +48,8 @@ impl Shared {
 #[derive(Debug)]
 pub struct Supervisor {
     shared: Arc<Shared>,
+    /// Whose children these are, for [`LabError::Interrupted`] (`the bench`).
+    who: &'static str,
 }
 
 /// A started child, by pid (the [`Supervisor`] holds the handle).
@@ -71,7 +70,7 @@ impl Proc {
 impl Supervisor {
     /// Starts the signal watcher: on Ctrl-C or SIGTERM every child is killed and
     /// [`Supervisor::interrupted`] turns true.
-    pub fn new() -> Result<Self, BenchError> {
+    pub fn new(who: &'static str) -> Result<Self, LabError> {
         let shared = Arc::new(Shared::default());
         let watcher = shared.clone();
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -86,7 +85,7 @@ impl Supervisor {
                 watcher.kill_all();
             })
             .map_err(io("cannot start the signal watcher"))?;
-        Ok(Supervisor { shared })
+        Ok(Supervisor { shared, who })
     }
 
     /// A supervisor without the signal watcher, for a caller that handles Ctrl-C itself (to
@@ -94,6 +93,7 @@ impl Supervisor {
     pub fn quiet() -> Self {
         Supervisor {
             shared: Arc::new(Shared::default()),
+            who: "the lab",
         }
     }
 
@@ -136,9 +136,9 @@ impl Supervisor {
     }
 
     /// `Err(Interrupted)` once Ctrl-C was pressed.
-    pub fn check(&self) -> Result<(), BenchError> {
+    pub fn check(&self) -> Result<(), LabError> {
         if self.interrupted() {
-            Err(BenchError::Interrupted)
+            Err(LabError::Interrupted { who: self.who })
         } else {
             Ok(())
         }
@@ -151,7 +151,7 @@ impl Supervisor {
         mut cmd: Command,
         stderr: &Path,
         pipe_stdout: bool,
-    ) -> Result<(Proc, Option<ChildStdout>), BenchError> {
+    ) -> Result<(Proc, Option<ChildStdout>), LabError> {
         self.check()?;
         let err_file =
             File::create(stderr).map_err(io(format!("cannot create {}", stderr.display())))?;
@@ -195,7 +195,7 @@ impl Supervisor {
     }
 
     /// Waits for a process that is expected to exit by itself (the client).
-    pub fn wait(&self, pid: u32) -> Result<ExitStatus, BenchError> {
+    pub fn wait(&self, pid: u32) -> Result<ExitStatus, LabError> {
         loop {
             if let Some(status) = self.exited(pid) {
                 if let Some(mut c) = self.shared.children().remove(&pid) {
@@ -205,7 +205,7 @@ impl Supervisor {
             }
             if !self.shared.children().contains_key(&pid) {
                 self.check()?;
-                return Err(BenchError::Failed(format!("process {pid} is gone")));
+                return Err(LabError::Failed(format!("process {pid} is gone")));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -221,12 +221,12 @@ impl Supervisor {
     }
 
     /// Waits until `proc` accepts TCP connections on `addr`; its stderr if it dies first.
-    pub fn wait_listening(&self, proc: &Proc, addr: SocketAddr) -> Result<(), BenchError> {
+    pub fn wait_listening(&self, proc: &Proc, addr: SocketAddr) -> Result<(), LabError> {
         let start = Instant::now();
         loop {
             self.check()?;
             if let Some(status) = self.exited(proc.pid) {
-                return Err(BenchError::Start {
+                return Err(LabError::Start {
                     name: proc.name.clone(),
                     why: format!("it exited ({status}) before listening on {addr}"),
                     stderr: proc.stderr_tail(40),
@@ -236,7 +236,7 @@ impl Supervisor {
                 return Ok(());
             }
             if start.elapsed() > START_TIMEOUT {
-                return Err(BenchError::Start {
+                return Err(LabError::Start {
                     name: proc.name.clone(),
                     why: format!("it did not listen on {addr} within {START_TIMEOUT:?}"),
                     stderr: proc.stderr_tail(40),
@@ -288,125 +288,6 @@ pub fn tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// `count` distinct ports on 127.0.0.1 that were free a moment ago (bound together, then
-/// released). The bench, the demos and `up` all take their ports here.
-pub fn free_addrs(count: usize) -> std::io::Result<Vec<SocketAddr>> {
-    let listeners = (0..count)
-        .map(|_| TcpListener::bind(("127.0.0.1", 0)))
-        .collect::<Result<Vec<_>, _>>()?;
-    listeners.iter().map(|l| l.local_addr()).collect()
-}
-
-/// [`free_addrs`], as the bench's error.
-pub fn free_ports(count: usize) -> Result<Vec<SocketAddr>, BenchError> {
-    free_addrs(count).map_err(io("cannot find a free port on 127.0.0.1"))
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100 where that fails, as on every Linux we know).
-pub fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|t| *t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// The fields of `/proc/<pid>/stat` after the command name: index 0 is field 3 (state).
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = text.rsplit_once(')')?.1;
-    Some(after.split_whitespace().map(str::to_owned).collect())
-}
-
-/// CPU time of a process, in clock ticks: in the program (`utime`) and in the kernel on its
-/// behalf (`stime`: system calls, the TCP stack, scheduling).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Ticks {
-    pub user: u64,
-    pub system: u64,
-}
-
-impl Ticks {
-    pub fn total(self) -> u64 {
-        self.user + self.system
-    }
-
-    /// What was used between `before` and `self`.
-    pub fn since(self, before: Ticks) -> Ticks {
-        Ticks {
-            user: self.user.saturating_sub(before.user),
-            system: self.system.saturating_sub(before.system),
-        }
-    }
-}
-
-impl std::iter::Sum for Ticks {
-    fn sum<I: Iterator<Item = Ticks>>(iter: I) -> Ticks {
-        iter.fold(Ticks::default(), |a, b| Ticks {
-            user: a.user + b.user,
-            system: a.system + b.system,
-        })
-    }
-}
-
-/// utime and stime of one process (all its threads, living and dead).
-pub fn cpu_ticks(pid: u32) -> Option<Ticks> {
-    let f = stat_fields(pid)?;
-    Some(Ticks {
-        user: f.get(11)?.parse().ok()?,
-        system: f.get(12)?.parse().ok()?,
-    })
-}
-
-/// `pid` and all its descendants.
-pub fn tree(pid: u32) -> Vec<u32> {
-    let mut parent_of: Vec<(u32, u32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Some(ppid) = stat_fields(p).and_then(|f| f.get(1)?.parse::<u32>().ok()) {
-                parent_of.push((p, ppid));
-            }
-        }
-    }
-    let mut all = vec![pid];
-    let mut i = 0;
-    while i < all.len() {
-        let parent = all[i];
-        all.extend(
-            parent_of
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
-        i += 1;
-    }
-    all
-}
-
-/// CPU ticks of a process tree.
-pub fn tree_cpu_ticks(pids: &[u32]) -> Ticks {
-    pids.iter().filter_map(|p| cpu_ticks(*p)).sum()
-}
-
-/// `VmHWM` (peak resident set) of one process, in KiB.
-pub fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    parse_status_kib(&text, "VmHWM:")
-}
-
-fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 /// Looks for `program` on PATH, then in the sbin directories daemons live in.
 pub fn find_program(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -419,47 +300,12 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_our_own_process() {
-        let me = std::process::id();
-        assert!(cpu_ticks(me).is_some());
-        assert!(vm_hwm_kib(me).unwrap() > 0);
-        assert_eq!(tree(me)[0], me);
-        assert!(clock_ticks() > 0.0);
-    }
-
-    #[test]
-    fn ticks_add_up_and_subtract_per_kind() {
-        let a = Ticks { user: 7, system: 3 };
-        let b = Ticks { user: 2, system: 5 };
-        let sum: Ticks = [a, b].into_iter().sum();
-        assert_eq!(sum, Ticks { user: 9, system: 8 });
-        assert_eq!(sum.since(a), b);
-        // A process that left the tree between readings never makes the difference negative.
-        assert_eq!(a.since(sum), Ticks::default());
-        assert_eq!(sum.total(), 17);
-    }
-
-    #[test]
-    fn parses_status_lines() {
-        let s = "Name:\thopwise\nVmPeak:\t  10 kB\nVmHWM:\t    4321 kB\nVmRSS:\t 4000 kB\n";
-        assert_eq!(parse_status_kib(s, "VmHWM:"), Some(4321));
-        assert_eq!(parse_status_kib(s, "VmSwap:"), None);
-    }
-
-    #[test]
-    fn free_ports_are_distinct() {
-        let p = free_ports(6).unwrap();
-        let mut ports: Vec<u16> = p.iter().map(|a| a.port()).collect();
-        ports.sort();
-        ports.dedup();
-        assert_eq!(ports.len(), 6);
-    }
+    use crate::processes::ports::free_ports;
+    use crate::processes::procfs::{cpu_ticks, stat_fields, tree};
 
     #[test]
     fn a_child_that_dies_is_reported_with_its_stderr() {
-        let sup = Supervisor::new().unwrap();
+        let sup = Supervisor::new("the test").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new("sh");
         cmd.args(["-c", "echo 'no such port' >&2; exit 3"]);
@@ -475,7 +321,7 @@ mod tests {
     #[test]
     fn killing_a_child_kills_its_own_children_too() {
         let dir = tempfile::tempdir().unwrap();
-        let sup = Supervisor::new().unwrap();
+        let sup = Supervisor::new("the test").unwrap();
         let mut cmd = Command::new("sh");
         // A parent that forks a worker, as nginx's master does.
         cmd.args(["-c", "sleep 60 & wait"]);
@@ -544,7 +390,7 @@ mod tests {
     fn dropping_the_supervisor_kills_its_children() {
         let dir = tempfile::tempdir().unwrap();
         let pid = {
-            let sup = Supervisor::new().unwrap();
+            let sup = Supervisor::new("the test").unwrap();
             let mut cmd = Command::new("sleep");
             cmd.arg("60");
             let (p, _) = sup

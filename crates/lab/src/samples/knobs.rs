@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::demo::wire::{self, Handler, Server};
+use super::wire::{self, Handler, Server};
 
 /// The longest added latency a knob accepts (10 minutes).
 pub const MAX_LATENCY_MS: u64 = 600_000;

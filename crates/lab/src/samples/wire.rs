@@ -1,10 +1,12 @@
-//! Small HTTP pieces for the demos' sample services and clients: a server (HTTP/1.1 and h2c
-//! auto-detected, optionally behind TLS) that stops when dropped, and one-shot clients over
-//! HTTP/1.1 and h2c that return the status, headers, body and trailers.
+//! Small HTTP pieces for the sample services and the lab's clients: a server (HTTP/1.1 and h2c
+//! auto-detected, optionally behind TLS) that stops when dropped, its TLS from `hopwise certs`'
+//! files, and one-shot clients over HTTP/1.1 and h2c that return the status, headers, body and
+//! trailers.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +18,14 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
+
+use crate::error::LabError;
 
 /// How long a demo client waits for any one answer before calling it a failure.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -153,37 +160,43 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<Reply, String> {
 
 /// One request over a fresh HTTP/1.1 connection.
 pub async fn send_h1(addr: SocketAddr, req: Request<Full<Bytes>>) -> Result<Reply, String> {
-    let exchange = async {
-        let tcp = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+    within_timeout(addr, async {
+        let (mut send, conn) = hyper::client::conn::http1::handshake(connect(addr).await?)
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
         let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
         collect(resp).await
-    };
-    match tokio::time::timeout(CLIENT_TIMEOUT, exchange).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer from {addr} within {CLIENT_TIMEOUT:?}")),
-    }
+    })
+    .await
 }
 
 /// One request over a fresh h2c (HTTP/2 without TLS) connection, as a gRPC client sends it.
 pub async fn send_h2c(addr: SocketAddr, req: Request<Full<Bytes>>) -> Result<Reply, String> {
-    let exchange = async {
-        let tcp = TcpStream::connect(addr)
+    within_timeout(addr, async {
+        let io = connect(addr).await?;
+        let (mut send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
             .await
-            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-        let (mut send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
-                .await
-                .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?;
         tokio::spawn(conn);
         let resp = send.send_request(req).await.map_err(|e| e.to_string())?;
         collect(resp).await
-    };
+    })
+    .await
+}
+
+async fn connect(addr: SocketAddr) -> Result<TokioIo<TcpStream>, String> {
+    TcpStream::connect(addr)
+        .await
+        .map(TokioIo::new)
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))
+}
+
+/// `exchange`, or a failure once it has taken [`CLIENT_TIMEOUT`].
+async fn within_timeout(
+    addr: SocketAddr,
+    exchange: impl Future<Output = Result<Reply, String>>,
+) -> Result<Reply, String> {
     match tokio::time::timeout(CLIENT_TIMEOUT, exchange).await {
         Ok(r) => r,
         Err(_) => Err(format!("no answer from {addr} within {CLIENT_TIMEOUT:?}")),
@@ -213,6 +226,27 @@ pub fn grpc_frame(message: &[u8]) -> Bytes {
     );
     out.extend_from_slice(message);
     Bytes::from(out)
+}
+
+/// TLS with `<certs>/<name>.pem` and `<certs>/<name>-key.pem` (as `hopwise certs` writes them).
+pub fn tls_acceptor(certs: &Path, name: &str) -> Result<TlsAcceptor, LabError> {
+    let bad = |what: &str, e: String| LabError::Failed(format!("the {name}'s {what}: {e}"));
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(certs.join(format!("{name}.pem")))
+            .map_err(|e| bad("certificate", e.to_string()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad("certificate", e.to_string()))?;
+    let key = PrivateKeyDer::from_pem_file(certs.join(format!("{name}-key.pem")))
+        .map_err(|e| bad("key", e.to_string()))?;
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("TLS configuration", e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| bad("TLS configuration", e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 #[cfg(test)]

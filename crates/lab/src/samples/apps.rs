@@ -36,10 +36,11 @@ use tokio_rustls::TlsAcceptor;
 use tonic::body::Body;
 use tonic::codegen::Service;
 
+use super::fee::FeeState;
 use super::knobs::{self, Knobs};
-use super::{UpError, io, pb};
-use crate::demo::samples::{FeeState, tls_acceptor};
-use crate::demo::wire;
+use super::pb;
+use super::wire::{self, tls_acceptor};
+use crate::error::{LabError, io};
 
 /// The path of the proxy's health probe (`hopwise proxy --health-path`).
 pub const HEALTH_PATH: &str = "/healthz";
@@ -108,15 +109,15 @@ struct Core {
 }
 
 impl Core {
-    fn new(mesh: &Mesh, args: &SampleArgs) -> Result<Core, UpError> {
+    fn new(mesh: &Mesh, args: &SampleArgs) -> Result<Core, LabError> {
         let s = mesh.services.get(&args.service).ok_or_else(|| {
-            UpError::Failed(format!(
+            LabError::Failed(format!(
                 "`{}` is not a service of the mesh file",
                 args.service
             ))
         })?;
         let kind = s.sample.ok_or_else(|| {
-            UpError::Failed(format!(
+            LabError::Failed(format!(
                 "`{}` has no `sample` in the mesh file",
                 args.service
             ))
@@ -124,7 +125,7 @@ impl Core {
         let mut targets = Vec::new();
         for call in &s.calls {
             let Some((_, addr)) = args.upstream.iter().find(|(n, _)| *n == call.to) else {
-                return Err(UpError::Failed(format!(
+                return Err(LabError::Failed(format!(
                     "no --upstream {}=ADDR: the sample cannot call it",
                     call.to
                 )));
@@ -138,7 +139,7 @@ impl Core {
             let grpc = match call.protocol {
                 Protocol::Grpc => Some(pb::sample_client::SampleClient::new(
                     tonic::transport::Channel::from_shared(format!("http://{addr}"))
-                        .map_err(|e| UpError::Failed(format!("--upstream {addr}: {e}")))?
+                        .map_err(|e| LabError::Failed(format!("--upstream {addr}: {e}")))?
                         .connect_lazy(),
                 )),
                 Protocol::Http => None,
@@ -391,7 +392,7 @@ async fn serve_app(
 }
 
 /// Runs one sample copy until SIGTERM or Ctrl-C.
-pub fn run(args: &SampleArgs) -> Result<(), UpError> {
+pub fn run(args: &SampleArgs) -> Result<(), LabError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -400,17 +401,14 @@ pub fn run(args: &SampleArgs) -> Result<(), UpError> {
         let text = std::fs::read_to_string(&args.mesh)
             .map_err(io(format!("cannot read {}", args.mesh.display())))?;
         let mesh = Mesh::from_yaml(&text)
-            .map_err(|d| UpError::Failed(d.render(&args.mesh.display().to_string())))?;
+            .map_err(|d| LabError::Failed(d.render(&args.mesh.display().to_string())))?;
         let core = Arc::new(Core::new(&mesh, args)?);
         let tls = match core.kind {
             SampleKind::Fee => {
                 let certs = args.certs.clone().ok_or_else(|| {
-                    UpError::Failed("the fee sample needs --certs DIR".to_owned())
+                    LabError::Failed("the fee sample needs --certs DIR".to_owned())
                 })?;
-                Some(
-                    tls_acceptor(&certs, &args.service)
-                        .map_err(|e| UpError::Failed(e.to_string()))?,
-                )
+                Some(tls_acceptor(&certs, &args.service)?)
             }
             _ => None,
         };
@@ -423,8 +421,8 @@ pub fn run(args: &SampleArgs) -> Result<(), UpError> {
             .and_then(|s| s.listen(1024))
             .map_err(io(format!("cannot listen on {} (app)", args.listen)))?;
         let server = tokio::spawn(serve_app(app, args.listen, tls, knobs, core));
-        super::signals().await;
+        hopwise_proxy::server::shutdown_signal().await;
         server.abort();
-        Ok::<_, UpError>(())
+        Ok::<_, LabError>(())
     })
 }

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::DemoError;
-use super::wire;
-use crate::bench::procs::{Proc, Supervisor};
+use super::supervisor::{Proc, Supervisor, tail};
+use crate::error::LabError;
+use crate::samples::wire;
 
 /// How long a proxy may take to say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -45,7 +45,7 @@ impl Proxies {
         mesh: &Path,
         service: &str,
         admin: SocketAddr,
-    ) -> Result<(), DemoError> {
+    ) -> Result<(), LabError> {
         let name = format!("{service}'s proxy");
         let stderr = self.dir.join(format!("{service}.stderr"));
         let mut cmd = Command::new(&self.hopwise);
@@ -54,19 +54,16 @@ impl Proxies {
             .arg(mesh)
             .arg("--service")
             .arg(service);
-        let (proc, _) = self
-            .sup
-            .spawn(&name, cmd, &stderr, false)
-            .map_err(|e| DemoError::Failed(e.to_string()))?;
+        let (proc, _) = self.sup.spawn(&name, cmd, &stderr, false)?;
         let pid = proc.pid;
         self.started.push(proc);
         let start = Instant::now();
         loop {
             if let Some(status) = self.sup.exited(pid) {
-                return Err(DemoError::Start {
+                return Err(LabError::Start {
                     name,
                     why: format!("it exited ({status})"),
-                    stderr: crate::bench::procs::tail(&stderr, 40),
+                    stderr: tail(&stderr, 40),
                 });
             }
             if let Ok(r) = wire::get(admin, "/ready").await
@@ -75,12 +72,12 @@ impl Proxies {
                 return Ok(());
             }
             if start.elapsed() > START_TIMEOUT {
-                return Err(DemoError::Start {
+                return Err(LabError::Start {
                     name,
                     why: format!(
                         "its admin endpoint {admin} was not ready within {START_TIMEOUT:?}"
                     ),
-                    stderr: crate::bench::procs::tail(&stderr, 40),
+                    stderr: tail(&stderr, 40),
                 });
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -119,24 +116,19 @@ impl Drop for Proxies {
 pub const PORT_ATTEMPTS: u32 = 3;
 
 /// Did a proxy fail to start because another process took one of its ports between
-/// [`free_ports`] and the proxy's bind? (Then the scenario is set up again with new ports.)
-pub fn port_taken(e: &DemoError) -> bool {
-    matches!(e, DemoError::Start { stderr, .. } if stderr.contains("cannot listen on"))
-}
-
-/// `count` distinct free ports on 127.0.0.1 ([`crate::bench::procs::free_addrs`]).
-pub fn free_ports(count: usize) -> Result<Vec<SocketAddr>, DemoError> {
-    crate::bench::procs::free_addrs(count)
-        .map_err(super::io("cannot find a free port on 127.0.0.1"))
+/// [`super::ports::free_ports`] and the proxy's bind? (Then the scenario is set up again with
+/// new ports.)
+pub fn port_taken(e: &LabError) -> bool {
+    matches!(e, LabError::Start { stderr, .. } if stderr.contains("cannot listen on"))
 }
 
 /// A proxy's `/metrics` text.
-pub async fn scrape(admin: SocketAddr) -> Result<Metrics, DemoError> {
+pub async fn scrape(admin: SocketAddr) -> Result<Metrics, LabError> {
     let r = wire::get(admin, "/metrics")
         .await
-        .map_err(|e| DemoError::Failed(format!("cannot read the metrics at {admin}: {e}")))?;
+        .map_err(|e| LabError::Failed(format!("cannot read the metrics at {admin}: {e}")))?;
     if r.status != 200 {
-        return Err(DemoError::Failed(format!(
+        return Err(LabError::Failed(format!(
             "the metrics at {admin} answered {}",
             r.status
         )));
@@ -211,17 +203,5 @@ mod tests {
         assert_eq!(v, 3);
         assert_eq!(Metrics::label(labels, "reason"), Some("retried-below"));
         assert_eq!(Metrics::label(labels, "nope"), None);
-    }
-
-    #[test]
-    fn free_ports_are_distinct() {
-        let mut p: Vec<u16> = free_ports(8)
-            .unwrap_or_default()
-            .iter()
-            .map(|a| a.port())
-            .collect();
-        p.sort_unstable();
-        p.dedup();
-        assert_eq!(p.len(), 8);
     }
 }
