@@ -1,5 +1,6 @@
-//! The fault knobs of sample apps. `hopwise up` starts the control plane with `--samples FILE`
-//! and writes FILE (re-read on every request; absent → no knobs):
+//! The fault knobs of sample apps, and the one type of the `samples.json` file that names them.
+//! `hopwise up` starts the control plane with `--samples FILE` and writes FILE with this type
+//! (re-read on every request; absent → no knobs):
 //!
 //! ```json
 //! {"mesh":"/abs/mesh.yaml","services":{"inventory":{"sample":"inventory","copies":[
@@ -11,40 +12,76 @@
 //! relays these, to loopback addresses only.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
-/// The file as `hopwise up` writes it (fields this version does not use are ignored).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// The file's name in `up`'s run directory.
+pub const FILE: &str = "samples.json";
+
+/// The file: `hopwise up` writes it, the dashboard and `hopwise fault` read it. Reading is
+/// lenient (fields this version does not know are ignored, missing ones are empty, an address
+/// that does not parse is absent), so a newer or older `up` never breaks the page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SamplesFile {
+    /// The mesh file `up` runs (absolute).
     #[serde(default)]
-    pub mesh: String,
+    pub mesh: PathBuf,
     #[serde(default)]
     pub services: IndexMap<String, SampleService>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SampleService {
-    /// The kind of sample app (`inventory`, `fee`, …); `None`: not a sample (no knobs).
+    /// The kind of sample app (`chain`, `leaf`, `fee`); `None` (`null`): the user's own app,
+    /// without knobs.
     #[serde(default)]
     pub sample: Option<String>,
     #[serde(default)]
     pub copies: Vec<SampleCopy>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SampleCopy {
-    pub copy: u32,
-    #[serde(default)]
-    pub app: Option<String>,
-    #[serde(default)]
-    pub knobs: Option<String>,
-    #[serde(default)]
-    pub admin: Option<String>,
-    #[serde(default)]
-    pub inbound: Option<String>,
+    /// The copy's index under `copies` in the mesh file.
+    pub copy: usize,
+    #[serde(
+        default,
+        deserialize_with = "lenient_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub app: Option<SocketAddr>,
+    /// The sample's fault knobs; absent for a user's app.
+    #[serde(
+        default,
+        deserialize_with = "lenient_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub knobs: Option<SocketAddr>,
+    /// The sidecar's admin endpoint; absent for a service outside the mesh (the fee).
+    #[serde(
+        default,
+        deserialize_with = "lenient_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub admin: Option<SocketAddr>,
+    #[serde(
+        default,
+        deserialize_with = "lenient_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub inbound: Option<SocketAddr>,
+}
+
+/// An address written as a string; anything else (or a string that is not an address) is
+/// absent rather than an error.
+fn lenient_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(value
+        .as_ref()
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| s.trim().parse().ok()))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,13 +111,13 @@ pub fn read(path: &Path) -> Result<Option<SamplesFile>, SamplesError> {
 pub struct Knob {
     pub service: String,
     pub sample: Option<String>,
-    pub copy: u32,
+    pub copy: usize,
     pub knobs: SocketAddr,
 }
 
 impl SamplesFile {
     /// The copies with knobs on a loopback address, optionally of one service / one copy.
-    pub fn knobs(&self, service: Option<&str>, copy: Option<u32>) -> Vec<Knob> {
+    pub fn knobs(&self, service: Option<&str>, copy: Option<usize>) -> Vec<Knob> {
         self.services
             .iter()
             .filter(|(name, _)| service.is_none_or(|s| s == name.as_str()))
@@ -89,7 +126,7 @@ impl SamplesFile {
                     .iter()
                     .filter(move |c| copy.is_none_or(|n| n == c.copy))
                     .filter_map(move |c| {
-                        let knobs: SocketAddr = c.knobs.as_deref()?.trim().parse().ok()?;
+                        let knobs = c.knobs?;
                         knobs.ip().is_loopback().then(|| Knob {
                             service: name.clone(),
                             sample: s.sample.clone(),

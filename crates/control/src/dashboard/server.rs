@@ -250,7 +250,7 @@ fn graph(app: &App) -> Value {
 fn knobs_of(
     app: &App,
     service: Option<&str>,
-    copy: Option<u32>,
+    copy: Option<usize>,
 ) -> Result<Vec<Knob>, samples::SamplesError> {
     let Some(path) = &app.samples else {
         return Ok(Vec::new());
@@ -273,7 +273,7 @@ async fn fault(app: &App, req: Request<Incoming>, rest: &[&str]) -> Response<Bod
             );
         }
     };
-    let copy = match copy.map(str::parse::<u32>) {
+    let copy = match copy.map(str::parse::<usize>) {
         None => None,
         Some(Ok(n)) => Some(n),
         Some(Err(_)) => return error(StatusCode::NOT_FOUND, "a copy is a number"),

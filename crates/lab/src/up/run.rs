@@ -21,7 +21,7 @@ use hopwise_model::Mesh;
 use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
 use super::rundir::{self, write};
-use super::samples::{self, SamplesFile};
+use super::samples;
 use super::{UpArgs, signals, table};
 use crate::error::{LabError, io};
 use crate::processes::parent::tie_to_parent;
@@ -157,7 +157,7 @@ fn up_in(
     };
     let plan = Plan::new(mesh, &mut next).map_err(|e| LabError::Failed(e.to_string()))?;
     let samples_file = run.join(samples::FILE);
-    let text = serde_json::to_string_pretty(&SamplesFile::from_plan(file, &plan))
+    let text = serde_json::to_string_pretty(&samples::from_plan(file, &plan))
         .map_err(|e| LabError::Failed(format!("cannot render {}: {e}", samples::FILE)))?;
     write(&samples_file, &(text + "\n"))?;
     let certs = run.join("certs");

@@ -1,5 +1,7 @@
 //! `RUN/samples.json`: what one `hopwise up` runs and where, for the dashboard (which reads it
-//! on each request) and for `hopwise fault`. The contract:
+//! on each request) and for `hopwise fault`. The type is the dashboard's
+//! (`hopwise_control::dashboard::samples`, the reader's); this writes it from a plan. The
+//! contract:
 //!
 //! ```json
 //! {"mesh":"/abs/mesh.yaml","services":{"pricing":{"sample":"chain","copies":[
@@ -9,70 +11,35 @@
 //! A user's own service has `"sample": null` and no `knobs`; the fee (outside the mesh) has no
 //! `admin` or `inbound`.
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use indexmap::IndexMap;
-use serde::{Deserialize, Serialize};
+pub use hopwise_control::dashboard::samples::{FILE, SampleCopy, SampleService, SamplesFile};
 
 use super::plan::Plan;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SamplesFile {
-    pub mesh: PathBuf,
-    pub services: IndexMap<String, ServiceEntry>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServiceEntry {
-    /// `chain`, `leaf`, `fee`; `null` for the user's own app.
-    pub sample: Option<String>,
-    pub copies: Vec<CopyEntry>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CopyEntry {
-    pub copy: usize,
-    pub app: SocketAddr,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub knobs: Option<SocketAddr>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admin: Option<SocketAddr>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inbound: Option<SocketAddr>,
-}
-
-/// The file's name in the run directory.
-pub const FILE: &str = "samples.json";
-
-impl SamplesFile {
-    pub fn from_plan(mesh: &Path, plan: &Plan) -> SamplesFile {
-        SamplesFile {
-            mesh: mesh.to_owned(),
-            services: plan
-                .services
-                .iter()
-                .map(|s| {
-                    (
-                        s.name.clone(),
-                        ServiceEntry {
-                            sample: s.sample.map(|k| k.name().to_owned()),
-                            copies: s
-                                .copies
-                                .iter()
-                                .map(|c| CopyEntry {
-                                    copy: c.copy,
-                                    app: c.app,
-                                    knobs: c.knobs,
-                                    admin: c.proxy.as_ref().map(|p| p.admin),
-                                    inbound: c.proxy.as_ref().map(|p| p.inbound),
-                                })
-                                .collect(),
-                        },
-                    )
-                })
-                .collect(),
-        }
+/// What `up` writes for `plan`, run from the mesh file `mesh`.
+pub fn from_plan(mesh: &Path, plan: &Plan) -> SamplesFile {
+    let service = |s: &super::plan::Planned| SampleService {
+        sample: s.sample.map(|k| k.name().to_owned()),
+        copies: s
+            .copies
+            .iter()
+            .map(|c| SampleCopy {
+                copy: c.copy,
+                app: Some(c.app),
+                knobs: c.knobs,
+                admin: c.proxy.as_ref().map(|p| p.admin),
+                inbound: c.proxy.as_ref().map(|p| p.inbound),
+            })
+            .collect(),
+    };
+    SamplesFile {
+        mesh: mesh.to_owned(),
+        services: plan
+            .services
+            .iter()
+            .map(|s| (s.name.clone(), service(s)))
+            .collect(),
     }
 }
 
