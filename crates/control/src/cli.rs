@@ -176,10 +176,6 @@ pub enum ControlAction {
         #[command(subcommand)]
         action: TokenAction,
     },
-    /// Measure a control plane at scale: simulated proxies (in this process) issue CSRs,
-    /// subscribe, register copies and report health; then the time for a configuration
-    /// change and a registry change to reach every subscriber, and the control plane's memory.
-    Bench(crate::bench::BenchArgs),
 }
 
 /// The stages of `hopwise control rotate-ca`.
@@ -227,8 +223,6 @@ pub enum CliError {
     Output(std::io::Error),
     #[error("cannot start the runtime: {0}")]
     Runtime(std::io::Error),
-    #[error(transparent)]
-    Bench(#[from] crate::bench::BenchError),
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {

@@ -8,12 +8,11 @@
 //! client needs `protoc` to build), [`plane`] holds all of it and offers every operation of the
 //! API without a clock or a socket, [`api`] serves it over gRPC on TLS 1.3 ([`tls`]: its own
 //! `/control` certificate; [`conn`]: what bounds its connections), and [`client`] and [`cli`] are
-//! the command line's side; [`bench`] measures it at scale (`hopwise control bench`);
+//! the command line's side (`hopwise-lab` measures it at scale: `hopwise control bench`);
 //! [`dashboard`] serves a web page over the running plane (`hopwise control --dashboard`). See
 //! docs/control.md and docs/dashboard.md.
 
 pub mod api;
-pub mod bench;
 pub mod ca;
 pub mod cli;
 pub mod client;

@@ -60,13 +60,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
             show(&cli::token::run(action)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Control(ControlArgs {
-            action: Some(ControlAction::Bench(args)),
-            ..
-        }) => {
-            hopwise_control::bench::run(&args, &mut std::io::stdout()).map_err(CliError::from)?;
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Control(args) => serve(args),
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args as _, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use hopwise_analyze::chain::{self, ChainFailure};
 use hopwise_analyze::{Options, render};
 use hopwise_model::{Mesh, Protocol};
@@ -139,8 +139,15 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(EXIT_BAD_INPUT);
     }
-    let cli = Cli::parse();
-    match run(cli) {
+    let result = match parse() {
+        Parsed::Cli(cli) => run(*cli),
+        Parsed::ControlBench(args) => {
+            hopwise_lab::bench::control::run(&args, &mut std::io::stdout())
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(anyhow::Error::from)
+        }
+    };
+    match result {
         Ok(code) => code,
         Err(e) => {
             #[allow(clippy::print_stderr)]
@@ -150,6 +157,44 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_BAD_INPUT)
         }
     }
+}
+
+/// The command line, parsed: `hopwise control bench` (the lab's) or any other command.
+enum Parsed {
+    Cli(Box<Cli>),
+    ControlBench(hopwise_lab::bench::control::BenchArgs),
+}
+
+/// The command line: [`Cli`], with `hopwise control bench` added under `hopwise control`. The
+/// other actions of `control` are the control crate's; its benchmark is the lab's, which the
+/// control crate cannot name (the lab depends on it).
+fn command() -> clap::Command {
+    Cli::command().mut_subcommand("control", |control| {
+        control.subcommand(
+            hopwise_lab::bench::control::BenchArgs::augment_args(clap::Command::new("bench"))
+                .about(
+                    "Measure a control plane at scale: simulated proxies (in this process) issue \
+                     CSRs, subscribe, register copies and report health; then the time for a \
+                     configuration change and a registry change to reach every subscriber, and \
+                     the control plane's memory",
+                )
+                .long_about(None),
+        )
+    })
+}
+
+fn parse() -> Parsed {
+    let matches = command().get_matches();
+    if let Some(("control", control)) = matches.subcommand()
+        && let Some(("bench", bench)) = control.subcommand()
+    {
+        let args = hopwise_lab::bench::control::BenchArgs::from_arg_matches(bench)
+            .unwrap_or_else(|e| e.exit());
+        return Parsed::ControlBench(args);
+    }
+    Parsed::Cli(Box::new(
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit()),
+    ))
 }
 
 #[allow(clippy::print_stdout, clippy::print_stderr)]

@@ -2,7 +2,9 @@
 //! costs; `backend` and `client` are the hidden helpers it re-executes as separate processes
 //! (so they can be pinned like the proxies). The parts: [`layout`] (the configurations, as
 //! text), [`load`] (client and backend), [`hops`] (the interleaved runs), [`stats`] (the
-//! arithmetic), [`report`] (table, JSON, SVG). Writes only to the writer it is given; the progress bar goes to stderr.
+//! arithmetic), [`report`] (table, JSON, SVG). [`control`] is `hopwise control bench`: one
+//! control plane against many simulated proxies. Writes only to the writer it is given; the
+//! progress bar goes to stderr.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -10,6 +12,7 @@ use std::path::PathBuf;
 
 use hopwise_model::Dur;
 
+pub mod control;
 pub mod hops;
 pub mod layout;
 pub mod load;

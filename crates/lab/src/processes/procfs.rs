@@ -103,6 +103,18 @@ pub fn vm_hwm_kib(pid: u32) -> Option<u64> {
     parse_status_kib(&text, "VmHWM:")
 }
 
+/// `VmRSS` (resident set now) of one process, in KiB.
+pub fn vm_rss_kib(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_status_kib(&text, "VmRSS:")
+}
+
+/// The machine's memory (`MemTotal` of `/proc/meminfo`), in KiB.
+pub fn mem_total_kib() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_status_kib(&text, "MemTotal:")
+}
+
 fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
     status
         .lines()

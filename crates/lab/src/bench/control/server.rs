@@ -1,0 +1,264 @@
+//! The control plane under test: by default the real `hopwise control` (this same executable)
+//! as a child process, so its memory is its own; with `--in-process` on its own runtime inside
+//! this process. Either way: its address, its `ca.pem` and admin token, each service's join
+//! token, and what `/proc` says of it (memory, CPU time).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use hopwise_control::api;
+use hopwise_control::client;
+use hopwise_control::conn::Limits;
+use hopwise_control::plane::{ConfigFile, Options, Plane};
+use hopwise_control::store::{Store, TOKENS_DIR};
+
+use super::BenchArgs;
+use super::mesh::{SHARED, service_name};
+use super::report::Machine;
+use crate::error::{LabError, io};
+use crate::processes::procfs;
+
+/// The bench's connection deadlines (see [`bench_limits`]).
+const BENCH_IDLE: Duration = Duration::from_secs(3600);
+
+/// Each service with its join token.
+pub(super) type Tokens = Vec<(String, String)>;
+
+/// The control plane, how to reach it, each service's join token.
+pub(super) type Started = (Server, client::Server, Tokens);
+
+/// A child process that is stopped however the benchmark ends.
+pub(super) struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The control plane under test.
+pub(super) enum Server {
+    Child {
+        child: ChildGuard,
+        _dir: tempfile::TempDir,
+    },
+    InProcess {
+        running: Option<api::Running>,
+        runtime: tokio::runtime::Runtime,
+        _dir: tempfile::TempDir,
+    },
+}
+
+/// The control plane could not start, for this reason.
+pub(super) fn start_err(e: &dyn std::fmt::Display) -> LabError {
+    LabError::Failed(format!("cannot start the control plane: {e}"))
+}
+
+impl Server {
+    /// The control plane's process (this one when it runs in-process).
+    fn pid(&self) -> u32 {
+        match self {
+            Server::Child { child, .. } => child.0.id(),
+            Server::InProcess { .. } => std::process::id(),
+        }
+    }
+
+    pub(super) fn in_process(&self) -> bool {
+        matches!(self, Server::InProcess { .. })
+    }
+
+    pub(super) fn rss(&self) -> u64 {
+        procfs::vm_rss_kib(self.pid()).unwrap_or(0)
+    }
+
+    pub(super) fn hwm(&self) -> u64 {
+        procfs::vm_hwm_kib(self.pid()).unwrap_or(0)
+    }
+
+    /// CPU time used so far (user + system, every thread), in clock ticks.
+    pub(super) fn cpu_ticks(&self) -> u64 {
+        procfs::cpu_ticks(self.pid()).map_or(0, procfs::Ticks::total)
+    }
+
+    pub(super) fn stop(self) {
+        match self {
+            Server::Child { child, .. } => drop(child),
+            Server::InProcess {
+                mut running,
+                runtime,
+                ..
+            } => {
+                if let Some(r) = running.take() {
+                    let _ = runtime.block_on(r.shutdown());
+                }
+                runtime.shutdown_background();
+            }
+        }
+    }
+}
+
+/// Every simulated proxy connects from 127.0.0.1: the caps on connections make room for all of
+/// them (and the admin's), and they connect all at once before their first call, which may come
+/// minutes later with many proxies.
+fn bench_limits(args: &BenchArgs) -> Limits {
+    let defaults = Limits::default();
+    let room = args.proxies + 16;
+    Limits {
+        connections_per_address: defaults.connections_per_address.max(room),
+        connections: defaults.connections.max(room),
+        first_request: BENCH_IDLE,
+        idle: BENCH_IDLE,
+        ..defaults
+    }
+}
+
+/// Starts the control plane; returns it, how to reach it (its address, its `ca.pem` and admin
+/// token), and each service's join token.
+pub(super) fn start(args: &BenchArgs, mesh: &str) -> Result<Started, LabError> {
+    let dir = tempfile::tempdir().map_err(|e| start_err(&e))?;
+    let services: Vec<String> = std::iter::once(SHARED.to_owned())
+        .chain((0..args.services).map(service_name))
+        .collect();
+    if args.in_process {
+        start_in_process(args, mesh, dir, &services)
+    } else {
+        start_child(args, mesh, dir, &services)
+    }
+}
+
+fn start_in_process(
+    args: &BenchArgs,
+    mesh: &str,
+    dir: tempfile::TempDir,
+    services: &[String],
+) -> Result<Started, LabError> {
+    let state = dir.path().join("state");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("control-plane")
+        .build()
+        .map_err(io("cannot start the runtime"))?;
+    let store = Store::open(&state).map_err(|e| start_err(&e))?;
+    let options = Options {
+        config: Some(ConfigFile {
+            name: "bench.yaml".into(),
+            text: mesh.to_owned(),
+        }),
+        ca_files: None,
+        cert_lifetime: hopwise_control::ca::DEFAULT_LIFETIME,
+    };
+    let started = Plane::start(store, options, SystemTime::now()).map_err(|e| start_err(&e))?;
+    let tokens = services
+        .iter()
+        .map(|s| {
+            let t = started.plane.token(s).unwrap_or_default().to_owned();
+            (s.clone(), t)
+        })
+        .collect();
+    let running = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| start_err(&e))?;
+        api::spawn_with(started.plane, listener, bench_limits(args)).map_err(|e| start_err(&e))
+    })?;
+    let access = client::Server::from_state(&running.addr.to_string(), &state)?;
+    let server = Server::InProcess {
+        running: Some(running),
+        runtime,
+        _dir: dir,
+    };
+    Ok((server, access, tokens))
+}
+
+fn start_child(
+    args: &BenchArgs,
+    mesh: &str,
+    dir: tempfile::TempDir,
+    services: &[String],
+) -> Result<Started, LabError> {
+    let state = dir.path().join("state");
+    let exe = std::env::current_exe().map_err(|e| start_err(&e))?;
+    let config = dir.path().join("bench.yaml");
+    std::fs::write(&config, mesh).map_err(|e| start_err(&e))?;
+    let limits = bench_limits(args);
+    let child = Command::new(&exe)
+        .arg("control")
+        .arg("--config")
+        .arg(&config)
+        .arg("--state")
+        .arg(&state)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg("--max-connections-per-address")
+        .arg(limits.connections_per_address.to_string())
+        .arg("--max-connections")
+        .arg(limits.connections.to_string())
+        .args(["--first-request-timeout", "1h", "--idle-timeout", "1h"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| start_err(&format!("{}: {e}", exe.display())))?;
+    let mut child = ChildGuard(child);
+    let addr = listening_on(&mut child, &exe)?;
+    let tokens = services
+        .iter()
+        .map(|s| (s.clone(), read_token(&state, s)))
+        .collect();
+    let access = client::Server::from_state(&addr.to_string(), &state)?;
+    Ok((Server::Child { child, _dir: dir }, access, tokens))
+}
+
+/// Where the child listens, from its first line: `hopwise control: listening on
+/// 127.0.0.1:PORT (…)`.
+fn listening_on(child: &mut ChildGuard, exe: &Path) -> Result<SocketAddr, LabError> {
+    let mut line = String::new();
+    if let Some(out) = child.0.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    line.split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .ok_or_else(|| {
+            start_err(&format!(
+                "{} control did not say where it listens (it printed {line:?}); run the benchmark \
+                 from the hopwise binary, or pass --in-process",
+                exe.display()
+            ))
+        })
+}
+
+/// The join token the child wrote for `service` (empty when it wrote none).
+fn read_token(state: &Path, service: &str) -> String {
+    let path: PathBuf = state.join(TOKENS_DIR).join(service);
+    std::fs::read_to_string(&path)
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Where the figures were taken.
+pub(super) fn machine() -> Machine {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or_else(|| "unknown".to_owned(), |m| m.trim().to_owned());
+    let memory_kib = procfs::mem_total_kib().unwrap_or(0);
+    Machine {
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_model,
+        memory_gib: (memory_kib as f64 / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map_or_else(|_| std::env::consts::OS.to_owned(), |k| k.trim().to_owned()),
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+    }
+}
