@@ -1,0 +1,199 @@
+//! The text report of `hopwise bench hops`: the per-hop table and the per-configuration table,
+//! with their spreads. Pure.
+
+use std::fmt::Write as _;
+
+use super::super::Mode;
+use super::super::stats::Spread;
+use super::{Report, Sample};
+
+/// `60.2 [55.1–63.0]`, or just the value when there is one run.
+pub fn spread(s: &Spread, decimals: usize) -> String {
+    if s.n <= 1 || s.min == s.max {
+        format!("{:.*}", decimals, s.median)
+    } else {
+        format!(
+            "{:.*} [{:.*}–{:.*}]",
+            decimals, s.median, decimals, s.min, decimals, s.max
+        )
+    }
+}
+
+pub(super) fn opt(s: Option<&Spread>, decimals: usize) -> String {
+    s.map_or_else(|| "-".to_owned(), |s| spread(s, decimals))
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                if i < 3 {
+                    format!("{cell}{}", " ".repeat(pad))
+                } else {
+                    format!("{}{cell}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The text report.
+pub fn text(r: &Report) -> String {
+    let o = &r.options;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "hopwise bench hops: {} run{}, {} requests one at a time (after {} warm-up), {} req/s for {} s, {} worker{} per proxy, {}",
+        o.runs,
+        if o.runs == 1 { "" } else { "s" },
+        o.requests,
+        o.warmup,
+        o.rate,
+        o.duration_s,
+        o.workers,
+        if o.workers == 1 { "" } else { "s" },
+        if o.pinned {
+            "every process pinned to CPU 0"
+        } else {
+            "unpinned"
+        }
+    );
+    let peers = if r.machine.peers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; peers: {}",
+            r.machine
+                .peers
+                .iter()
+                .map(|p| p.version.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let _ = writeln!(
+        s,
+        "machine: {}, {} CPUs, Linux {}; hopwise {}{peers}",
+        r.machine.cpu, r.machine.cpus, r.machine.kernel, r.machine.hopwise
+    );
+    let _ = writeln!(
+        s,
+        "load average (1, 5, 15 min): {} at the start, {} at the end\n",
+        r.machine.load_start, r.machine.load_end
+    );
+    let _ = writeln!(
+        s,
+        "Per hop: least-squares slope of latency over 0..{} hops, median [min–max] of runs",
+        o.max_hops
+    );
+    let mut rows = vec![vec![
+        "system".to_owned(),
+        "mode".into(),
+        "".into(),
+        "p50 µs/hop".into(),
+        "p90 µs/hop".into(),
+        "p99 µs/hop".into(),
+        format!("cores/proxy @{}/s", o.rate),
+        "kernel %".into(),
+        "peak RSS/proxy MiB".into(),
+    ]];
+    for p in &r.per_hop {
+        rows.push(vec![
+            p.system.name().to_owned(),
+            p.mode.name().to_owned(),
+            String::new(),
+            spread(&p.p50_us, 1),
+            spread(&p.p90_us, 1),
+            spread(&p.p99_us, 1),
+            opt(p.cores_per_proxy.as_ref(), 3),
+            p.kernel_share
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |k| format!("{:.0}", k.median * 100.0)),
+            opt(p.rss_mib.as_ref(), 1),
+        ]);
+    }
+    s.push_str(&table(&rows));
+    s.push_str("\nPer configuration: median [min–max] of runs\n");
+    let mut rows = vec![vec![
+        "system".to_owned(),
+        "mode".into(),
+        "hops".into(),
+        "p50 µs".into(),
+        "p90 µs".into(),
+        "p99 µs".into(),
+        "cores/proxy".into(),
+        "req/s".into(),
+        "peak RSS MiB".into(),
+    ]];
+    for c in &r.configs {
+        rows.push(vec![
+            c.config.system.name().to_owned(),
+            c.config.mode.map_or("-", Mode::name).to_owned(),
+            c.config.hops.to_string(),
+            spread(&c.p50_us, 1),
+            spread(&c.p90_us, 1),
+            spread(&c.p99_us, 1),
+            opt(c.cores_per_proxy.as_ref(), 3),
+            c.rate.map_or_else(|| "-".to_owned(), |r| format!("{r:.0}")),
+            opt(c.rss_mib.as_ref(), 1),
+        ]);
+    }
+    s.push_str(&table(&rows));
+    let failed: Vec<&Sample> = r.samples.iter().filter(|s| s.errors > 0).collect();
+    if !failed.is_empty() {
+        s.push_str("\nFailed requests (tolerated up to 1 % of a measurement):\n");
+        for f in failed {
+            let _ = writeln!(
+                s,
+                "  {} (run {}): {} — {}",
+                f.config.label(),
+                f.run + 1,
+                f.errors,
+                f.first_error.as_deref().unwrap_or("?")
+            );
+        }
+    }
+    let reconnects: u64 = r
+        .samples
+        .iter()
+        .map(|x| x.reconnects + x.cpu.as_ref().map_or(0, |c| c.reconnects))
+        .sum();
+    if reconnects > 0 {
+        let _ = writeln!(
+            s,
+            "\nClient reconnects (a proxy had closed an idle kept-alive connection; the request went \
+             out again on a new one): {reconnects}"
+        );
+    }
+    for x in &r.samples {
+        if let Some(c) = x.cpu.as_ref().filter(|c| c.missed > 0) {
+            let _ = writeln!(
+                s,
+                "Stall: {} (run {}): {} request(s) not started at {}/s, every client connection \
+                 was waiting",
+                x.config.label(),
+                x.run + 1,
+                c.missed,
+                r.options.rate
+            );
+        }
+    }
+    s
+}
