@@ -1,0 +1,228 @@
+//! What `hopwise bench hops` will run, before it runs anything: the options in force
+//! ([`plan`]), every configuration in the report's order ([`configurations`]), the peers
+//! installed here (nginx, HAProxy, Envoy) and the machine the figures come from.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use super::super::layout::Peer;
+use super::super::report::{Config, Machine, PeerInfo, Plan, System};
+use super::super::{HopsArgs, Mode};
+use crate::error::LabError;
+use crate::processes::supervisor::find_program;
+
+/// The options in force: the defaults, `--quick`'s, then what was given.
+pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
+    let q = a.quick;
+    let requests = a.requests.unwrap_or(if q { 300 } else { 4000 });
+    let duration = a
+        .duration
+        .map(|d| d.get())
+        .unwrap_or(Duration::from_secs(if q { 1 } else { 10 }));
+    let p = Plan {
+        runs: a.runs.unwrap_or(if q { 1 } else { 5 }),
+        requests,
+        warmup: a.warmup.unwrap_or((requests / 10).max(50)),
+        rate: a.rate,
+        duration_s: duration.as_secs_f64(),
+        max_hops: a.max_hops.unwrap_or(if q { 2 } else { 4 }),
+        workers: a.workers,
+        modes: {
+            let mut m = a.modes.clone();
+            m.sort();
+            m.dedup();
+            m
+        },
+        pinned: a.pin,
+        peers: a.peers,
+        quick: q,
+    };
+    let bad = |what: &str| Err(LabError::Failed(what.to_owned()));
+    if p.runs == 0 {
+        return bad("--runs must be at least 1");
+    }
+    if p.requests == 0 {
+        return bad("--requests must be at least 1");
+    }
+    if p.rate == 0 || p.rate > 100_000 {
+        return bad("--rate: choose 1 to 100000 requests per second");
+    }
+    if duration < Duration::from_millis(100) {
+        return bad("--duration must be at least 100ms");
+    }
+    if p.max_hops == 0 || p.max_hops > 16 {
+        return bad("--max-hops: choose 1 to 16 (a slope needs at least 0 and 1 hops)");
+    }
+    if p.workers == 0 || p.workers > 64 {
+        return bad("--workers: choose 1 to 64");
+    }
+    if p.modes.is_empty() {
+        return bad("--modes: name plain, mtls or both");
+    }
+    Ok(p)
+}
+
+/// Every configuration, in the order of the report: 0 hops, then system × mode × hops.
+pub fn configurations(systems: &[System], modes: &[Mode], max_hops: usize) -> Vec<Config> {
+    let mut c = vec![Config::DIRECT];
+    for s in systems {
+        for m in modes {
+            for hops in 1..=max_hops {
+                c.push(Config {
+                    system: *s,
+                    mode: Some(*m),
+                    hops,
+                });
+            }
+        }
+    }
+    c
+}
+
+pub(super) fn peer_system(p: Peer) -> System {
+    match p {
+        Peer::Nginx => System::Nginx,
+        Peer::Haproxy => System::Haproxy,
+        Peer::Envoy => System::Envoy,
+    }
+}
+
+/// The installed peers and their versions.
+pub(super) fn detect_peers() -> Vec<(Peer, PathBuf, String)> {
+    Peer::ALL
+        .iter()
+        .filter_map(|p| {
+            let path = find_program(p.program())?;
+            let flag = match p {
+                Peer::Nginx | Peer::Haproxy => "-v",
+                Peer::Envoy => "--version",
+            };
+            let out = Command::new(&path).arg(flag).output().ok()?;
+            let text = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let version = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or(p.program())
+                .trim_start_matches("nginx version: ")
+                .replace("HAProxy version ", "HAProxy/");
+            // `HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://…`: name and version.
+            let version = match p {
+                Peer::Haproxy => version.split(' ').next().unwrap_or_default().to_owned(),
+                _ => version,
+            };
+            Some((*p, path, version))
+        })
+        .collect()
+}
+
+/// The 1, 5 and 15 minute load averages.
+pub(super) fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+pub(super) fn machine(peers: &[(Peer, PathBuf, String)], load_start: String) -> Machine {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    Machine {
+        cpu,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default(),
+        hopwise: env!("CARGO_PKG_VERSION").to_owned(),
+        peers: peers
+            .iter()
+            .map(|(p, path, v)| PeerInfo {
+                name: p.program().to_owned(),
+                path: path.display().to_string(),
+                version: v.clone(),
+            })
+            .collect(),
+        load_start,
+        load_end: load_average(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> HopsArgs {
+        HopsArgs {
+            runs: None,
+            requests: None,
+            rate: 1000,
+            duration: None,
+            max_hops: None,
+            workers: 2,
+            modes: vec![Mode::Mtls, Mode::Plain],
+            pin: false,
+            peers: false,
+            json: false,
+            svg: PathBuf::from("x.svg"),
+            quick: false,
+            warmup: None,
+        }
+    }
+
+    #[test]
+    fn defaults_and_the_quick_preset() {
+        let p = plan(&args()).unwrap();
+        assert_eq!(
+            (p.runs, p.requests, p.warmup, p.max_hops),
+            (5, 4000, 400, 4)
+        );
+        assert_eq!(p.duration_s, 10.0);
+        assert_eq!(p.modes, vec![Mode::Plain, Mode::Mtls]);
+        let q = plan(&HopsArgs {
+            quick: true,
+            ..args()
+        })
+        .unwrap();
+        assert_eq!((q.runs, q.requests, q.warmup, q.max_hops), (1, 300, 50, 2));
+        assert_eq!(q.duration_s, 1.0);
+        let q1 = plan(&HopsArgs {
+            quick: true,
+            max_hops: Some(1),
+            ..args()
+        })
+        .unwrap();
+        assert_eq!(q1.max_hops, 1);
+        assert!(
+            plan(&HopsArgs {
+                max_hops: Some(0),
+                ..args()
+            })
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn configurations_share_one_zero_hop_point() {
+        let c = configurations(
+            &[System::Hopwise, System::Nginx],
+            &[Mode::Plain, Mode::Mtls],
+            2,
+        );
+        assert_eq!(c.len(), 1 + 2 * 2 * 2);
+        assert_eq!(c[0], Config::DIRECT);
+        assert_eq!(c.iter().filter(|c| c.hops == 0).count(), 1);
+        assert_eq!(c[1].label(), "hopwise plain 1 hop");
+        assert_eq!(c[8].label(), "nginx mtls 2 hops");
+    }
+}
