@@ -34,9 +34,9 @@ use one::{Answer, Made};
 pub use one::{Via, send};
 
 /// Sent upstream on every try: 1, 2, 3 … (like `x-envoy-attempt-count`).
-pub const ATTEMPT_HEADER: &str = "x-hopwise-attempt";
+pub const ATTEMPT_HEADER: &str = hopwise_api::names::ATTEMPT;
 /// On an answer from a proxy that retried and gave up: the number of tries it made.
-pub const EXHAUSTED_HEADER: &str = "x-hopwise-retries-exhausted";
+pub const EXHAUSTED_HEADER: &str = hopwise_api::names::RETRIES_EXHAUSTED;
 const ATTEMPT: HeaderName = HeaderName::from_static(ATTEMPT_HEADER);
 const EXHAUSTED: HeaderName = HeaderName::from_static(EXHAUSTED_HEADER);
 

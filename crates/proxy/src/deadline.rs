@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-pub const TIMEOUT_HEADER: &str = "x-hopwise-timeout-ms";
+pub const TIMEOUT_HEADER: &str = hopwise_api::names::TIMEOUT_MS;
 pub const GRPC_TIMEOUT: &str = "grpc-timeout";
 const TIMEOUT_NAME: HeaderName = HeaderName::from_static(TIMEOUT_HEADER);
 const GRPC_TIMEOUT_NAME: HeaderName = HeaderName::from_static(GRPC_TIMEOUT);

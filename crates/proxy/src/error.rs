@@ -14,9 +14,9 @@ use crate::body::Body;
 /// Parsed once: a `&str` name is validated and lower-cased again on every lookup.
 pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 
-pub const ERROR_HEADER: &str = "x-hopwise-error";
+pub const ERROR_HEADER: &str = hopwise_api::names::ERROR;
 /// Names the cap that refused a request.
-pub const LIMIT_HEADER: &str = "x-hopwise-limit";
+pub const LIMIT_HEADER: &str = hopwise_api::names::LIMIT;
 
 /// Why the proxy answered itself instead of forwarding the upstream's answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

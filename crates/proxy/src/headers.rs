@@ -19,11 +19,11 @@ use http::{Request, Uri, Version};
 use crate::error::ProxyError;
 
 /// The header that carries the caller's verified SPIFFE identity to the app.
-pub const PEER_IDENTITY: &str = "x-hopwise-peer-identity";
+pub const PEER_IDENTITY: &str = hopwise_api::names::PEER_IDENTITY;
 pub(crate) const PEER: HeaderName = HeaderName::from_static(PEER_IDENTITY);
 
 /// The prefix of every header the proxy sets itself.
-const OURS: &str = "x-hopwise-";
+const OURS: &str = hopwise_api::names::HEADER_PREFIX;
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     matches!(

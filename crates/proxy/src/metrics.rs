@@ -416,3 +416,36 @@ impl RouteMetrics {
         &self.metrics
     }
 }
+
+#[cfg(test)]
+mod names_tests {
+    use hopwise_api::names::metric;
+
+    /// The names the dashboard and the demos read back (`hopwise_api::names::metric`) are
+    /// families this proxy really exposes.
+    #[test]
+    fn every_shared_metric_name_is_a_family_here() {
+        let text = super::Metrics::new().encode();
+        for name in [
+            metric::REQUESTS,
+            metric::RESPONSES,
+            metric::TRIES,
+            metric::RETRIES,
+            metric::RETRIES_SKIPPED,
+            metric::LIMITS_TRIPPED,
+            metric::EJECTIONS,
+            metric::LOCAL_REPLIES,
+            metric::REQUEST_DURATION_BUCKET,
+        ] {
+            let (family, kind) = match (name.strip_suffix("_total"), name.strip_suffix("_bucket")) {
+                (Some(f), _) => (f, "counter"),
+                (None, Some(f)) => (f, "histogram"),
+                (None, None) => (name, "gauge"),
+            };
+            assert!(
+                text.contains(&format!("# TYPE {family} {kind}\n")),
+                "{name}: no {kind} family {family} in\n{text}"
+            );
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! `/metrics` by route name), what `hopwise check` says of each sidecar policy, and the
 //! code-side count of the lines each loan service's own source marks as network concerns.
 
+use hopwise_api::names::metric;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -199,7 +200,7 @@ async fn jobs(fee: &Fee, app: SocketAddr) -> Result<(u16, u16, String, FeeCounte
 /// The sidecar's per-route counters toward fee, by the route names of the mesh file.
 fn sidecar_metric(m: &Metrics) -> BTreeMap<String, Metric> {
     let mut out = BTreeMap::new();
-    for (labels, _) in m.series("hopwise_requests_total") {
+    for (labels, _) in m.series(metric::REQUESTS) {
         if Metrics::label(labels, "direction") != Some("outbound")
             || Metrics::label(labels, "service") != Some("fee")
         {
@@ -222,9 +223,9 @@ fn sidecar_metric(m: &Metrics) -> BTreeMap<String, Metric> {
         out.insert(
             route.to_owned(),
             Metric {
-                requests: m.sum("hopwise_requests_total", &l),
-                tries: m.sum("hopwise_tries_total", &l),
-                errors: m.sum("hopwise_responses_total", &errors),
+                requests: m.sum(metric::REQUESTS, &l),
+                tries: m.sum(metric::TRIES, &l),
+                errors: m.sum(metric::RESPONSES, &errors),
             },
         );
     }

@@ -3,6 +3,7 @@
 //! inventory counted after each one, and what each proxy's `/metrics` says; the timeout trap's
 //! requests. Each run is set up again with new ports when one it picked was taken meanwhile.
 
+use hopwise_api::names::metric;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
@@ -69,10 +70,10 @@ pub(super) fn describe(r: &Reply, grpc: bool) -> String {
     } else {
         format!("HTTP {}", r.status)
     };
-    if let Some(e) = r.header("x-hopwise-error") {
+    if let Some(e) = r.header(hopwise_api::names::ERROR) {
         let _ = write!(s, ", x-hopwise-error: {e}");
     }
-    if let Some(n) = r.header("x-hopwise-retries-exhausted") {
+    if let Some(n) = r.header(hopwise_api::names::RETRIES_EXHAUSTED) {
         let _ = write!(s, ", x-hopwise-retries-exhausted: {n}");
     }
     s
@@ -90,7 +91,7 @@ fn grpc_name(code: &str) -> &'static str {
     }
 }
 
-const TRIES: &str = "hopwise_tries_total";
+const TRIES: &str = metric::TRIES;
 
 pub(super) fn tries_toward(m: &Metrics, service: &str) -> u64 {
     m.sum(TRIES, &[("direction", "outbound"), ("service", service)])
@@ -159,7 +160,7 @@ async fn measure(
             call: format!("{proxy} → {upstream}"),
             tries: tries_toward(&m, upstream) as f64 / n,
         });
-        for (labels, count) in m.series("hopwise_retries_skipped_total") {
+        for (labels, count) in m.series(metric::RETRIES_SKIPPED) {
             if count > 0
                 && let Some(reason) = Metrics::label(labels, "reason")
             {
@@ -170,7 +171,7 @@ async fn measure(
                 });
             }
         }
-        for (labels, count) in m.series("hopwise_local_replies_total") {
+        for (labels, count) in m.series(metric::LOCAL_REPLIES) {
             if count > 0
                 && let (Some(side), Some(reason)) = (
                     Metrics::label(labels, "direction"),
