@@ -425,7 +425,23 @@ mod names_tests {
     /// families this proxy really exposes.
     #[test]
     fn every_shared_metric_name_is_a_family_here() {
-        let text = super::Metrics::new().encode();
+        // Families appear in the text once they have a sample: one of each.
+        let m = super::Metrics::new();
+        let r = m.route(super::Direction::Outbound, "b", "default");
+        r.request();
+        r.try_sent();
+        r.retry("5xx");
+        r.retry_skipped("budget");
+        r.local_reply("no-endpoint");
+        r.response(
+            200,
+            &http::HeaderMap::new(),
+            std::time::Duration::from_millis(1),
+            std::time::Duration::ZERO,
+        );
+        m.limit_tripped("b", "max_requests");
+        m.ejection("b");
+        let text = m.encode();
         for name in [
             metric::REQUESTS,
             metric::RESPONSES,
