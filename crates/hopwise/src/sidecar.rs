@@ -4,7 +4,8 @@
 //! readings see no difference). That binary holds the proxy's code and nothing of the control
 //! plane, the analyser or the lab, so the pages a running sidecar maps are the proxy's own; it
 //! needs no link-order list to stay small (docs/performance.md, "Memory"). When
-//! `hopwise-proxy` is not beside `hopwise`, the proxy runs in this process, as it did before.
+//! `hopwise-proxy` is not beside `hopwise`, or is from another build, the proxy runs in
+//! `hopwise`'s process, as it did before.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -87,12 +88,29 @@ pub struct ProxyArgs {
     allow_remote_admin: bool,
 }
 
+/// Set by `hopwise` on the sidecar it execs: the build it expects (see [`BUILD_ID`]).
+const EXPECT_ENV: &str = "HOPWISE_SIDECAR_BUILD";
+/// Set by `hopwise` on the sidecar it execs: the `hopwise` to go back to if that build differs.
+const FROM_ENV: &str = "HOPWISE_SIDECAR_FROM";
+/// `off`: `hopwise proxy` runs the proxy in its own process.
+const MODE_ENV: &str = "HOPWISE_SIDECAR";
+
+/// Both binaries of one build carry the same id (`build.rs`; a new one whenever the proxy's
+/// sources or the lock file change), so a `hopwise-proxy` left from an older build — `cargo run`
+/// rebuilds only `hopwise` — is never run in place of today's proxy.
+pub const BUILD_ID: &str = env!("HOPWISE_BUILD_ID");
+
 /// `hopwise proxy`: become `hopwise-proxy` with the same arguments, or run here without it.
 pub fn start(a: ProxyArgs) -> anyhow::Result<ExitCode> {
-    if let Some(bin) = sidecar_bin() {
+    let in_process = std::env::var_os(MODE_ENV).is_some_and(|v| v == "off");
+    if let (false, Some(bin), Ok(me)) = (in_process, sidecar_bin(), std::env::current_exe()) {
         // Everything after `proxy`, as given (clap has checked it already).
         let args = std::env::args_os().skip_while(|s| s != "proxy").skip(1);
-        let err = std::process::Command::new(&bin).args(args).exec();
+        let err = std::process::Command::new(&bin)
+            .args(args)
+            .env(EXPECT_ENV, BUILD_ID)
+            .env(FROM_ENV, me)
+            .exec();
         // exec returns only when it failed; the proxy can still run in this process.
         note(&format!(
             "cannot run {}: {err}; running the proxy in this process",
@@ -100,6 +118,32 @@ pub fn start(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     run(a)
+}
+
+/// In `hopwise-proxy`, before anything else: when `hopwise` started it from another build, go
+/// back to that `hopwise` and run the proxy in its process. Returns only when this build is
+/// the expected one (or no one said which).
+pub fn same_build_or_back() -> anyhow::Result<()> {
+    let expected = std::env::var_os(EXPECT_ENV);
+    let Some(expected) = expected.filter(|e| e != BUILD_ID) else {
+        return Ok(());
+    };
+    let from =
+        std::env::var_os(FROM_ENV).context("HOPWISE_SIDECAR_BUILD without HOPWISE_SIDECAR_FROM")?;
+    note(&format!(
+        "{SIDECAR_BIN} is from another build ({} here, {} expected); running the proxy in hopwise",
+        BUILD_ID,
+        expected.to_string_lossy()
+    ));
+    let err = std::process::Command::new(&from)
+        .arg("proxy")
+        .args(std::env::args_os().skip(1))
+        .env(MODE_ENV, "off")
+        .exec();
+    Err(anyhow::anyhow!(
+        "cannot run {}: {err}",
+        PathBuf::from(from).display()
+    ))
 }
 
 fn sidecar_bin() -> Option<PathBuf> {

@@ -200,3 +200,45 @@ fn an_outbound_port_open_to_the_network_needs_its_flag() {
     let allowed = [&args[..], &["--allow-remote-outbound"]].concat();
     let _proxy = common::spawn_with(&allowed, Stdio::null());
 }
+
+/// A `hopwise-proxy` of another build than the `hopwise` that started it (what `cargo run`
+/// leaves behind: it rebuilds only `hopwise`) hands the proxy back to that `hopwise`, which runs
+/// it in its own process — today's code, never the stale sidecar's.
+#[test]
+fn a_sidecar_of_another_build_hands_the_proxy_back_to_hopwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let admin = free_port();
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(
+        &file,
+        format!("services:\n  a:\n    copies: [{{ admin: 127.0.0.1:{admin} }}]\n"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise-proxy"))
+        .arg("--config")
+        .arg(&file)
+        .args(["--service", "a"])
+        .env("HOPWISE_SIDECAR_BUILD", "some-other-build")
+        .env("HOPWISE_SIDECAR_FROM", env!("CARGO_BIN_EXE_hopwise"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("hopwise proxy for a"), "{line}");
+    let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(exe.file_name().unwrap(), "hopwise", "{}", exe.display());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("hopwise-proxy is from another build"), "{err}");
+}

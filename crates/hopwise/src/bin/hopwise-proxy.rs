@@ -18,7 +18,7 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match hopwise::sidecar::run(cli.args) {
+    match hopwise::sidecar::same_build_or_back().and_then(|()| hopwise::sidecar::run(cli.args)) {
         Ok(code) => code,
         Err(e) => {
             #[allow(clippy::print_stderr)]
