@@ -32,7 +32,7 @@ pub use error::StoreError;
 pub use file::{FileStore, write_atomic};
 pub use state::{CaState, MeshState, Rotation, Secret, State};
 
-use file::{create_private_dir, write_bundle, write_tokens};
+use file::{write_bundle, write_tokens};
 
 /// The state file's name inside the state directory.
 pub const STATE_FILE: &str = "state.json";

@@ -188,7 +188,7 @@ impl EtcdStore {
         keys: Keys,
         dir: &Path,
     ) -> Result<EtcdStore, StoreError> {
-        crate::store::create_private_dir(dir)?;
+        crate::store::file::create_private_dir(dir)?;
         let mut client = connect(&spec, access).await?;
         let (changes, revision) = read_all(&spec, &mut client)
             .await
