@@ -152,7 +152,9 @@ impl Outbound {
             Trim::Until(l) => (Some(start + l.time), l.bound == Bound::Caller),
             Trim::Passed => {
                 // The caller has given up already: do not start work nobody waits for.
-                rm.retry_skipped("deadline");
+                if let Some(reason) = attempt::Skip::Deadline.label() {
+                    rm.retry_skipped(reason);
+                }
                 return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
             }
         };
