@@ -125,6 +125,7 @@ fn hosts(mesh: &Mesh) -> String {
 /// namespace, so none of them starts in this one (and an app cannot claim to be it, as it could
 /// a uid, gid or mark). Inbound: TCP from the host's end to the app's port goes to the app on
 /// its loopback (it need not listen elsewhere); any other new TCP arriving on the link is dropped.
+/// Anything but TCP leaving the namespace is refused (only TCP is captured).
 pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
     let c = &mesh.capture;
     let v4: Vec<String> = c
@@ -169,8 +170,12 @@ pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) ->
         ));
     }
     out.push_str(&format!(
-        "\t\tiifname \"{link}\" meta l4proto tcp drop\n\t}}\n}}\n"
+        "\t\tiifname \"{link}\" meta l4proto tcp drop\n\t}}\n"
     ));
+    // Only TCP is captured: anything else the app sends off its loopback (UDP, ICMP) is
+    // refused here, so none of it can leave past the proxy.
+    out.push_str("\tchain only_tcp {\n\t\ttype filter hook output priority 0; policy accept;\n");
+    out.push_str("\t\toifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject\n\t}\n}\n");
     out
 }
 

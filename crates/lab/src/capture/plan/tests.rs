@@ -95,6 +95,12 @@ fn a_copy_without_an_app_drops_every_new_inbound_connection() {
     assert_eq!(p.app_port, None);
     assert!(!p.rules.contains("dnat"), "{}", p.rules);
     assert!(p.rules.contains("meta l4proto tcp drop"));
+    let only_tcp = &p.rules[p.rules.find("chain only_tcp").unwrap()..];
+    assert!(
+        only_tcp.contains("oifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject"),
+        "{}",
+        p.rules
+    );
 }
 
 #[test]
