@@ -396,6 +396,10 @@ fn run_up(a: &hopwise_lab::up::UpArgs) -> anyhow::Result<ExitCode> {
         eprintln!("hopwise: {name}: `hopwise check` finds errors; nothing was started");
         return Ok(ExitCode::from(EXIT_FINDINGS));
     }
+    // What a crashed `hopwise run` left (docs/capture.md): its records say what is provably its.
+    for id in hopwise_lab::capture::sweep(std::path::Path::new(hopwise_lab::capture::STATE)) {
+        eprintln!("hopwise up: removed what the dead captured run {id} left");
+    }
     hopwise_lab::up::run::up(a, &mesh, &file, &mut std::io::stdout())
         .with_context(|| format!("hopwise up {name}"))?;
     Ok(ExitCode::SUCCESS)

@@ -26,6 +26,18 @@ pub mod record;
 
 pub use netns::Tools;
 
+/// Where runs are recorded unless `--state` says otherwise (emptied at boot).
+pub const STATE: &str = "/run/hopwise";
+
+/// Removes what dead runs recorded under `state` left (for `hopwise up`); the ids swept. Nothing
+/// to do, and nothing done, without `ip` and `nft`: no run could have made anything then.
+pub fn sweep(state: &Path) -> Vec<String> {
+    match Tools::find() {
+        Ok(tools) => record::sweep(state, &tools),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// `hopwise run …`
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -42,7 +54,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub certs: Option<PathBuf>,
     /// Where runs are recorded, so a crashed one's leftovers can be found.
-    #[arg(long, default_value = "/run/hopwise")]
+    #[arg(long, default_value = STATE)]
     pub state: PathBuf,
     /// The command and its arguments, run unchanged inside the namespace.
     #[arg(last = true, required = true)]
