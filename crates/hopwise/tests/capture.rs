@@ -1,7 +1,8 @@
 //! `hopwise run` for real (docs/capture.md): an unmodified `curl` calling `http://fee/…` by
 //! name from a captured app gets fee's answer through both proxies (fee sees the caller's
 //! verified identity); a captured app listening on its own loopback answers inbound calls; a
-//! destination outside the mesh is refused or passed as `mesh.capture.egress` says; a
+//! destination outside the mesh is refused or passed as `mesh.capture.egress` says; a proxy
+//! killed under a captured call ends the call and the run instead of leaving them hanging; a
 //! SIGKILLed run's namespace, link, hosts file and record are removed by the next run; and no
 //! test leaves any of them behind.
 //!
@@ -405,4 +406,63 @@ fn a_destination_outside_the_mesh_is_refused_or_passed_as_the_file_says() {
         assert_eq!(stdout == "outside", answered, "egress {egress}: {stdout}");
         assert_nothing_left(&host, &state, &run_id(&stderr));
     }
+}
+
+#[test]
+fn a_proxy_killed_under_a_captured_connection_ends_the_call_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = mesh(dir.path(), false);
+    let host = Host::new();
+    // fee's app takes the call and never answers; it says when the call got through.
+    let listener = host.listen("127.0.0.1:7002");
+    let (reached, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+            let _ = reached.send(());
+        }
+    });
+    let f = file.to_str().unwrap();
+    let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
+    let state = dir.path().join("state");
+    let curl = ["curl", "-sS", "-m", "120", "http://fee/hang"];
+    let mut run = host
+        .run(f, state.to_str().unwrap(), "web", &curl)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let id = run_id(&line);
+    got.recv_timeout(Duration::from_secs(30))
+        .expect("the call never reached fee's app");
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("runs").join(format!("{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    let proxy = record["proxy"][0]
+        .as_i64()
+        .expect("the record names the proxy");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(proxy as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The call ends with its proxy (the kernel resets what the proxy held), and the run with
+    // it — long before curl's own 120 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the captured call hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(!status.success());
+    assert!(rest.contains("the proxy of web stopped"), "{rest}");
+    assert_nothing_left(&host, &state, &id);
 }
