@@ -124,6 +124,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 copies_counted: false,
                 sample: None,
                 external: None,
+                address: None,
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
                 inbound: Default::default(),
@@ -135,6 +136,7 @@ pub fn mesh(p: &Params) -> Mesh {
         trust_domain: "hopwise.local".to_owned(),
         certs: None,
         services,
+        capture: Default::default(),
         locations: Default::default(),
     }
 }

@@ -71,6 +71,9 @@ enum Command {
     Up(hopwise_lab::up::UpArgs),
     /// Change the fault knobs of a running `hopwise up`'s sample copies.
     Fault(hopwise_lab::up::FaultArgs),
+    /// Run a command as one copy of a service, captured: in its own network namespace, all of
+    /// its TCP through the copy's proxy, services reached by name (docs/capture.md; root).
+    Run(hopwise_lab::capture::RunArgs),
     /// One copy of a sample app (started by `hopwise up`).
     #[command(hide = true)]
     Sample(hopwise_lab::samples::apps::SampleArgs),
@@ -272,6 +275,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Up(a) => run_up(&a),
+        Command::Run(a) => {
+            let (mesh, _) = hopwise::mesh_file::load(&a.config)?;
+            let exe = std::env::current_exe().context("cannot find the hopwise binary")?;
+            let status = hopwise_lab::capture::run(&a, &mesh, &exe)?;
+            // The command's own exit status, as a shell would give it (128 + a signal).
+            let code = status.code().unwrap_or_else(|| {
+                use std::os::unix::process::ExitStatusExt;
+                128 + status.signal().unwrap_or(0)
+            });
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+        }
         Command::Fault(a) => {
             hopwise_lab::up::fault::run(&a, &mut std::io::stdout())?;
             Ok(ExitCode::SUCCESS)
@@ -381,6 +395,10 @@ fn run_up(a: &hopwise_lab::up::UpArgs) -> anyhow::Result<ExitCode> {
         eprint!("{}", render::text(&report));
         eprintln!("hopwise: {name}: `hopwise check` finds errors; nothing was started");
         return Ok(ExitCode::from(EXIT_FINDINGS));
+    }
+    // What a crashed `hopwise run` left (docs/capture.md): its records say what is provably its.
+    for id in hopwise_lab::capture::sweep(std::path::Path::new(hopwise_lab::capture::STATE)) {
+        eprintln!("hopwise up: removed what the dead captured run {id} left");
     }
     hopwise_lab::up::run::up(a, &mesh, &file, &mut std::io::stdout())
         .with_context(|| format!("hopwise up {name}"))?;

@@ -58,6 +58,13 @@ pub struct ProxyArgs {
     /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
     #[arg(long, value_parser = hopwise_lab::samples::apps::parse_upstream)]
     upstream: Vec<(String, std::net::SocketAddr)>,
+    /// A capture listener here (`hopwise run` sets it, docs/capture.md): connections the
+    /// namespace's rules redirect, sent on by their original destination (`--config` only).
+    #[arg(long, requires = "config")]
+    capture: Option<std::net::SocketAddr>,
+    /// The network namespace the capture listener is bound in (`/run/netns/NAME`).
+    #[arg(long, requires = "capture")]
+    capture_netns: Option<PathBuf>,
     /// The service whose proxy this is.
     #[arg(long)]
     service: String,
@@ -210,13 +217,20 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         (true, Some(file)) => {
             let (mesh, base) = crate::mesh_file::load(file)?;
-            let config = hopwise_proxy::ProxyConfig::from_mesh(
+            let mut config = hopwise_proxy::ProxyConfig::from_mesh(
                 &mesh,
                 &a.service,
                 a.copy,
                 &base,
                 a.certs.as_deref(),
             )?;
+            config.capture = a
+                .capture
+                .map(|listen| hopwise_proxy::config::CaptureConfig {
+                    netns: a.capture_netns.clone(),
+                    listen,
+                    destinations: hopwise_model::capture::Destinations::of(&mesh),
+                });
             (config, None)
         }
         (true, None) => anyhow::bail!("give --config FILE or --control URL"),
@@ -251,7 +265,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
     let b = &running.bound;
     let show = |a: Option<std::net::SocketAddr>| a.map_or("-".to_owned(), |a| a.to_string());
     println!(
-        "hopwise proxy for {} (copy {}): inbound {} outbound {} admin {}{}",
+        "hopwise proxy for {} (copy {}): inbound {} outbound {} admin {}{}{}",
         a.service,
         a.copy,
         show(b.inbound),
@@ -260,7 +274,10 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         b.upstreams
             .iter()
             .map(|(n, a)| format!(" {n}@{a}"))
-            .collect::<String>()
+            .collect::<String>(),
+        b.capture
+            .map(|c| format!(" capture {c}"))
+            .unwrap_or_default()
     );
     // Wait for SIGTERM or Ctrl-C, then drain.
     rt.block_on(hopwise_proxy::server::shutdown_signal());

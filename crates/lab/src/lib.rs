@@ -5,12 +5,14 @@
 //! Organised by job. Three products — `hopwise bench` ([`bench`]: chains of real
 //! `hopwise proxy` processes, and nginx, HAProxy or Envoy for comparison, measured for latency,
 //! CPU and memory per hop), `hopwise demo` ([`demo`]: the seeds' scenarios with real proxies,
-//! counted) and `hopwise up` ([`up`]: a whole mesh file on this machine, with `hopwise fault`) —
+//! counted) `hopwise up` ([`up`]: a whole mesh file on this machine, with `hopwise fault`) and
+//! `hopwise run` ([`capture`]: one copy's command captured in a network namespace) —
 //! each built on two shared rooms: [`processes`] (the children and what `/proc` says of them)
 //! and [`samples`] (the sample services and their HTTP pieces). The products never use each
 //! other. [`error`] is the one error type of them all.
 
 pub mod bench;
+pub mod capture;
 pub mod demo;
 pub mod error;
 pub mod processes;

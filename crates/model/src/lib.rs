@@ -9,6 +9,7 @@
 pub mod attempt;
 pub mod backoff;
 pub mod browser_guard;
+pub mod capture;
 pub mod control_port;
 pub mod diag;
 pub mod duration;

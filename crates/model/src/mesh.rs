@@ -6,6 +6,7 @@
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use crate::capture::Capture;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
 use crate::policy::{Budget, InboundLimits, Policy, Protocol, idempotent_method};
@@ -25,6 +26,8 @@ pub struct Mesh {
     /// Certificates directory as written (relative to the mesh file), if any.
     pub certs: Option<String>,
     pub services: IndexMap<String, Service>,
+    /// How captured apps reach the mesh (`mesh.capture`): [`crate::capture`].
+    pub capture: Capture,
     #[serde(skip)]
     pub locations: Locations,
 }
@@ -43,6 +46,8 @@ pub struct Service {
     /// The built-in sample app `hopwise up` runs for each copy, if any.
     pub sample: Option<SampleKind>,
     pub external: Option<External>,
+    /// The address captured apps reach it at (declared, or the capture range's default).
+    pub address: Option<std::net::IpAddr>,
     /// Who may call it.
     pub allow: Allow,
     /// Narrower rules by path prefix.
@@ -150,8 +155,10 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
         apply(&mut base, d);
     }
     let info = raw.mesh.clone().unwrap_or_default();
+    let (capture, addresses) =
+        crate::capture::resolve(info.capture.as_ref(), &raw.services, &locations, diags);
     let mut services = IndexMap::new();
-    for (name, rs) in &raw.services {
+    for ((name, rs), address) in raw.services.iter().zip(addresses) {
         let mut service_policy = base.clone();
         apply(&mut service_policy, &rs.policy);
         let mut calls = Vec::new();
@@ -232,6 +239,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 copies_counted: matches!(rs.copies, Some(RawCopies::Count(_))),
                 sample: rs.sample,
                 external,
+                address,
                 allow,
                 allow_paths: rs
                     .allow_paths
@@ -261,6 +269,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
         trust_domain,
         certs: info.certs,
         services,
+        capture,
         locations,
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
-//! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
+//! `capture.rs`: `mesh.capture` and services' addresses; `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::policy::GrpcCode;
 
 mod calls;
+mod capture;
 mod read_policy;
 mod readers;
 mod services;
@@ -21,6 +22,7 @@ pub use calls::{
     RawBackoff, RawBudget, RawCall, RawLimits, RawOutlier, RawPolicy, RawRequest, RawRetries,
     RawRoute,
 };
+pub use capture::RawCapture;
 pub use readers::read_mesh;
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

@@ -54,6 +54,17 @@ pub enum ConfigError {
     NoCerts,
 }
 
+/// The capture listener of a copy run captured (`hopwise run`, [`crate::capture`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CaptureConfig {
+    /// The network namespace it is bound in (`/run/netns/NAME`); none: the proxy's own.
+    pub netns: Option<PathBuf>,
+    /// Where the namespace's rules send the app's outbound TCP (loopback inside it).
+    pub listen: SocketAddr,
+    /// The mesh's addresses, to map each connection's original destination.
+    pub destinations: hopwise_model::capture::Destinations,
+}
+
 /// A route within a call: matched by path prefix, named for metrics, with its own policy.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Route {
@@ -154,6 +165,8 @@ pub struct ProxyConfig {
     pub admin: Option<SocketAddr>,
     /// Local ports, one per upstream, by cluster name.
     pub upstream_ports: IndexMap<String, SocketAddr>,
+    /// The capture listener, when the copy runs captured (set from the command line).
+    pub capture: Option<CaptureConfig>,
     pub clusters: IndexMap<String, Cluster>,
     /// Identities allowed to call this service; empty: any identity of the mesh.
     pub allowed_callers: Vec<String>,
@@ -268,6 +281,7 @@ impl ProxyConfig {
             outbound: c.outbound,
             admin: c.admin,
             upstream_ports: c.upstreams.clone(),
+            capture: None,
             clusters,
             allowed_callers,
             deny_all,

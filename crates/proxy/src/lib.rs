@@ -16,6 +16,7 @@ pub mod attempts;
 pub mod balance;
 pub mod body;
 pub mod budget;
+pub mod capture;
 pub mod certs;
 pub mod cluster;
 pub mod config;

@@ -174,6 +174,7 @@ pub fn next_config(
         outbound: running.outbound,
         admin: running.admin,
         upstream_ports: running.upstream_ports.clone(),
+        capture: running.capture.clone(),
         certs: running.certs.clone(),
         workers: running.workers,
         timeouts: running.timeouts,

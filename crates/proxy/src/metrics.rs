@@ -93,6 +93,12 @@ struct RefusedLabels {
     reason: &'static str,
 }
 
+/// `outcome`: what became of a captured connection (`capture::Outcome`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HandshakeLabels {
     direction: Direction,
@@ -121,6 +127,7 @@ pub struct Metrics {
     active: Family<DirectionLabels, Gauge>,
     handshakes: Family<HandshakeLabels, Counter>,
     refused: Family<RefusedLabels, Counter>,
+    captured: Family<OutcomeLabels, Counter>,
     tries: Family<RouteLabels, Counter>,
     retries: Family<RetryLabels, Counter>,
     skipped: Family<SkipLabels, Counter>,
@@ -161,6 +168,7 @@ impl Metrics {
         let active = Family::default();
         let handshakes = Family::default();
         let refused = Family::default();
+        let captured = Family::default();
         let tries = Family::default();
         let retries = Family::default();
         let skipped = Family::default();
@@ -220,6 +228,11 @@ impl Metrics {
             refused.clone(),
         );
         registry.register(
+            "captured_connections",
+            "Connections from a captured app, by what became of them (service, not-http, no-destination, egress-refused, egress-passed)",
+            captured.clone(),
+        );
+        registry.register(
             "tls_handshakes",
             "TLS handshakes, by result",
             handshakes.clone(),
@@ -235,6 +248,7 @@ impl Metrics {
             active,
             handshakes,
             refused,
+            captured,
             tries,
             retries,
             skipped,
@@ -318,6 +332,13 @@ impl Metrics {
     pub fn connection_refused(&self, direction: &'static str, reason: &'static str) {
         self.refused
             .get_or_create(&RefusedLabels { direction, reason })
+            .inc();
+    }
+
+    /// A connection from a captured app, by `outcome`.
+    pub fn captured(&self, outcome: &'static str) {
+        self.captured
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
 

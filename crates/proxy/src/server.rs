@@ -14,6 +14,7 @@ use socket2::{Domain, Socket, Type};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::capture;
 use crate::config::ProxyConfig;
 use crate::conn;
 use crate::listeners::{self, ConnCap, NotLoopback};
@@ -48,6 +49,8 @@ pub struct Bound {
     pub inbound: Option<SocketAddr>,
     pub outbound: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
+    /// The capture listener (inside the copy's namespace, when it has one).
+    pub capture: Option<SocketAddr>,
     pub upstreams: IndexMap<String, SocketAddr>,
 }
 
@@ -166,6 +169,23 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         bound.outbound = s[0].local_addr().ok();
         listens.push(Listen {
             kind: Kind::Outbound,
+            entry: Some(Entry::HttpProxy),
+            sockets: s,
+            cap: ConnCap::new(cap),
+        });
+    }
+    if let Some(c) = &config.capture {
+        let s = capture::in_netns(c.netns.as_deref(), || {
+            bind_all(c.listen, "capture", workers)
+        })
+        .map_err(|source| ServerError::Bind {
+            addr: c.listen,
+            what: "capture".to_owned(),
+            source,
+        })??;
+        bound.capture = s[0].local_addr().ok();
+        listens.push(Listen {
+            kind: Kind::Capture,
             entry: Some(Entry::HttpProxy),
             sockets: s,
             cap: ConnCap::new(cap),

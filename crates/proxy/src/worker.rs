@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::admin;
+use crate::capture;
 use crate::conn::{self, Guard};
 use crate::inbound::Caller;
 use crate::listeners::ConnCap;
@@ -39,6 +40,8 @@ const H2_PING_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) enum Kind {
     Inbound,
     Outbound,
+    /// A captured app's connections ([`crate::capture`]), then served as `Outbound`.
+    Capture,
     Admin,
 }
 
@@ -47,6 +50,7 @@ impl Kind {
         match self {
             Kind::Inbound => "inbound",
             Kind::Outbound => "outbound",
+            Kind::Capture => "capture",
             Kind::Admin => "admin",
         }
     }
@@ -214,6 +218,12 @@ impl Conn {
         match self.kind {
             Kind::Admin => self.serve_admin(tcp, guard, drain).await,
             Kind::Outbound => self.serve_outbound(tcp, guard, drain).await,
+            Kind::Capture => {
+                let config = self.state.config();
+                if let Some(tcp) = capture::admit(tcp, &config, &metrics).await {
+                    self.serve_outbound(tcp, guard, drain).await;
+                }
+            }
             Kind::Inbound => match &self.acceptor {
                 Some(acceptor) => {
                     let timeout = self.header_read;

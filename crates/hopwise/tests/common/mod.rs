@@ -61,17 +61,9 @@ pub fn try_spawn_logged(args: &[&str], log: &std::path::Path) -> Result<Proc, St
 }
 
 fn try_start(args: &[&str], stderr: Stdio, log: Option<&std::path::Path>) -> Result<Proc, String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let proc = Proc(child);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hopwise"));
+    cmd.args(args);
+    let (proc, line) = first_line(cmd, stderr);
     if line.is_empty() {
         drop(proc);
         return Err(log
@@ -79,6 +71,17 @@ fn try_start(args: &[&str], stderr: Stdio, log: Option<&std::path::Path>) -> Res
             .unwrap_or_default());
     }
     Ok(proc)
+}
+
+/// Starts `cmd` (killed when the returned [`Proc`] drops) and reads its first line of stdout;
+/// the rest of its stdout is left unread.
+pub fn first_line(mut cmd: Command, stderr: Stdio) -> (Proc, String) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (Proc(child), line)
 }
 
 /// Runs `hopwise ARGS` to the end (a command that hangs fails the test after 30 s): its

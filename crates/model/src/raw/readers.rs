@@ -3,6 +3,7 @@
 
 use indexmap::IndexMap;
 
+use super::capture::{read_address, read_capture};
 use super::read_policy::read_policy;
 use super::values::{or_none, positive_timeout, positive_u32, u32_field};
 use super::{
@@ -24,6 +25,7 @@ pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
                 name: f.get(r, "name", Reader::string),
                 trust_domain: f.get(r, "trust_domain", Reader::string),
                 certs: f.get(r, "certs", Reader::string),
+                capture: f.get(r, "capture", read_capture),
             };
             f.finish(r);
             Some(info)
@@ -99,6 +101,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(e)
         }),
+        address: f.get(r, "address", read_address),
         allow: f.get(r, "allow", |r, n, p| match &n.value {
             Value::Seq(_) => r.list(n, p, Reader::string).map(RawAllow::Services),
             _ => r

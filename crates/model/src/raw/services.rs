@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{OrNone, RawCall, RawPolicy};
+use super::{OrNone, RawCall, RawCapture, RawPolicy};
 use crate::duration::Dur;
 use crate::policy::Protocol;
 
@@ -51,6 +51,9 @@ pub struct RawMeshInfo {
     /// Directory of the mesh's certificates (`hopwise certs` writes it), relative to the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certs: Option<String>,
+    /// How apps run captured (`hopwise run`) reach the mesh: addresses, egress, exceptions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<RawCapture>,
 }
 
 /// One service. Its policy fields apply to every call it makes.
@@ -76,6 +79,10 @@ pub struct RawService {
     /// A service outside the mesh (no proxy of its own), reached at this address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<RawExternal>,
+    /// The IP address captured apps reach this service at (by its name, which resolves to it
+    /// in their namespace); default: the next of mesh.capture.range's first /24, in file order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// Who may call this service: a list of service names, `any` (every identity of the
     /// mesh; the default) or `none`.
     #[serde(skip_serializing_if = "Option::is_none")]

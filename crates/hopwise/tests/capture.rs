@@ -1,0 +1,468 @@
+//! `hopwise run` for real (docs/capture.md): an unmodified `curl` calling `http://fee/…` by
+//! name from a captured app gets fee's answer through both proxies (fee sees the caller's
+//! verified identity); a captured app listening on its own loopback answers inbound calls; a
+//! destination outside the mesh is refused or passed as `mesh.capture.egress` says; a proxy
+//! killed under a captured call ends the call and the run instead of leaving them hanging; a
+//! SIGKILLed run's namespace, link, hosts file and record are removed by the next run; and no
+//! test leaves any of them behind.
+//!
+//! Every test makes its own "host" namespace ([`Host`], removed on drop even when the test
+//! fails) and runs everything inside it: the copies' namespaces hang off it, every address
+//! (copies', services', the proxies' loopback ports) is assigned inside those namespaces, and
+//! the host's own network is never touched. Needs root, `ip` (iproute2), `nft` (nftables) and
+//! `curl` (and util-linux's `nsenter`); without them the tests fail, naming the package.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const HOPWISE: &str = env!("CARGO_BIN_EXE_hopwise");
+
+/// What these tests need of the machine, or a failure naming the Debian package.
+fn need_tools() {
+    let tools = [
+        ("ip", "iproute2"),
+        ("nft", "nftables"),
+        ("curl", "curl"),
+        ("nsenter", "util-linux"),
+    ];
+    for (program, package) in tools {
+        let found = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+            .iter()
+            .any(|d| Path::new(d).join(program).exists());
+        assert!(found, "`{program}` is missing: apt-get install {package}");
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1));
+    assert_eq!(
+        euid,
+        Some("0"),
+        "capture makes network namespaces: run as root"
+    );
+}
+
+/// A network namespace of the test's own standing in for the host; on drop every process
+/// still inside it is killed and it is deleted.
+struct Host {
+    name: String,
+}
+
+impl Host {
+    fn new() -> Host {
+        need_tools();
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "hwtest-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        ip(&["netns", "add", &name]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        Host { name }
+    }
+
+    /// `hopwise ARGS` inside this namespace. `nsenter` joins the network namespace alone:
+    /// `ip netns exec` would also give it a mount namespace of its own, hiding the namespaces
+    /// `hopwise run` mounts under /run/netns from everyone else, as they never are on a host.
+    fn hopwise(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("nsenter");
+        c.arg(format!("--net=/run/netns/{}", self.name))
+            .arg(HOPWISE)
+            .args(args);
+        c
+    }
+
+    /// `hopwise run` of `service` inside this namespace, with the mesh file and state given,
+    /// running `command`.
+    fn run(&self, mesh: &str, state: &str, service: &str, command: &[&str]) -> Command {
+        let mut c = self.hopwise(&["run", "--config", mesh, "--service", service]);
+        c.args(["--state", state, "--"]).args(command);
+        c
+    }
+
+    /// The interfaces in this namespace, by name.
+    fn links(&self) -> String {
+        let out = Command::new("ip")
+            .args(["-n", &self.name, "-o", "link", "show"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Binds a listener inside this namespace.
+    fn listen(&self, addr: &str) -> std::net::TcpListener {
+        let path = PathBuf::from(format!("/run/netns/{}", self.name));
+        hopwise_proxy::capture::in_netns(Some(&path), || std::net::TcpListener::bind(addr))
+            .unwrap()
+            .unwrap()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output();
+        if let Ok(out) = out {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+fn ip(args: &[&str]) {
+    let s = Command::new("ip").args(args).status().unwrap();
+    assert!(s.success(), "ip {args:?} failed");
+}
+
+/// Starts `cmd` and waits for the first line of its stdout (a proxy prints it once bound).
+fn start_announced(cmd: Command) -> common::Proc {
+    let (proc, line) = common::first_line(cmd, Stdio::inherit());
+    assert!(line.starts_with("hopwise proxy for"), "it said {line:?}");
+    proc
+}
+
+/// The mesh of these tests, its certificates made, in a fresh directory.
+fn mesh(dir: &Path, fee_sample: bool) -> PathBuf {
+    mesh_with(dir, fee_sample, "refuse")
+}
+
+/// [`mesh`] with the egress rule given.
+fn mesh_with(dir: &Path, fee_sample: bool, egress: &str) -> PathBuf {
+    let sample = if fee_sample { "\n    sample: leaf" } else { "" };
+    let text = format!(
+        "mesh: {{ name: capture-test, certs: certs, capture: {{ egress: {egress} }} }}
+services:
+  web:
+    copies: [{{ admin: '127.0.0.1:9901' }}]
+    calls: {{ fee: {{}} }}
+  fee:{sample}
+    copies: [{{ app: '127.0.0.1:7002', inbound: '127.0.0.1:7102' }}]
+"
+    );
+    let file = dir.join("mesh.yaml");
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(HOPWISE)
+        .args(["certs", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    file
+}
+
+/// A stand-in fee app inside `host` on 127.0.0.1:7002: answers with the identity its proxy
+/// vouched for and the path.
+fn fee_app(host: &Host) {
+    let listener = host.listen("127.0.0.1:7002");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let path = head.split(' ').nth(1).unwrap_or("?").to_owned();
+            let who = head
+                .to_lowercase()
+                .lines()
+                .find_map(|l| l.strip_prefix("x-hopwise-peer-identity: "))
+                .unwrap_or("nobody")
+                .to_owned();
+            let body = format!("fee saw {who} for {path}");
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+}
+
+/// The run id `hopwise run` announced on stderr (`… in namespace hopwise-<id> …`).
+fn run_id(stderr: &str) -> String {
+    let at = stderr
+        .find("in namespace hopwise-")
+        .unwrap_or_else(|| panic!("no namespace announced:\n{stderr}"));
+    stderr[at + "in namespace hopwise-".len()..][..8].to_owned()
+}
+
+/// Everything run `id` could have made is gone: namespace, hosts directory, the host's end of
+/// its link, its record. Namespaces are freed a moment after their last process: polled.
+fn assert_nothing_left(host: &Host, state: &Path, id: &str) {
+    let start = Instant::now();
+    let left = || {
+        let mut left = Vec::new();
+        for p in [
+            format!("/run/netns/hopwise-{id}"),
+            format!("/etc/netns/hopwise-{id}"),
+            state
+                .join("runs")
+                .join(format!("{id}.json"))
+                .display()
+                .to_string(),
+        ] {
+            if Path::new(&p).exists() {
+                left.push(p);
+            }
+        }
+        if host.links().contains(&format!("hw{id}h")) {
+            left.push(format!("link hw{id}h"));
+        }
+        left
+    };
+    while !left().is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(left(), Vec::<String>::new(), "run {id} left these behind");
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn curl_by_name_from_a_captured_app_gets_fees_answer_through_both_proxies() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = mesh(dir.path(), false);
+    let host = Host::new();
+    fee_app(&host);
+    let f = file.to_str().unwrap();
+    let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
+    let state = dir.path().join("state");
+    let curl = ["curl", "-sS", "-m", "10", "http://fee/penalty/U-41"];
+    let out = host
+        .run(f, state.to_str().unwrap(), "web", &curl)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // Only a call that went web's proxy → mTLS → fee's proxy carries web's verified identity.
+    assert_eq!(
+        stdout,
+        "fee saw spiffe://hopwise.local/service/web for /penalty/U-41"
+    );
+    assert_nothing_left(&host, &state, &run_id(&stderr));
+}
+
+#[test]
+fn a_captured_app_on_its_own_loopback_answers_a_captured_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = mesh(dir.path(), true);
+    let host = Host::new();
+    let f = file.to_str().unwrap();
+    let state = dir.path().join("state");
+    let s = state.to_str().unwrap();
+    // fee's app listens on 127.0.0.1:7002 inside its namespace, as the mesh file says.
+    let app = [
+        HOPWISE,
+        "sample",
+        "--mesh",
+        f,
+        "--service",
+        "fee",
+        "--listen",
+        "127.0.0.1:7002",
+        "--knobs",
+        "127.0.0.1:7003",
+    ];
+    let mut fee = host
+        .run(f, s, "fee", &app)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut fee_err = BufReader::new(fee.stderr.take().unwrap());
+    let mut line = String::new();
+    fee_err.read_line(&mut line).unwrap();
+    let fee_id = run_id(&line);
+    let mut fee = common::Proc(fee);
+    let mut answer = String::new();
+    let start = Instant::now();
+    // The app may take a moment to listen after its proxy did.
+    let curl = ["curl", "-sS", "-m", "5", "--fail", "http://fee/"];
+    while start.elapsed() < Duration::from_secs(10) {
+        let out = host.run(f, s, "web", &curl).output().unwrap();
+        answer = text(&out).0;
+        if out.status.success() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let v: serde_json::Value = serde_json::from_str(&answer)
+        .unwrap_or_else(|_| panic!("not fee's leaf answer: {answer:?}"));
+    assert_eq!(v["service"], "fee");
+    // Stopping the run removes its namespace too (SIGTERM: it stops the app, then cleans up).
+    let pid = nix::unistd::Pid::from_raw(fee.0.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let _ = fee.0.wait();
+    drop(fee_err);
+    assert_nothing_left(&host, &state, &fee_id);
+}
+
+#[test]
+fn a_sigkilled_runs_leftovers_are_removed_by_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = mesh(dir.path(), false);
+    let host = Host::new();
+    let f = file.to_str().unwrap();
+    let state = dir.path().join("state");
+    let s = state.to_str().unwrap();
+    let mut first = host
+        .run(f, s, "web", &["sleep", "600"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let id = run_id(&line);
+    // `nsenter` became `hopwise run` (same pid): SIGKILL, no goodbye.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(
+        Path::new(&format!("/run/netns/hopwise-{id}")).exists(),
+        "a killed run cannot clean up: its namespace is still there"
+    );
+    assert!(host.links().contains(&format!("hw{id}h")));
+    let out = host.run(f, s, "web", &["true"]).output().unwrap();
+    let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("removed what the dead run {id} left")),
+        "{stderr}"
+    );
+    assert_nothing_left(&host, &state, &id);
+    assert_nothing_left(&host, &state, &run_id(&stderr));
+}
+
+#[test]
+fn a_destination_outside_the_mesh_is_refused_or_passed_as_the_file_says() {
+    let host = Host::new();
+    // A server outside the mesh, on an address of the test's own "host" namespace.
+    ip(&[
+        "-n",
+        &host.name,
+        "addr",
+        "add",
+        "192.0.2.55/32",
+        "dev",
+        "lo",
+    ]);
+    let listener = host.listen("192.0.2.55:8080");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\noutside");
+        }
+    });
+    let curl = ["curl", "-sS", "-m", "5", "http://192.0.2.55:8080/"];
+    for (egress, answered) in [("refuse", false), ("pass", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = mesh_with(dir.path(), false, egress);
+        let state = dir.path().join("state");
+        let out = host
+            .run(
+                file.to_str().unwrap(),
+                state.to_str().unwrap(),
+                "web",
+                &curl,
+            )
+            .output()
+            .unwrap();
+        let (stdout, stderr) = text(&out);
+        assert_eq!(
+            out.status.success(),
+            answered,
+            "egress {egress}: {stdout}\n{stderr}"
+        );
+        assert_eq!(stdout == "outside", answered, "egress {egress}: {stdout}");
+        assert_nothing_left(&host, &state, &run_id(&stderr));
+    }
+}
+
+#[test]
+fn a_proxy_killed_under_a_captured_connection_ends_the_call_and_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = mesh(dir.path(), false);
+    let host = Host::new();
+    // fee's app takes the call and never answers; it says when the call got through.
+    let listener = host.listen("127.0.0.1:7002");
+    let (reached, got) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+            let _ = reached.send(());
+        }
+    });
+    let f = file.to_str().unwrap();
+    let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
+    let state = dir.path().join("state");
+    let curl = ["curl", "-sS", "-m", "120", "http://fee/hang"];
+    let mut run = host
+        .run(f, state.to_str().unwrap(), "web", &curl)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let id = run_id(&line);
+    got.recv_timeout(Duration::from_secs(30))
+        .expect("the call never reached fee's app");
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("runs").join(format!("{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    let proxy = record["proxy"][0]
+        .as_i64()
+        .expect("the record names the proxy");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(proxy as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The call ends with its proxy (the kernel resets what the proxy held), and the run with
+    // it — long before curl's own 120 s.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the captured call hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert!(!status.success());
+    assert!(rest.contains("the proxy of web stopped"), "{rest}");
+    assert_nothing_left(&host, &state, &id);
+}

@@ -1,0 +1,217 @@
+//! Pure: what one captured copy makes on the machine, as data — its names (a prefix and the
+//! run's id, so each is provably hopwise's), its addresses (`hopwise-model`'s capture range),
+//! the `ip` commands that build the namespace and its link, the nftables script loaded inside
+//! it, and its hosts file. Nothing here runs a command; `netns.rs` does.
+
+use std::net::{IpAddr, SocketAddr};
+
+use hopwise_model::Mesh;
+use hopwise_model::capture::{Cidr, CopyNet};
+
+/// Every name `hopwise run` gives starts with this (namespaces, `/etc/netns/` directories).
+pub const NETNS_PREFIX: &str = "hopwise-";
+/// The host's end of a copy's veth pair: `hw<id>h` (15 bytes at most, the kernel's limit).
+pub const VETH_PREFIX: &str = "hw";
+/// The capture listener inside the namespace (its loopback: nothing outside reaches it).
+pub const CAPTURE_PORT: u16 = 4140;
+
+/// The names of one run, all derived from its id (8 lowercase hex digits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    pub id: String,
+    pub netns: String,
+    pub veth_host: String,
+    pub veth_app: String,
+}
+
+impl Names {
+    /// `None` unless `id` is 8 lowercase hex digits: a name from elsewhere is never ours.
+    pub fn of(id: &str) -> Option<Names> {
+        let ok = id.len() == 8
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        ok.then(|| Names {
+            id: id.to_owned(),
+            netns: format!("{NETNS_PREFIX}{id}"),
+            veth_host: format!("{VETH_PREFIX}{id}h"),
+            veth_app: format!("{VETH_PREFIX}{id}a"),
+        })
+    }
+
+    /// `/run/netns/<netns>`, the file `ip netns add` mounts and the proxy joins.
+    pub fn netns_path(&self) -> String {
+        format!("/run/netns/{}", self.netns)
+    }
+
+    /// `/etc/netns/<netns>`: `ip netns exec` bind-mounts its files over `/etc`'s.
+    pub fn etc_dir(&self) -> String {
+        format!("/etc/netns/{}", self.netns)
+    }
+}
+
+/// One captured copy, planned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub names: Names,
+    pub net: CopyNet,
+    /// The app's port, if the copy has an app (inbound calls reach it there, inside).
+    pub app_port: Option<u16>,
+    /// Where the proxy (outside) reaches the app: the copy's end of the link.
+    pub app_from_host: Option<SocketAddr>,
+    /// Every service's address, put on the namespace's loopback.
+    pub service_addresses: Vec<IpAddr>,
+    pub hosts: String,
+    pub rules: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("`{0}` is not a service in the mesh file")]
+    UnknownService(String),
+    #[error(
+        "copy {copy} of {service} has no address in mesh.capture.range ({range}): widen the range"
+    )]
+    NoRoom {
+        service: String,
+        copy: usize,
+        range: String,
+    },
+}
+
+/// The plan of copy `copy` of `service` for the run `names`.
+pub fn plan(mesh: &Mesh, service: &str, copy: usize, names: Names) -> Result<Plan, PlanError> {
+    let s = mesh
+        .services
+        .get(service)
+        .ok_or_else(|| PlanError::UnknownService(service.to_owned()))?;
+    let net = mesh
+        .copy_net(service, copy)
+        .ok_or_else(|| PlanError::NoRoom {
+            service: service.to_owned(),
+            copy,
+            range: mesh.capture.range.to_string(),
+        })?;
+    let app_port = s.copies.get(copy).and_then(|c| c.app).map(|a| a.port());
+    let service_addresses: Vec<IpAddr> = mesh.services.values().filter_map(|s| s.address).collect();
+    Ok(Plan {
+        app_from_host: app_port.map(|p| SocketAddr::new(IpAddr::V4(net.app), p)),
+        hosts: hosts(mesh),
+        rules: rules(mesh, &names, net, app_port),
+        names,
+        net,
+        app_port,
+        service_addresses,
+    })
+}
+
+/// The namespace's `/etc/hosts`: localhost, then each service by its name and its name in the
+/// trust domain.
+fn hosts(mesh: &Mesh) -> String {
+    let mut out = String::from(
+        "# written by hopwise run; removed when the copy stops\n127.0.0.1\tlocalhost\n::1\tlocalhost\n",
+    );
+    for s in mesh.services.values() {
+        if let Some(a) = s.address {
+            out.push_str(&format!("{a}\t{0} {0}.{1}\n", s.name, mesh.trust_domain));
+        }
+    }
+    out
+}
+
+/// The nftables script loaded inside the namespace. Outbound: every new TCP connection of the
+/// app to anything but loopback and the lists to skip is redirected to the capture listener
+/// (its loopback). The proxy's own connections need no exemption: the proxy runs in the host's
+/// namespace, so none of them starts in this one (and an app cannot claim to be it, as it could
+/// a uid, gid or mark). Inbound: TCP from the host's end to the app's port goes to the app on
+/// its loopback (it need not listen elsewhere); any other new TCP arriving on the link is dropped.
+/// Anything but TCP leaving the namespace is refused (only TCP is captured).
+pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
+    let c = &mesh.capture;
+    let v4: Vec<String> = c
+        .skip_cidrs
+        .iter()
+        .filter(|c| c.addr.is_ipv4())
+        .map(Cidr::to_string)
+        .collect();
+    let mut out = String::new();
+    out.push_str("table ip hopwise {\n");
+    out.push_str("\tchain out {\n\t\ttype nat hook output priority -100; policy accept;\n");
+    out.push_str("\t\tip daddr 127.0.0.0/8 return\n");
+    if !c.skip_ports.is_empty() {
+        let ports: Vec<String> = c.skip_ports.iter().map(u16::to_string).collect();
+        out.push_str(&format!(
+            "\t\ttcp dport {{ {} }} return\n",
+            ports.join(", ")
+        ));
+    }
+    if !v4.is_empty() {
+        out.push_str(&format!("\t\tip daddr {{ {} }} return\n", v4.join(", ")));
+    }
+    out.push_str(&format!(
+        "\t\tmeta l4proto tcp redirect to :{CAPTURE_PORT}\n\t}}\n"
+    ));
+    let link = &names.veth_app;
+    if let Some(port) = app_port {
+        out.push_str("\tchain pre {\n\t\ttype nat hook prerouting priority -100; policy accept;\n");
+        out.push_str(&format!(
+            "\t\tiifname \"{link}\" ip saddr {} tcp dport {port} dnat to 127.0.0.1:{port}\n\t}}\n",
+            net.host
+        ));
+    }
+    out.push_str("\tchain in {\n\t\ttype filter hook input priority 0; policy accept;\n");
+    out.push_str(&format!(
+        "\t\tiifname \"{link}\" ct state established,related accept\n"
+    ));
+    if let Some(port) = app_port {
+        out.push_str(&format!(
+            "\t\tiifname \"{link}\" ip saddr {} tcp dport {port} accept\n",
+            net.host
+        ));
+    }
+    out.push_str(&format!(
+        "\t\tiifname \"{link}\" meta l4proto tcp drop\n\t}}\n"
+    ));
+    // Only TCP is captured: anything else the app sends off its loopback (UDP, ICMP) is
+    // refused here, so none of it can leave past the proxy.
+    out.push_str("\tchain only_tcp {\n\t\ttype filter hook output priority 0; policy accept;\n");
+    out.push_str("\t\toifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject\n\t}\n}\n");
+    out
+}
+
+/// The `ip` commands that build the namespace, in order (each one's arguments). Deleting the
+/// namespace undoes all of them: the link's other end, the addresses, routes and rules go with it.
+pub fn setup(plan: &Plan) -> Vec<Vec<String>> {
+    let n = &plan.names;
+    let (host, app, prefix) = (plan.net.host, plan.net.app, CopyNet::PREFIX);
+    let mut cmds = vec![
+        vec!["netns".into(), "add".into(), n.netns.clone()],
+        words(&format!(
+            "link add {} type veth peer name {} netns {}",
+            n.veth_host, n.veth_app, n.netns
+        )),
+        words(&format!("addr add {host}/{prefix} dev {}", n.veth_host)),
+        words(&format!("link set {} up", n.veth_host)),
+        words(&format!("-n {} link set lo up", n.netns)),
+        words(&format!(
+            "-n {} addr add {app}/{prefix} dev {}",
+            n.netns, n.veth_app
+        )),
+        words(&format!("-n {} link set {} up", n.netns, n.veth_app)),
+        // Every destination has a route, so the output hook sees it and redirects it; a
+        // connection the rules missed reaches the host's end and no further.
+        words(&format!("-n {} route add default via {host}", n.netns)),
+    ];
+    for a in &plan.service_addresses {
+        let len = if a.is_ipv4() { 32 } else { 128 };
+        cmds.push(words(&format!("-n {} addr add {a}/{len} dev lo", n.netns)));
+    }
+    cmds
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split(' ').map(str::to_owned).collect()
+}
+
+#[cfg(test)]
+mod tests;

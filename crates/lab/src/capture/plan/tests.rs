@@ -1,0 +1,130 @@
+use super::*;
+
+const MESH: &str = "
+mesh: { trust_domain: shop.test, capture: { skip_ports: [22], skip_cidrs: [10.0.0.0/8, 'fd00::/8'] } }
+services:
+  web:
+    copies: [{ app: '127.0.0.1:7001', inbound: '127.0.0.1:7101' }]
+    calls: { fee: {} }
+  fee:
+    address: 192.0.2.9
+  probe:
+    calls: { fee: {} }
+";
+
+fn mesh() -> Mesh {
+    Mesh::from_yaml(MESH).unwrap()
+}
+
+#[test]
+fn names_come_only_from_an_id_of_eight_hex_digits() {
+    let n = Names::of("0badcafe").unwrap();
+    assert_eq!(n.netns, "hopwise-0badcafe");
+    assert_eq!(
+        (n.veth_host.as_str(), n.veth_app.as_str()),
+        ("hw0badcafeh", "hw0badcafea")
+    );
+    assert!(
+        n.veth_host.len() <= 15,
+        "the kernel's limit on interface names"
+    );
+    assert_eq!(n.netns_path(), "/run/netns/hopwise-0badcafe");
+    assert_eq!(n.etc_dir(), "/etc/netns/hopwise-0badcafe");
+    for bad in ["0BADCAFE", "0badcaf", "../../etc", "0badcafe0", ""] {
+        assert_eq!(Names::of(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn a_copy_gets_its_link_its_app_port_and_every_service_address() {
+    let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
+    assert_eq!(p.net.app.to_string(), "100.77.1.2");
+    assert_eq!(p.app_port, Some(7001));
+    assert_eq!(p.app_from_host, Some("100.77.1.2:7001".parse().unwrap()));
+    let addrs: Vec<String> = p
+        .service_addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(addrs, ["100.77.0.1", "192.0.2.9", "100.77.0.3"]);
+    assert!(
+        p.hosts.contains("192.0.2.9\tfee fee.shop.test\n"),
+        "{}",
+        p.hosts
+    );
+    assert!(p.hosts.contains("127.0.0.1\tlocalhost\n"));
+}
+
+#[test]
+fn the_rules_redirect_outbound_tcp_but_loopback_and_the_skips_and_guard_the_app() {
+    let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
+    let r = &p.rules;
+    let order = [
+        "ip daddr 127.0.0.0/8 return",
+        "tcp dport { 22 } return",
+        "ip daddr { 10.0.0.0/8 } return",
+        "meta l4proto tcp redirect to :4140",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|l| r.find(l).unwrap_or_else(|| panic!("{l}\n{r}")))
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "returns come before the redirect:\n{r}"
+    );
+    assert!(
+        !r.contains("fd00"),
+        "an IPv6 range has no place in an ip table:\n{r}"
+    );
+    assert!(
+        r.contains(
+            "iifname \"hw00000001a\" ip saddr 100.77.1.1 tcp dport 7001 dnat to 127.0.0.1:7001"
+        ),
+        "{r}"
+    );
+    assert!(
+        r.contains("iifname \"hw00000001a\" meta l4proto tcp drop"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_copy_without_an_app_drops_every_new_inbound_connection() {
+    let p = plan(&mesh(), "probe", 0, Names::of("00000002").unwrap()).unwrap();
+    assert_eq!(p.app_port, None);
+    assert!(!p.rules.contains("dnat"), "{}", p.rules);
+    assert!(p.rules.contains("meta l4proto tcp drop"));
+    let only_tcp = &p.rules[p.rules.find("chain only_tcp").unwrap()..];
+    assert!(
+        only_tcp.contains("oifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject"),
+        "{}",
+        p.rules
+    );
+}
+
+#[test]
+fn the_setup_builds_the_link_then_the_addresses() {
+    let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
+    let cmds: Vec<String> = setup(&p).iter().map(|c| c.join(" ")).collect();
+    assert_eq!(cmds[0], "netns add hopwise-00000001");
+    assert_eq!(
+        cmds[1],
+        "link add hw00000001h type veth peer name hw00000001a netns hopwise-00000001"
+    );
+    assert!(cmds.contains(&"-n hopwise-00000001 route add default via 100.77.1.1".to_owned()));
+    assert!(cmds.contains(&"-n hopwise-00000001 addr add 192.0.2.9/32 dev lo".to_owned()));
+}
+
+#[test]
+fn unknown_services_and_copies_past_the_range_are_refused() {
+    let m = mesh();
+    assert_eq!(
+        plan(&m, "nope", 0, Names::of("00000001").unwrap()),
+        Err(PlanError::UnknownService("nope".into()))
+    );
+    assert!(matches!(
+        plan(&m, "web", 100, Names::of("00000001").unwrap()),
+        Err(PlanError::NoRoom { .. })
+    ));
+}

@@ -1,0 +1,134 @@
+//! The record of each captured run, `<state>/runs/<id>.json` (default state `/run/hopwise`,
+//! which the machine empties at boot), written before anything is made: who runs it (pid and
+//! the start time `/proc` gives it, so a reused pid is never taken for it) and its proxy. The
+//! next `hopwise run` or `hopwise up` sweeps the records whose run is gone: kills its proxy if
+//! that very process still lives, removes what its id names ([`super::netns::remove`]), and
+//! the record. A record whose run is alive is left alone; nothing without a record is touched.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::netns::{Tools, remove};
+use super::plan::Names;
+use crate::error::{LabError, io};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub service: String,
+    pub copy: usize,
+    /// The `hopwise run` process, and its start time (`/proc/PID/stat`, clock ticks).
+    pub pid: u32,
+    pub started: u64,
+    /// Its proxy, once started.
+    pub proxy: Option<(u32, u64)>,
+}
+
+/// `/proc/PID/stat`'s start time: with the pid, it names one process for the machine's life.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count from the `)` that ends it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn alive(pid: u32, started: u64) -> bool {
+    start_time(pid) == Some(started)
+}
+
+fn path(state: &Path, id: &str) -> PathBuf {
+    state.join("runs").join(format!("{id}.json"))
+}
+
+pub fn write(state: &Path, r: &Record) -> Result<(), LabError> {
+    let dir = state.join("runs");
+    std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    let p = path(state, &r.id);
+    let text = serde_json::to_string_pretty(r).unwrap_or_default();
+    std::fs::write(&p, text).map_err(io(format!("cannot write {}", p.display())))
+}
+
+pub fn forget(state: &Path, id: &str) {
+    let _ = std::fs::remove_file(path(state, id));
+}
+
+/// Removes what every run recorded under `state` that is no longer alive left behind; the ids
+/// swept. Records that do not read, or whose file name is not a run id, are left alone.
+pub fn sweep(state: &Path, tools: &Tools) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(state.join("runs")) else {
+        return Vec::new();
+    };
+    let mut swept = Vec::new();
+    for e in entries.flatten() {
+        let file = e.path();
+        let Some(id) = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+        else {
+            continue;
+        };
+        let Some(names) = Names::of(id) else { continue };
+        let Some(r) = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Record>(&t).ok())
+            .filter(|r| r.id == id)
+        else {
+            continue;
+        };
+        if alive(r.pid, r.started) {
+            continue;
+        }
+        if let Some((pid, started)) = r.proxy
+            && alive(pid, started)
+            && let Ok(p) = i32::try_from(pid)
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        remove(&names, tools);
+        forget(state, id);
+        swept.push(id.to_owned());
+    }
+    swept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_a_start_time_and_is_alive_by_it() {
+        let me = std::process::id();
+        let t = start_time(me).unwrap();
+        assert!(alive(me, t));
+        assert!(!alive(me, t + 1), "another start time is another process");
+        assert_eq!(start_time(u32::MAX), None);
+    }
+
+    #[test]
+    fn a_live_run_is_never_swept_and_a_foreign_file_never_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        let r = Record {
+            id: "0000beef".into(),
+            service: "web".into(),
+            copy: 0,
+            pid: me,
+            started: start_time(me).unwrap(),
+            proxy: None,
+        };
+        write(dir.path(), &r).unwrap();
+        std::fs::write(dir.path().join("runs/not-an-id.json"), "{}").unwrap();
+        let tools = Tools {
+            ip: "/nonexistent/ip".into(),
+            nft: "/nonexistent/nft".into(),
+        };
+        assert!(sweep(dir.path(), &tools).is_empty());
+        assert!(path(dir.path(), "0000beef").exists());
+        assert!(dir.path().join("runs/not-an-id.json").exists());
+    }
+}
