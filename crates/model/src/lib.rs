@@ -18,6 +18,7 @@ pub mod policy;
 pub mod preset;
 pub mod raw;
 pub mod read;
+pub mod tcp;
 pub mod timing;
 pub mod topology;
 pub mod yaml;
@@ -32,6 +33,7 @@ pub use policy::{
 };
 pub use preset::Preset;
 pub use raw::SampleKind;
+pub use tcp::{Tcp, TcpPolicy};
 pub use topology::{Copy, External, ExternalTls};
 
 /// The JSON Schema of the mesh file, generated from the raw types.
