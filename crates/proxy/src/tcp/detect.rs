@@ -178,4 +178,22 @@ mod tests {
         assert_eq!(classify(b"PRI * HTTP/1.1"), Sniff::Opaque);
         assert_eq!(classify(b"GETX"), Sniff::Opaque);
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_client_is_not_http_once_the_detection_timeout_passed() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (accepted, _) = listener.accept().await.unwrap();
+        let started = tokio::time::Instant::now();
+        let Detected::Opaque(_, first) = detect(accepted).await.unwrap() else {
+            panic!("a silent client was taken for HTTP");
+        };
+        assert!(first.is_empty());
+        assert!(
+            started.elapsed() >= DETECT_TIMEOUT,
+            "decided before the timeout"
+        );
+    }
 }
