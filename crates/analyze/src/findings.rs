@@ -7,6 +7,8 @@ use hopwise_model::{Call, Mesh, RetryOn};
 use serde::Serialize;
 
 use crate::fanout::FanoutRow;
+
+mod tcp;
 use crate::timeouts::{CallTiming, EntryTiming, Timeouts};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -70,6 +72,10 @@ pub fn find(
         exceeds_client(&mut out, entry);
     }
     for (call, t) in mesh.calls().zip(&timeouts.calls) {
+        if let Some(callee) = tcp::whole_tcp(mesh, call) {
+            tcp::findings(&mut out, mesh, call, callee);
+            continue;
+        }
         caller_window(&mut out, mesh, call, t, opts);
         timeouts_unset(&mut out, call);
         unsafe_retries(&mut out, call);

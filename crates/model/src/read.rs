@@ -12,6 +12,11 @@ use crate::yaml::{Key, Node, Value};
 pub struct Locations(IndexMap<String, Pos>);
 
 impl Locations {
+    /// Whether the file wrote `path` itself (not only an ancestor of it).
+    pub fn written(&self, path: &str) -> bool {
+        self.0.contains_key(path)
+    }
+
     /// The position of `path`, or of its nearest ancestor that was read.
     pub fn of(&self, path: &str) -> Option<Pos> {
         let mut p = path;
