@@ -127,6 +127,8 @@ pub fn mesh(p: &Params) -> Mesh {
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
                 inbound: Default::default(),
+                // Istio's chain: apps pass nothing on (its retries have no mark to keep).
+                carries: Default::default(),
             },
         );
     }

@@ -9,6 +9,7 @@
 pub mod attempt;
 pub mod backoff;
 pub mod browser_guard;
+pub mod carries;
 pub mod control_port;
 pub mod diag;
 pub mod duration;
@@ -23,6 +24,7 @@ pub mod topology;
 pub mod yaml;
 
 pub use backoff::{Backoff, Strategy};
+pub use carries::Carries;
 pub use diag::{Diagnostic, Diagnostics, Pos};
 pub use duration::Dur;
 pub use mesh::{Allow, Call, Entry, Mesh, Service};

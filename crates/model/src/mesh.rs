@@ -6,6 +6,7 @@
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use crate::carries::Carries;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
 use crate::policy::{Budget, InboundLimits, Policy, Protocol, idempotent_method};
@@ -49,6 +50,8 @@ pub struct Service {
     pub allow_paths: Vec<(String, Vec<String>)>,
     /// What its inbound proxy lets through to the app.
     pub inbound: InboundLimits,
+    /// What its app carries from a request to the calls it makes for it.
+    pub carries: Carries,
 }
 
 /// Who may call a service (checked by its inbound proxy against the caller's identity).
@@ -228,7 +231,6 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 protocol: rs.protocol.unwrap_or(Protocol::Http),
                 entry,
                 calls,
-                copies,
                 copies_counted: matches!(rs.copies, Some(RawCopies::Count(_))),
                 sample: rs.sample,
                 external,
@@ -239,6 +241,8 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
                 inbound: inbound_limits(rs.inbound.as_ref()),
+                carries: Carries::resolve(rs.carries.as_deref().unwrap_or_default(), &copies),
+                copies,
             },
         );
     }

@@ -3,6 +3,7 @@
 //! fill them from the YAML tree, so both name the same fields (a test checks it).
 //!
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
+//! `carries.rs`: what a service's app carries on from a request to its calls;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
@@ -12,6 +13,7 @@ use serde::Serialize;
 use crate::policy::GrpcCode;
 
 mod calls;
+mod carries;
 mod read_policy;
 mod readers;
 mod services;
@@ -21,6 +23,7 @@ pub use calls::{
     RawBackoff, RawBudget, RawCall, RawLimits, RawOutlier, RawPolicy, RawRequest, RawRetries,
     RawRoute,
 };
+pub use carries::Carry;
 pub use readers::read_mesh;
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

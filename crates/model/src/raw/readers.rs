@@ -142,6 +142,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(i)
         }),
+        carries: f.get(r, "carries", super::carries::read_carries),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))

@@ -87,6 +87,10 @@ pub struct RawService {
     /// (per proxy and per calling identity) and how long the app may take to answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inbound: Option<RawInbound>,
+    /// What the service's app carries from an inbound request to the calls it makes while
+    /// serving it: `trace-context`, `hopwise-headers`, `grpc-deadline`. Default: nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carries: Option<Vec<super::Carry>>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.
