@@ -26,6 +26,7 @@ pub mod error;
 pub mod headers;
 pub mod inbound;
 pub mod limits;
+pub mod link;
 pub mod listeners;
 pub mod live;
 pub mod metrics;
