@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::carries::Carries;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
+use crate::observe::{self, Observe};
 use crate::policy::{Budget, InboundLimits, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
 use crate::raw::{
@@ -26,6 +27,8 @@ pub struct Mesh {
     /// Certificates directory as written (relative to the mesh file), if any.
     pub certs: Option<String>,
     pub services: IndexMap<String, Service>,
+    /// What the proxies record (`mesh.tracing`).
+    pub observe: Observe,
     #[serde(skip)]
     pub locations: Locations,
 }
@@ -265,6 +268,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
         trust_domain,
         certs: info.certs,
         services,
+        observe: observe::resolve(raw),
         locations,
     }
 }

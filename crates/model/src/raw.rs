@@ -5,6 +5,7 @@
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
 //! `carries.rs`: what a service's app carries on from a request to its calls;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
+//! `observe.rs`: tracing;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
 use schemars::JsonSchema;
@@ -14,6 +15,7 @@ use crate::policy::GrpcCode;
 
 mod calls;
 mod carries;
+mod observe;
 mod read_policy;
 mod readers;
 mod services;
@@ -24,6 +26,7 @@ pub use calls::{
     RawRoute,
 };
 pub use carries::Carry;
+pub use observe::{OtlpProtocol, RawTracing, Sampling};
 pub use readers::read_mesh;
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

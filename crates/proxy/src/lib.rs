@@ -35,6 +35,7 @@ pub mod replay;
 pub mod server;
 pub mod state;
 pub mod tls;
+pub mod trace;
 pub mod upstream;
 pub mod worker;
 
