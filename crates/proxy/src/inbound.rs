@@ -231,8 +231,9 @@ impl Inbound {
         // The app's deadline, decided once: `inbound.timeout` from now.
         let deadline = self.gauges.limits().timeout.map(|t| sent + t.get());
         // With trace context, the app's calls for this request are tied to it until it ends.
+        let span = req.extensions().get::<crate::trace::ProxySpan>();
         let mut serving =
-            (self.links.as_deref()).and_then(|l| l.serve(req.headers_mut(), deadline, grpc));
+            (self.links.as_deref()).and_then(|l| l.serve(span, req.headers(), deadline, grpc));
         // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a
         // memcpy of the whole future per request, measured).
         let mut send = std::pin::pin!(async {

@@ -1,23 +1,23 @@
 //! The link from an inbound request to the outbound calls its app makes while serving it,
-//! through the trace context the app carries on (W3C `traceparent` or B3, read and written by
-//! `hopwise_api::trace_context`). No hopwise header has to pass through the app: the proxy ties
+//! through the trace context the app carries on (W3C `traceparent` or B3: each side's
+//! [`ProxySpan`], which [`crate::trace`] puts in the request's extensions). No hopwise header has to pass through the app: the proxy ties
 //! both sides together itself and, for each linked outbound call, caps its deadline by what is
 //! left of the inbound request's ([`Served::left`]), ends it when the inbound caller went away
 //! ([`Served::gone`]), and takes its report "came back retried and failed"
 //! ([`Served::report`]), which marks the app's failed answer "retries exhausted" so the proxies
 //! above do not retry it again.
 //!
-//! Matching. The inbound side gives the request a span of its own before the app sees it, so a
-//! call is matched first on (trace id, that span id): what an app that passes the context on
-//! unchanged sends. An app instrumented with OpenTelemetry makes its own child span per call,
+//! Matching. The inbound side gives the request a span of its own before the app sees it
+//! ([`crate::trace::inbound`]), so a call is matched first on (trace id, that span id): the
+//! parent an outbound call names when its app passed the context on unchanged. An app instrumented with OpenTelemetry makes its own child span per call,
 //! whose id the proxy never saw; such a call is matched on the trace id alone when exactly one
 //! inbound request of that trace is in flight here. With several, and no span matching, nothing
 //! is linked: picking one would be a guess, and a wrong link could cancel or mark a stranger.
 //!
 //! Bounds: the table holds at most `cap` requests (the proxy's inbound cap); past it a request
 //! is served unlinked. An entry lives exactly as long as its inbound request ([`Serving`]'s
-//! drop removes it). A request without trace context costs a few header lookups on each side,
-//! and no lock or allocation.
+//! drop removes it). A request without trace context (no [`ProxySpan`]) costs a look at its
+//! extensions on each side, and no lock or allocation.
 
 mod table;
 #[cfg(test)]
@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use hopwise_api::trace_context::{SpanId, TraceContext};
 use http::{HeaderMap, HeaderValue};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -35,6 +34,7 @@ use tokio::time::Instant;
 use crate::attempts::EXHAUSTED_HEADER;
 use crate::deadline;
 use crate::error::GRPC_STATUS;
+use crate::trace::ProxySpan;
 
 use table::{Key, Table};
 
@@ -84,26 +84,23 @@ impl Links {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// An inbound request about to go to the app: with trace context, it gets a span of its own
-    /// (written into `headers` in the formats it came in) and an entry until it ends. `deadline`:
-    /// when it must be answered, if anything says. `None`: no trace context, or the table is
-    /// full.
-    /// `grpc`: the request is gRPC (its caller's deadline is `grpc-timeout`).
+    /// An inbound request about to go to the app, at `span` in its trace (this proxy's span,
+    /// which the app sees as its parent): an entry until it ends. It must be answered by
+    /// `app_deadline` (`inbound.timeout`) or the caller's deadline in `headers` (`grpc`: as
+    /// `grpc-timeout`), the sooner. `None`: no trace, or the table is full.
     pub fn serve(
         &self,
-        headers: &mut HeaderMap,
+        span: Option<&ProxySpan>,
+        headers: &HeaderMap,
         app_deadline: Option<Instant>,
         grpc: bool,
     ) -> Option<Serving<'_>> {
-        let arrived = TraceContext::extract(headers)?;
+        let key = Key::new(span?.trace_id(), span?.span_id());
         let callers = deadline::incoming(headers, grpc).map(|left| Instant::now() + left);
         let deadline = match (callers, app_deadline) {
             (Some(c), Some(a)) => Some(c.min(a)),
             (c, a) => c.or(a),
         };
-        let mine = arrived.child(SpanId::random());
-        mine.inject(headers);
-        let key = Key::of(&mine);
         let served = Arc::new(Served {
             deadline,
             ..Served::default()
@@ -119,11 +116,13 @@ impl Links {
         })
     }
 
-    /// The inbound request an outbound call from the app was made for, if the call carries its
-    /// trace context (see the module's matching rules).
-    pub fn find(&self, headers: &HeaderMap) -> Option<Arc<Served>> {
-        let ctx = TraceContext::extract(headers)?;
-        self.lock().find(Key::of(&ctx))
+    /// The inbound request an outbound call from the app was made for, if the call carried its
+    /// trace context on (`span`: the outbound side's, whose parent is what the app sent; see
+    /// the module's matching rules).
+    pub fn find(&self, span: Option<&ProxySpan>) -> Option<Arc<Served>> {
+        let span = span?;
+        self.lock()
+            .find(Key::new(span.trace_id(), span.parent_span_id()?))
     }
 }
 

@@ -164,7 +164,8 @@ impl Outbound {
         }
 
         // The inbound request this call is made for, if the app carried its trace context on.
-        let link = self.links.as_deref().and_then(|l| l.find(req.headers()));
+        let span = req.extensions().get::<crate::trace::ProxySpan>();
+        let link = self.links.as_deref().and_then(|l| l.find(span));
         let linked_left = link.as_ref().and_then(|s| s.left());
         // Decided once, here: the tries only count down to it.
         let (deadline, deadline_is_callers) =

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hopwise_api::trace_context::{SpanId, TraceContext, TraceId};
+use hopwise_api::trace_context::{SpanId, TraceId};
 
 use super::Served;
 
@@ -17,11 +17,8 @@ pub(super) struct Key {
 }
 
 impl Key {
-    pub(super) fn of(ctx: &TraceContext) -> Key {
-        Key {
-            trace: ctx.trace_id,
-            span: ctx.span_id,
-        }
+    pub(super) fn new(trace: TraceId, span: SpanId) -> Key {
+        Key { trace, span }
     }
 }
 

@@ -2,6 +2,8 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue};
 
+use hopwise_api::trace_context::TraceContext;
+
 use super::*;
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -11,6 +13,22 @@ fn w3c(span: &str) -> HeaderMap {
     let v = format!("00-{TRACE}-{span}-01");
     h.insert("traceparent", HeaderValue::from_str(&v).unwrap());
     h
+}
+
+/// The request arriving at the inbound side: its span (`trace::inbound`), then its entry.
+fn arrive<'l>(
+    links: &'l Links,
+    headers: &mut HeaderMap,
+    deadline: Option<Instant>,
+) -> Option<Serving<'l>> {
+    let span = crate::trace::inbound(None, headers);
+    links.serve(span.as_ref(), headers, deadline, false)
+}
+
+/// A call of the app's at the outbound side: its span (`trace::outbound`), then the match.
+fn call(links: &Links, mut headers: HeaderMap) -> Option<Arc<Served>> {
+    let span = crate::trace::outbound(None, &mut headers);
+    links.find(span.as_ref())
 }
 
 /// The headers the app's call carries when it passes the request's context on unchanged.
@@ -24,17 +42,17 @@ fn passed_on(inbound: &HeaderMap) -> HeaderMap {
 fn the_app_sees_a_span_of_the_proxys_own_and_its_calls_find_the_request() {
     let links = Links::new(8);
     let mut inbound = w3c("00f067aa0ba902b7");
-    let serving = links.serve(&mut inbound, None, false).unwrap();
+    let serving = arrive(&links, &mut inbound, None).unwrap();
     let seen = TraceContext::extract(&inbound).unwrap();
     assert_eq!(seen.trace_id.to_string(), TRACE);
     assert_ne!(seen.span_id.to_string(), "00f067aa0ba902b7");
-    let found = links.find(&passed_on(&inbound)).unwrap();
+    let found = call(&links, passed_on(&inbound)).unwrap();
     assert!(Arc::ptr_eq(&found, &serving.served));
     // An OpenTelemetry app's own child span: matched on the trace alone, one request in flight.
-    assert!(links.find(&w3c("1111111111111111")).is_some());
+    assert!(call(&links, w3c("1111111111111111")).is_some());
     drop(serving);
     assert!(links.is_empty());
-    assert!(links.find(&passed_on(&inbound)).is_none());
+    assert!(call(&links, passed_on(&inbound)).is_none());
 }
 
 #[test]
@@ -43,31 +61,31 @@ fn b3_links_too() {
     let mut inbound = HeaderMap::new();
     let b3 = format!("{TRACE}-00f067aa0ba902b7-1");
     inbound.insert("b3", HeaderValue::from_str(&b3).unwrap());
-    let _serving = links.serve(&mut inbound, None, false).unwrap();
-    let mut call = HeaderMap::new();
-    call.insert("b3", inbound["b3"].clone());
-    assert!(links.find(&call).is_some());
+    let _serving = arrive(&links, &mut inbound, None).unwrap();
+    let mut from_app = HeaderMap::new();
+    from_app.insert("b3", inbound["b3"].clone());
+    assert!(call(&links, from_app).is_some());
 }
 
 #[test]
 fn two_requests_of_one_trace_link_only_by_their_own_span() {
     let links = Links::new(8);
     let (mut a, mut b) = (w3c("00f067aa0ba902b7"), w3c("00f067aa0ba902b8"));
-    let sa = links.serve(&mut a, None, false).unwrap();
-    let sb = links.serve(&mut b, None, false).unwrap();
+    let sa = arrive(&links, &mut a, None).unwrap();
+    let sb = arrive(&links, &mut b, None).unwrap();
     assert!(Arc::ptr_eq(
-        &links.find(&passed_on(&a)).unwrap(),
+        &call(&links, passed_on(&a)).unwrap(),
         &sa.served
     ));
     assert!(Arc::ptr_eq(
-        &links.find(&passed_on(&b)).unwrap(),
+        &call(&links, passed_on(&b)).unwrap(),
         &sb.served
     ));
     // A span nobody here made: which of the two? Not linked.
-    assert!(links.find(&w3c("1111111111111111")).is_none());
+    assert!(call(&links, w3c("1111111111111111")).is_none());
     drop(sa);
     // One left: the trace names it again.
-    let only = links.find(&w3c("1111111111111111")).unwrap();
+    let only = call(&links, w3c("1111111111111111")).unwrap();
     assert!(Arc::ptr_eq(&only, &sb.served));
 }
 
@@ -76,8 +94,8 @@ fn without_trace_context_nothing_is_linked_or_kept() {
     let links = Links::new(8);
     let mut h = HeaderMap::new();
     h.insert("x-other", HeaderValue::from_static("1"));
-    assert!(links.serve(&mut h, None, false).is_none());
-    assert!(links.find(&h).is_none());
+    assert!(arrive(&links, &mut h, None).is_none());
+    assert!(call(&links, h.clone()).is_none());
     assert_eq!(h.len(), 1);
     assert!(links.is_empty());
 }
@@ -88,7 +106,7 @@ fn the_table_is_bounded_and_entries_end_with_their_requests() {
     let mut held = Vec::new();
     for i in 0..3 {
         let mut h = w3c(&format!("00f067aa0ba902b{i}"));
-        held.push(links.serve(&mut h, None, false));
+        held.push(arrive(&links, &mut h, None));
     }
     assert!(held[0].is_some() && held[1].is_some() && held[2].is_none());
     assert_eq!(links.len(), 2);
@@ -97,7 +115,7 @@ fn the_table_is_bounded_and_entries_end_with_their_requests() {
     // Many requests, one after another: nothing stays behind.
     for _ in 0..1000 {
         let mut h = w3c("00f067aa0ba902b7");
-        let mut s = links.serve(&mut h, None, false).unwrap();
+        let mut s = arrive(&links, &mut h, None).unwrap();
         s.answered(http::StatusCode::OK, &mut HeaderMap::new());
     }
     assert!(links.is_empty());
@@ -109,8 +127,8 @@ async fn a_call_knows_the_time_left_and_when_the_caller_went_away() {
     let links = Links::new(8);
     let mut inbound = w3c("00f067aa0ba902b7");
     let deadline = Instant::now() + Duration::from_millis(300);
-    let serving = links.serve(&mut inbound, Some(deadline), false).unwrap();
-    let served = links.find(&passed_on(&inbound)).unwrap();
+    let serving = arrive(&links, &mut inbound, Some(deadline)).unwrap();
+    let served = call(&links, passed_on(&inbound)).unwrap();
     tokio::time::advance(Duration::from_millis(100)).await;
     assert_eq!(served.left(), Some(Duration::from_millis(200)));
     let waiting = tokio::spawn({
@@ -130,8 +148,8 @@ async fn a_call_knows_the_time_left_and_when_the_caller_went_away() {
 fn a_failed_answer_is_marked_when_a_call_for_it_came_back_retried_and_failed() {
     let links = Links::new(8);
     let mut inbound = w3c("00f067aa0ba902b7");
-    let mut serving = links.serve(&mut inbound, None, false).unwrap();
-    let served = links.find(&passed_on(&inbound)).unwrap();
+    let mut serving = arrive(&links, &mut inbound, None).unwrap();
+    let served = call(&links, passed_on(&inbound)).unwrap();
     // A call that was not retried tells nothing.
     served.report(&HeaderMap::new());
     let failed = http::StatusCode::SERVICE_UNAVAILABLE;
