@@ -129,6 +129,8 @@ pub fn mesh(p: &Params) -> Mesh {
                 allow_paths: Vec::new(),
                 inbound: Default::default(),
                 tcp: None,
+                // Istio's chain: apps pass nothing on (its retries have no mark to keep).
+                carries: Default::default(),
             },
         );
     }
@@ -138,6 +140,7 @@ pub fn mesh(p: &Params) -> Mesh {
         certs: None,
         services,
         capture: Default::default(),
+        observe: Default::default(),
         locations: Default::default(),
     }
 }

@@ -6,6 +6,13 @@
 //! Every call is assumed to be made once per request that reaches its caller, and a service
 //! whose call fails answers with the error it got (as a gRPC service returning its client's
 //! error does); a service that turns errors into something else stops the multiplying.
+//!
+//! What crosses an app is what its `carries` says ([`hopwise_model::Carries`]): the "retries
+//! exhausted" mark on the failure it passes up, and the deadline onto the calls it makes. A mark
+//! an app drops, which a proxy above then retries again, is recorded on the row (`mark_lost_at`).
+//! Late tries are those that start after the entry's client gave up: the attempts counted
+//! against the same pass with the client's deadline reaching every proxy, which starts exactly
+//! the tries that begin before it.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -66,6 +73,13 @@ pub struct FanoutRow {
     pub received: IndexMap<String, u64>,
     /// Tries each call on the way makes, in the order the request travels.
     pub tries: IndexMap<String, u32>,
+    /// Of `attempts`, how many start after the entry's client has given up (its
+    /// `entry.timeout`; 0 when it waits forever).
+    pub late: u64,
+    /// Services whose app passed a retried failure up without its "retries exhausted" mark
+    /// (it carries neither trace context nor hopwise's headers), where a proxy above retried it
+    /// again: the retries multiply there.
+    pub mark_lost_at: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -78,6 +92,8 @@ struct Reach {
     time: Option<Duration>,
     /// The answer carries a "retries exhausted" mark (a `single_hop` proxy retried already).
     marked: bool,
+    /// The answer is a retried failure whose mark this service's app dropped.
+    dropped_by: Option<String>,
 }
 
 impl Reach {
@@ -103,6 +119,9 @@ struct Scenario<'m> {
     memo: HashMap<(String, Option<Duration>), Reach>,
     reaches: HashMap<String, bool>,
     tries: IndexMap<String, u32>,
+    /// Every deadline reaches every proxy (the count of tries that start before it).
+    ideal: bool,
+    mark_lost_at: Vec<String>,
 }
 
 /// Every (entry, failing service, failure) row of the mesh.
@@ -125,6 +144,27 @@ pub fn analyze(mesh: &Mesh) -> Vec<FanoutRow> {
 
 /// The row for one failure, or `None` when `target` cannot be reached from `entry`.
 pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<FanoutRow> {
+    let mut row = pass(mesh, entry, target, failure, false)?;
+    let waits = mesh
+        .services
+        .get(entry)
+        .and_then(|s| s.entry)
+        .is_some_and(|e| e.timeout.is_some());
+    if waits {
+        let in_time = pass(mesh, entry, target, failure, true).map_or(0, |r| r.attempts);
+        row.late = row.attempts.saturating_sub(in_time);
+    }
+    Some(row)
+}
+
+/// One pass over the graph; `ideal`: as if every deadline reached every proxy.
+fn pass(
+    mesh: &Mesh,
+    entry: &str,
+    target: &str,
+    failure: Failure,
+    ideal: bool,
+) -> Option<FanoutRow> {
     let mut s = Scenario {
         mesh,
         target,
@@ -132,6 +172,8 @@ pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<F
         memo: HashMap::new(),
         reaches: HashMap::new(),
         tries: IndexMap::new(),
+        ideal,
+        mark_lost_at: Vec::new(),
     };
     if !s.reaches(entry) {
         return None;
@@ -156,6 +198,8 @@ pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<F
         },
         received: r.received,
         tries: s.tries,
+        late: 0,
+        mark_lost_at: s.mark_lost_at,
     })
 }
 
@@ -201,22 +245,24 @@ impl Scenario<'_> {
                 Failure::Hang => r.time = None,
             }
         } else {
-            let calls: Vec<Call> = self
-                .mesh
-                .services
-                .get(name)
-                .map(|s| s.calls.clone())
-                .unwrap_or_default();
+            let Some(service) = self.mesh.services.get(name) else {
+                return r;
+            };
+            let (calls, carries, serves) =
+                (service.calls.clone(), service.carries, service.protocol);
             for call in &calls {
                 if !self.reaches(&call.to) {
                     continue;
                 }
-                let c = self.call(call, window);
+                // The app's calls see the deadline of the request it serves only if it gets there.
+                let through = self.ideal || carries.passes_deadline(serves, call.protocol);
+                let c = self.call(call, window.filter(|_| through));
                 r.add(&c, 1);
                 r.bounded += c.bounded;
                 if r.answer.is_none() {
                     r.answer = c.answer;
-                    r.marked = c.marked;
+                    r.marked = c.marked && carries.passes_mark();
+                    r.dropped_by = (c.marked && !r.marked).then(|| name.to_owned());
                 }
                 r.time = match (r.time, c.time) {
                     (Some(a), Some(b)) => Some(a.max(b)),
@@ -287,6 +333,9 @@ impl Scenario<'_> {
             below_marked: false,
             first_bounded: 0.0,
         };
+        // The proxy reads its caller's deadline, and sends one on, only if it propagates them.
+        let propagates = self.ideal || p.propagate_deadline;
+        let window = window.filter(|_| propagates);
         let deadline = match attempt::trim(p.timeout.map(|d| d.get()), window) {
             Trim::Passed => return t,
             Trim::Until(d) => Some(d),
@@ -295,7 +344,7 @@ impl Scenario<'_> {
         let mut start = Duration::ZERO;
         let mut limit = attempt::try_timeout(per_try, deadline);
         loop {
-            let inner = self.service(&call.to, limit.map(|l| l.time));
+            let inner = self.service(&call.to, limit.filter(|_| propagates).map(|l| l.time));
             t.tries += 1;
             t.out.add(&inner, 1);
             if t.tries == 1 {
@@ -334,7 +383,10 @@ impl Scenario<'_> {
                 }),
             };
             let (delay, next) = match assumed(p, &end) {
-                Next::Retry { delay, timeout } => (delay, timeout),
+                Next::Retry { delay, timeout } => {
+                    self.lost_mark(&inner, t.last_from_below);
+                    (delay, timeout)
+                }
                 Next::Skip(Skip::Deadline) => {
                     // The back-off before the closed window is counted, as an upper bound.
                     t.elapsed = t
@@ -362,6 +414,17 @@ impl Scenario<'_> {
                 .map(|e| e.saturating_add(p.retry.backoff.upper(t.tries)));
         }
         t
+    }
+}
+
+impl Scenario<'_> {
+    /// A retry of an answer whose mark an app below dropped: the retries multiply there.
+    fn lost_mark(&mut self, inner: &Reach, from_below: bool) {
+        if let (true, Some(app)) = (from_below, &inner.dropped_by)
+            && !self.mark_lost_at.contains(app)
+        {
+            self.mark_lost_at.push(app.clone());
+        }
     }
 }
 

@@ -405,23 +405,22 @@ fn unbounded_limits(out: &mut Out, call: &Call) {
     }
 }
 
-/// `retry-fanout`: more attempts reach one service per request than `--max-fanout`.
+/// `retry-fanout`: more attempts reach one service per request than `--max-fanout`; or
+/// `mark-lost`, whatever the count, when several layers retry because an app dropped the mark.
 fn retry_fanout(out: &mut Out, mesh: &Mesh, row: &FanoutRow, opts: &Options) {
+    if !row.mark_lost_at.is_empty() {
+        return mark_lost(out, row);
+    }
     if row.attempts <= opts.max_fanout {
         return;
     }
-    let chain: Vec<String> = row.tries.iter().map(|(c, t)| format!("{c} ×{t}")).collect();
     let path = mesh
         .calls()
         .find(|c| c.to == row.service)
         .map_or(format!("services.{}", row.service), |c| {
             format!("{}.retries", c.path)
         });
-    let bound = if row.with_budgets + 1e-9 < row.attempts as f64 {
-        format!("with budgets at steady load about {:.1}", row.with_budgets)
-    } else {
-        "no retry budget bounds it".to_owned()
-    };
+    let (chain, bound) = chain_and_bound(row);
     out.push(
         "retry-fanout",
         Severity::Error,
@@ -437,6 +436,45 @@ fn retry_fanout(out: &mut Out, mesh: &Mesh, row: &FanoutRow, opts: &Options) {
         ),
         "retry at one layer only (usually the one nearest the failure), and budget retries"
             .to_owned(),
+    );
+}
+
+/// The tries per call on the way, and what budgets bound the attempts to.
+fn chain_and_bound(row: &FanoutRow) -> (Vec<String>, String) {
+    let chain: Vec<String> = row.tries.iter().map(|(c, t)| format!("{c} ×{t}")).collect();
+    let bound = if row.with_budgets + 1e-9 < row.attempts as f64 {
+        format!("with budgets at steady load about {:.1}", row.with_budgets)
+    } else {
+        "no retry budget bounds it".to_owned()
+    };
+    (chain, bound)
+}
+
+/// `mark-lost`: a retried failure passes up through an app that carries nothing, without the
+/// "retries exhausted" mark, and the proxy above retries it again: `single_hop` cannot hold.
+fn mark_lost(out: &mut Out, row: &FanoutRow) {
+    let (chain, bound) = chain_and_bound(row);
+    let apps = row.mark_lost_at.join(", ");
+    let first = row.mark_lost_at.first().map_or("", String::as_str);
+    out.push(
+        "mark-lost",
+        Severity::Error,
+        &row.service,
+        &format!("services.{first}.carries"),
+        format!(
+            "when {} {}, several layers retry it: the failure passes up through {apps} without its \
+             retries-exhausted mark (the app carries neither trace context nor hopwise's headers), \
+             so one request entering at {} makes {} attempts at it ({}); {bound}",
+            row.service,
+            row.failure.label(),
+            row.entry,
+            row.attempts,
+            chain.join(", "),
+        ),
+        format!(
+            "let {apps}'s app carry trace context (`carries: [trace-context]`: its proxy then marks the \
+             answer), or retry at one layer only"
+        ),
     );
 }
 

@@ -121,7 +121,8 @@ pub fn text(report: &Report) -> String {
     }
 
     out.push_str(
-        "\nRetry fan-out: attempts reaching a failing service per request entering the mesh\n",
+        "\nRetry fan-out: attempts reaching a failing service per request entering the mesh \
+         (late: started after the client gave up)\n",
     );
     let rows: Vec<Vec<String>> = report
         .fanout
@@ -132,6 +133,7 @@ pub fn text(report: &Report) -> String {
                 r.service.clone(),
                 r.failure.label().to_owned(),
                 r.attempts.to_string(),
+                r.late.to_string(),
                 format!("{:.2}", r.with_budgets),
                 r.client_gets
                     .clone()
@@ -146,6 +148,7 @@ pub fn text(report: &Report) -> String {
             "failing service",
             "failure",
             "attempts",
+            "late",
             "with budgets",
             "client gets",
             "tries per call on the way",

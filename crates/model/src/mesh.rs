@@ -7,8 +7,10 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use crate::capture::Capture;
+use crate::carries::Carries;
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
+use crate::observe::{self, Observe};
 use crate::policy::{Budget, InboundLimits, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
 use crate::raw::{
@@ -28,6 +30,8 @@ pub struct Mesh {
     pub services: IndexMap<String, Service>,
     /// How captured apps reach the mesh (`mesh.capture`): [`crate::capture`].
     pub capture: Capture,
+    /// What the proxies record (`mesh.tracing`).
+    pub observe: Observe,
     #[serde(skip)]
     pub locations: Locations,
 }
@@ -56,6 +60,8 @@ pub struct Service {
     pub inbound: InboundLimits,
     /// Opaque TCP ports of its app (`tcp`), if any.
     pub tcp: Option<crate::tcp::Tcp>,
+    /// What its app carries from a request to the calls it makes for it.
+    pub carries: Carries,
 }
 
 /// Who may call a service (checked by its inbound proxy against the caller's identity).
@@ -245,7 +251,6 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 protocol: rs.protocol.unwrap_or(Protocol::Http),
                 entry,
                 calls,
-                copies,
                 copies_counted: matches!(rs.copies, Some(RawCopies::Count(_))),
                 sample: rs.sample,
                 external,
@@ -258,6 +263,8 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     .collect(),
                 inbound: inbound_limits(rs.inbound.as_ref()),
                 tcp: rs.tcp.as_ref().map(crate::tcp::Tcp::of),
+                carries: Carries::resolve(rs.carries.as_deref().unwrap_or_default(), &copies),
+                copies,
             },
         );
     }
@@ -281,6 +288,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
         certs: info.certs,
         services,
         capture,
+        observe: observe::resolve(raw),
         locations,
     }
 }

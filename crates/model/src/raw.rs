@@ -4,8 +4,10 @@
 //!
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
 //! `tcp.rs`: `services.<name>.tcp` (opaque TCP ports) and its reader;
+//! `carries.rs`: what a service's app carries on from a request to its calls;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
-//! `capture.rs`: `mesh.capture` and services' addresses; `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
+//! `capture.rs`: `mesh.capture` and services' addresses; `observe.rs`: tracing;
+//! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -14,6 +16,8 @@ use crate::policy::GrpcCode;
 
 mod calls;
 mod capture;
+mod carries;
+mod observe;
 mod read_policy;
 mod readers;
 mod services;
@@ -25,6 +29,8 @@ pub use calls::{
     RawRoute,
 };
 pub use capture::RawCapture;
+pub use carries::Carry;
+pub use observe::{OtlpProtocol, RawTracing, Sampling};
 pub use readers::read_mesh;
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

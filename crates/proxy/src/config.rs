@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hopwise_model::observe::Tracing;
 use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy};
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -202,6 +203,8 @@ pub struct ProxyConfig {
     pub inbound_limits: InboundLimits,
     /// This service's opaque TCP ports, which tunnels may reach (`services.<name>.tcp`).
     pub tcp: Option<Tcp>,
+    /// `mesh.tracing`: sampling, and where spans go ([`crate::trace`]).
+    pub tracing: Option<Tracing>,
     #[serde(skip)]
     pub certs: Option<CertFiles>,
     pub workers: usize,
@@ -314,6 +317,7 @@ impl ProxyConfig {
             inbound_routes,
             inbound_limits: s.inbound,
             tcp: s.tcp.clone(),
+            tracing: mesh.observe.tracing.clone(),
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
             timeouts: ListenerTimeouts::default(),

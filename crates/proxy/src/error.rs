@@ -61,6 +61,8 @@ pub enum ProxyError {
         "CONNECT tunnels are not proxied: call the service over plain HTTP and let the mesh encrypt"
     )]
     ConnectMethod,
+    #[error("the request this call was made for has ended: its caller went away")]
+    CallerGone,
 }
 
 impl ProxyError {
@@ -86,6 +88,7 @@ impl ProxyError {
             ProxyError::Overflow(_) => "overflow",
             ProxyError::ResetBeforeRequest => "reset-before-request",
             ProxyError::ConnectMethod => "connect-unsupported",
+            ProxyError::CallerGone => "caller-gone",
         }
     }
 
@@ -109,6 +112,7 @@ impl ProxyError {
             | ProxyError::InboundOverflow(_)
             | ProxyError::Draining
             | ProxyError::ConnectMethod
+            | ProxyError::CallerGone
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
         }
     }
@@ -131,6 +135,7 @@ impl ProxyError {
             | ProxyError::ResetBeforeRequest
             | ProxyError::Overflow(_)
             | ProxyError::InboundOverflow(_)
+            | ProxyError::CallerGone
             | ProxyError::Draining => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -150,6 +155,7 @@ impl ProxyError {
                 GrpcCode::ResourceExhausted.number()
             }
             ProxyError::Protocol => 13, // INTERNAL
+            ProxyError::CallerGone => GrpcCode::Cancelled.number(),
             _ => GrpcCode::Unavailable.number(),
         }
     }

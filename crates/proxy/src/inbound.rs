@@ -24,6 +24,7 @@ use crate::body::Body;
 use crate::config::ProxyConfig;
 use crate::error::{ProxyError, local};
 use crate::headers::{PEER, is_grpc, normalize_path, rewrite, rewrite_h1, strip_hop_by_hop};
+use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
@@ -100,6 +101,8 @@ pub struct Inbound {
     metrics: Arc<Metrics>,
     /// The caps, shared by every worker of the proxy.
     gauges: Arc<InboundGauges>,
+    /// Requests tied to the app's calls through trace context ([`crate::link`]).
+    links: Option<Arc<Links>>,
 }
 
 impl std::fmt::Debug for Inbound {
@@ -149,6 +152,16 @@ impl Inbound {
             fallback,
             metrics,
             gauges,
+            links: None,
+        }
+    }
+
+    /// Links this proxy's inbound requests to the app's calls (the table outbound reads).
+    #[must_use]
+    pub fn linked(self, links: Arc<Links>) -> Self {
+        Inbound {
+            links: Some(links),
+            ..self
         }
     }
 
@@ -184,6 +197,9 @@ impl Inbound {
         if let Err(e) = normalize_path(&mut req) {
             return self.refuse(None, ProxyError::BadPath(e), grpc, start);
         }
+        if let Some(span) = crate::trace::inbound(self.config.tracing.as_ref(), req.headers_mut()) {
+            req.extensions_mut().insert(span);
+        }
         let path = req.uri().path();
         let rm = self
             .config
@@ -214,6 +230,10 @@ impl Inbound {
         let sent = Instant::now();
         // The app's deadline, decided once: `inbound.timeout` from now.
         let deadline = self.gauges.limits().timeout.map(|t| sent + t.get());
+        // With trace context, the app's calls for this request are tied to it until it ends.
+        let span = req.extensions().get::<crate::trace::ProxySpan>();
+        let mut serving =
+            (self.links.as_deref()).and_then(|l| l.serve(span, req.headers(), deadline, grpc));
         // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a
         // memcpy of the whole future per request, measured).
         let mut send = std::pin::pin!(async {
@@ -238,6 +258,9 @@ impl Inbound {
             Ok(resp) => {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
+                if let Some(s) = serving.as_mut() {
+                    s.answered(parts.status, &mut parts.headers);
+                }
                 Response::from_parts(parts, Body::Upstream(body))
             }
             Err(e) => {

@@ -28,6 +28,7 @@ pub mod error;
 pub mod headers;
 pub mod inbound;
 pub mod limits;
+pub mod link;
 pub mod listeners;
 pub mod live;
 pub mod metrics;
@@ -38,6 +39,7 @@ pub mod server;
 pub mod state;
 pub mod tcp;
 pub mod tls;
+pub mod trace;
 pub mod upstream;
 pub mod worker;
 

@@ -23,6 +23,7 @@ use crate::cluster::ClusterShared;
 use crate::config::ProxyConfig;
 use crate::inbound::Inbound;
 use crate::inbound::limits::InboundGauges;
+use crate::link::Links;
 use crate::metrics::Metrics;
 use crate::outbound::Outbound;
 use crate::tls::{CertStore, TlsError};
@@ -35,6 +36,8 @@ pub struct Live {
     pub clusters: IndexMap<String, Arc<ClusterShared>>,
     /// The caps on requests to the local app, shared by the workers.
     pub inbound: Arc<InboundGauges>,
+    /// Inbound requests linked to the app's calls through trace context (kept across changes).
+    pub links: Arc<Links>,
     workers: Vec<Handlers>,
 }
 
@@ -66,6 +69,10 @@ impl Live {
             })
             .collect();
         let inbound = InboundGauges::next(config.inbound_limits, previous.map(|p| &p.inbound));
+        let links = previous.map_or_else(
+            || Links::new(config.inbound_limits.max_requests as usize),
+            |p| p.links.clone(),
+        );
         let mut handlers = Vec::with_capacity(workers);
         for w in 0..workers.max(1) {
             let old = previous.and_then(|p| p.workers.get(w));
@@ -77,19 +84,22 @@ impl Live {
                     &clusters,
                     ports,
                     old.map(|h| &h.outbound),
-                )?,
+                )?
+                .linked(links.clone()),
                 inbound: Inbound::new(
                     config.clone(),
                     metrics.clone(),
                     inbound.clone(),
                     old.map(|h| &h.inbound),
-                ),
+                )
+                .linked(links.clone()),
             });
         }
         Ok(Live {
             config,
             clusters,
             inbound,
+            links,
             workers: handlers,
         })
     }

@@ -26,6 +26,7 @@ use crate::config::{ProxyConfig, Route};
 use crate::deadline;
 use crate::error::{ProxyError, local};
 use crate::headers::{PEER, host_of, is_grpc, normalize_path, strip_hop_by_hop};
+use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError};
@@ -58,6 +59,8 @@ pub struct Outbound {
     ports: Vec<Option<usize>>,
     by_host: Arc<ProxyConfig>,
     metrics: Arc<Metrics>,
+    /// Inbound requests the app's calls are made for ([`crate::link`]).
+    links: Option<Arc<Links>>,
 }
 
 impl std::fmt::Debug for Outbound {
@@ -100,7 +103,17 @@ impl Outbound {
             ports,
             by_host: config,
             metrics,
+            links: None,
         })
+    }
+
+    /// Ties the app's calls to the inbound requests they are made for (inbound fills the table).
+    #[must_use]
+    pub fn linked(self, links: Arc<Links>) -> Self {
+        Outbound {
+            links: Some(links),
+            ..self
+        }
     }
 
     /// Where requests from a listener for `entry` go, given the per-upstream listeners' names
@@ -145,19 +158,28 @@ impl Outbound {
         let on_timeout = policy.grpc_status_on_timeout;
         // The app's claim to an identity goes before anything is sent on.
         req.headers_mut().remove(PEER);
+        if let Some(span) = crate::trace::outbound(self.by_host.tracing.as_ref(), req.headers_mut())
+        {
+            req.extensions_mut().insert(span);
+        }
 
+        // The inbound request this call is made for, if the app carried its trace context on.
+        let span = req.extensions().get::<crate::trace::ProxySpan>();
+        let link = self.links.as_deref().and_then(|l| l.find(span));
+        let linked_left = link.as_ref().and_then(|s| s.left());
         // Decided once, here: the tries only count down to it.
-        let (deadline, deadline_is_callers) = match request_deadline(policy, req.headers(), grpc) {
-            Trim::Unbounded => (None, false),
-            Trim::Until(l) => (Some(start + l.time), l.bound == Bound::Caller),
-            Trim::Passed => {
-                // The caller has given up already: do not start work nobody waits for.
-                if let Some(reason) = attempt::Skip::Deadline.label() {
-                    rm.retry_skipped(reason);
+        let (deadline, deadline_is_callers) =
+            match request_deadline(policy, req.headers(), grpc, linked_left) {
+                Trim::Unbounded => (None, false),
+                Trim::Until(l) => (Some(start + l.time), l.bound == Bound::Caller),
+                Trim::Passed => {
+                    // The caller has given up already: do not start work nobody waits for.
+                    if let Some(reason) = attempt::Skip::Deadline.label() {
+                        rm.retry_skipped(reason);
+                    }
+                    return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
                 }
-                return finish_local(rm, ProxyError::DeadlineExceeded, grpc, on_timeout, start);
-            }
-        };
+            };
 
         let _admitted = match state.shared.gauges.admit() {
             Ok(a) => a,
@@ -172,7 +194,7 @@ impl Outbound {
         let safe = safe_to_repeat(route, &req);
         let (head, body) = req.into_parts();
         let sent = Instant::now();
-        let resp = attempts::run(attempts::Tries {
+        let tries = attempts::run(attempts::Tries {
             state,
             route,
             rm,
@@ -182,8 +204,24 @@ impl Outbound {
             safe,
             deadline,
             deadline_is_callers,
-        })
-        .await;
+        });
+        let resp = match &link {
+            None => tries.await,
+            Some(served) => {
+                let mut tries = std::pin::pin!(tries);
+                tokio::select! {
+                    biased;
+                    r = &mut tries => r,
+                    // Nobody waits for this call any more: end it, and tell the app plainly.
+                    () = served.gone() => {
+                        return finish_local(rm, ProxyError::CallerGone, grpc, on_timeout, start);
+                    }
+                }
+            }
+        };
+        if let Some(served) = &link {
+            served.report(resp.headers());
+        }
         // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.
         let upstream_time = sent.elapsed();
         rm.answered(&resp, start.elapsed(), upstream_time);
@@ -230,10 +268,20 @@ fn arrive(req: &mut Request<Incoming>) -> Result<(), ProxyError> {
 
 /// How long the whole request may take, and whose limit that is: the route timeout, trimmed to
 /// what the caller has left when the route propagates deadlines (`hopwise-model`'s `trim`, as
-/// `hopwise check` assumes it).
-fn request_deadline(policy: &Policy, headers: &HeaderMap, grpc: bool) -> Trim {
+/// `hopwise check` assumes it). The caller's time is the shorter of what the app's request says
+/// and what is left of the inbound request it was `linked` to.
+fn request_deadline(
+    policy: &Policy,
+    headers: &HeaderMap,
+    grpc: bool,
+    linked: Option<Duration>,
+) -> Trim {
     let callers = if policy.propagate_deadline {
-        deadline::incoming(headers, grpc)
+        let said = deadline::incoming(headers, grpc);
+        match (said, linked) {
+            (Some(s), Some(l)) => Some(s.min(l)),
+            (s, l) => s.or(l),
+        }
     } else {
         None
     };

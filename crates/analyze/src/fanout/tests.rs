@@ -28,9 +28,8 @@ services:
 #[test]
 fn a_hang_is_cut_by_the_callers_window() {
     // b's proxy retries timeouts every 100 ms; a's client gives up after 250 ms, so only
-    // three of b's tries toward c start (at 0, 100 and 200 ms).
-    let m = mesh(
-        "services:
+    // three of b's tries toward c start (at 0, 100 and 200 ms) — if the deadline gets there.
+    let yaml = "services:
   a: { entry: { timeout: 250ms }, calls: { b: { timeout: none } } }
   b:
     calls:
@@ -39,10 +38,43 @@ fn a_hang_is_cut_by_the_callers_window() {
         per_try_timeout: 100ms
         retries: { count: 5, on: [reset], backoff: { strategy: envoy } }
   c: {}
-",
-    );
+";
+    let m = mesh(yaml);
     let r = row(&m, "a", "c", Failure::Hang).unwrap();
-    assert_eq!(r.attempts, 3);
+    // a's app passes nothing on, so b's proxy never hears of the 250 ms: all 6 tries start,
+    // the last 3 after the client has gone.
+    assert_eq!((r.attempts, r.late), (6, 3));
+    // An app that copies hopwise's headers (or carries trace context) lets the deadline travel.
+    for carries in ["hopwise-headers", "trace-context"] {
+        let m = mesh(
+            &yaml
+                .replace("a: {", &format!("a: {{ carries: [{carries}],"))
+                .replace("  b:\n", &format!("  b:\n    carries: [{carries}]\n")),
+        );
+        let r = row(&m, "a", "c", Failure::Hang).unwrap();
+        assert_eq!((r.attempts, r.late), (3, 0), "{carries}");
+    }
+}
+
+#[test]
+fn a_grpc_deadline_travels_only_on_grpc_calls() {
+    let yaml = "services:
+  a: { entry: { timeout: 250ms }, calls: { b: { timeout: none } } }
+  b:
+    protocol: grpc
+    carries: [grpc-deadline]
+    calls:
+      c:
+        timeout: none
+        per_try_timeout: 100ms
+        retries: { count: 5, on: [reset], backoff: { strategy: fixed, base: 1ms } }
+  c: { protocol: PROTO }
+";
+    let a = "a: { carries: [hopwise-headers],";
+    let grpc = mesh(&yaml.replace("PROTO", "grpc").replace("a: {", a));
+    assert_eq!(row(&grpc, "a", "c", Failure::Hang).unwrap().late, 0);
+    let http = mesh(&yaml.replace("PROTO", "http").replace("a: {", a));
+    assert!(row(&http, "a", "c", Failure::Hang).unwrap().late > 0);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use indexmap::IndexMap;
 
 use super::capture::{read_address, read_capture};
+use super::observe::read_tracing;
 use super::read_policy::read_policy;
 use super::values::{or_none, positive_timeout, positive_u32, u32_field};
 use super::{
@@ -26,6 +27,7 @@ pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
                 trust_domain: f.get(r, "trust_domain", Reader::string),
                 certs: f.get(r, "certs", Reader::string),
                 capture: f.get(r, "capture", read_capture),
+                tracing: f.get(r, "tracing", read_tracing),
             };
             f.finish(r);
             Some(info)
@@ -146,6 +148,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             Some(i)
         }),
         tcp: f.get(r, "tcp", super::tcp::read_tcp),
+        carries: f.get(r, "carries", super::carries::read_carries),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))

@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{OrNone, RawCall, RawCapture, RawPolicy, RawTcp};
+use super::{OrNone, RawCall, RawCapture, RawPolicy, RawTcp, RawTracing};
 use crate::duration::Dur;
 use crate::policy::Protocol;
 
@@ -54,6 +54,9 @@ pub struct RawMeshInfo {
     /// How apps run captured (`hopwise run`) reach the mesh: addresses, egress, exceptions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<RawCapture>,
+    /// Spans over OTLP and how traces are sampled (docs/observability.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<RawTracing>,
 }
 
 /// One service. Its policy fields apply to every call it makes.
@@ -98,6 +101,10 @@ pub struct RawService {
     /// proxies over mutual TLS (docs/tcp.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp: Option<RawTcp>,
+    /// What the service's app carries from an inbound request to the calls it makes while
+    /// serving it: `trace-context`, `hopwise-headers`, `grpc-deadline`. Default: nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub carries: Option<Vec<super::Carry>>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.

@@ -1,0 +1,222 @@
+//! The link from an inbound request to the outbound calls its app makes while serving it,
+//! through the trace context the app carries on (W3C `traceparent` or B3: each side's
+//! [`ProxySpan`], which [`crate::trace`] puts in the request's extensions). No hopwise header has to pass through the app: the proxy ties
+//! both sides together itself and, for each linked outbound call, caps its deadline by what is
+//! left of the inbound request's ([`Served::left`]), ends it when the inbound caller went away
+//! ([`Served::gone`]), and takes its report "came back retried and failed"
+//! ([`Served::report`]), which marks the app's failed answer "retries exhausted" so the proxies
+//! above do not retry it again.
+//!
+//! Matching. The inbound side gives the request a span of its own before the app sees it
+//! ([`crate::trace::inbound`]), so a call is matched first on (trace id, that span id): the
+//! parent an outbound call names when its app passed the context on unchanged. An app instrumented with OpenTelemetry makes its own child span per call,
+//! whose id the proxy never saw; such a call is matched on the trace id alone when exactly one
+//! inbound request of that trace is in flight here. With several, and no span matching, nothing
+//! is linked: picking one would be a guess, and a wrong link could cancel or mark a stranger.
+//!
+//! Bounds: the table holds at most `cap` requests (the proxy's inbound cap); past it a request
+//! is served unlinked. An entry lives exactly as long as its inbound request ([`Serving`]'s
+//! drop removes it). A request without trace context (no [`ProxySpan`]) costs a look at its
+//! extensions on each side, and no lock or allocation.
+
+mod table;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::attempts::EXHAUSTED_HEADER;
+use crate::deadline;
+use crate::error::GRPC_STATUS;
+use crate::trace::ProxySpan;
+
+use table::{Key, Table};
+
+const EXHAUSTED: http::HeaderName = http::HeaderName::from_static(EXHAUSTED_HEADER);
+
+/// The inbound requests in flight that carry trace context, shared by the workers (and kept
+/// across a live configuration change, so a request outlives the configuration it began under).
+#[derive(Debug)]
+pub struct Links {
+    table: std::sync::Mutex<Table>,
+    cap: usize,
+}
+
+/// What an outbound call learns of the inbound request it was made for, and tells it.
+#[derive(Debug, Default)]
+pub struct Served {
+    /// When the inbound request must be answered: the caller's propagated deadline or the
+    /// app's `inbound.timeout`, whichever comes first.
+    deadline: Option<Instant>,
+    gone: AtomicBool,
+    notify: Notify,
+    /// Tries made by a linked call that came back retried and failed (0: none did).
+    exhausted: AtomicU32,
+}
+
+impl Links {
+    pub fn new(cap: usize) -> Arc<Links> {
+        Arc::new(Links {
+            table: std::sync::Mutex::new(Table::default()),
+            cap,
+        })
+    }
+
+    /// Inbound requests linked now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // A panic elsewhere while holding it leaves a table that is still whole.
+        self.table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An inbound request about to go to the app, at `span` in its trace (this proxy's span,
+    /// which the app sees as its parent): an entry until it ends. It must be answered by
+    /// `app_deadline` (`inbound.timeout`) or the caller's deadline in `headers` (`grpc`: as
+    /// `grpc-timeout`), the sooner. `None`: no trace, or the table is full.
+    pub fn serve(
+        &self,
+        span: Option<&ProxySpan>,
+        headers: &HeaderMap,
+        app_deadline: Option<Instant>,
+        grpc: bool,
+    ) -> Option<Serving<'_>> {
+        let key = Key::new(span?.trace_id(), span?.span_id());
+        let callers = deadline::incoming(headers, grpc).map(|left| Instant::now() + left);
+        let deadline = match (callers, app_deadline) {
+            (Some(c), Some(a)) => Some(c.min(a)),
+            (c, a) => c.or(a),
+        };
+        let served = Arc::new(Served {
+            deadline,
+            ..Served::default()
+        });
+        if !self.lock().insert(key, served.clone(), self.cap) {
+            return None;
+        }
+        Some(Serving {
+            links: self,
+            key,
+            served,
+            answered: false,
+        })
+    }
+
+    /// The inbound request an outbound call from the app was made for, if the call carried its
+    /// trace context on (`span`: the outbound side's, whose parent is what the app sent; see
+    /// the module's matching rules).
+    pub fn find(&self, span: Option<&ProxySpan>) -> Option<Arc<Served>> {
+        let span = span?;
+        self.lock()
+            .find(Key::new(span.trace_id(), span.parent_span_id()?))
+    }
+}
+
+impl Served {
+    /// What is left of the inbound request's time (zero once it has passed).
+    pub fn left(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
+    }
+
+    /// Resolves once the inbound request ended without the app's answer (its caller went away,
+    /// or the app's time ran out): nobody waits for the calls made for it.
+    pub async fn gone(&self) {
+        loop {
+            let notified = self.notify.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.gone.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn cancel(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// A linked call's answer, as its proxy gives it to the app: marked "retries exhausted"
+    /// (this proxy, or one below, retried and gave up).
+    pub fn report(&self, answer: &HeaderMap) {
+        let tries = answer
+            .get(&EXHAUSTED)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u32>().ok());
+        if let Some(n) = tries {
+            self.exhausted.fetch_max(n.max(1), Ordering::AcqRel);
+        }
+    }
+
+    /// Tries of a linked call that came back retried and failed, if one did.
+    pub fn exhausted(&self) -> Option<u32> {
+        match self.exhausted.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+}
+
+/// One linked inbound request while it is served; dropping it ends the entry (and, if the app
+/// never answered, every call still linked to it).
+#[derive(Debug)]
+pub struct Serving<'l> {
+    links: &'l Links,
+    key: Key,
+    served: Arc<Served>,
+    answered: bool,
+}
+
+impl Serving<'_> {
+    /// The app answered: marks its answer "retries exhausted" when it is a failure and a call
+    /// made for it came back retried and failed (so the proxies above do not retry it again).
+    pub fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) {
+        self.answered = true;
+        if let Some(n) = self.served.exhausted()
+            && !succeeded(status, headers)
+        {
+            headers.insert(EXHAUSTED, HeaderValue::from(n));
+        }
+    }
+}
+
+impl Drop for Serving<'_> {
+    fn drop(&mut self) {
+        self.links.lock().remove(self.key);
+        if !self.answered {
+            self.served.cancel();
+        }
+    }
+}
+
+/// The app's answer is a success as far as its head says: below 500 (as a proxy's own mark is
+/// given) and no failing `grpc-status`. A gRPC answer whose status is still to come in trailers
+/// counts as a failure here: a success never reads the mark, a failure must carry it in the head.
+fn succeeded(status: http::StatusCode, headers: &HeaderMap) -> bool {
+    if status.as_u16() >= 500 {
+        return false;
+    }
+    let grpc = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    match headers.get(GRPC_STATUS) {
+        Some(s) => s.as_bytes() == b"0",
+        None => !grpc,
+    }
+}
