@@ -5,7 +5,8 @@
 //! the one server-certificate verifier ([`verifier`]), the control port as its clients see it
 //! ([`control_port`]: its address, its identity, its verifier's expectation and the one
 //! connector), the header and metric names several crates use
-//! ([`names`]), and the one wait for a shutdown signal ([`shutdown`]).
+//! ([`names`]), the one reading and writing of trace headers, W3C and B3 ([`trace_context`]),
+//! and the one wait for a shutdown signal ([`shutdown`]).
 //!
 //! Graph: `hopwise-model` ← `hopwise-api` ← {`hopwise-proxy`, `hopwise-control`}. `model` knows
 //! nothing of the wire; this crate knows nothing of a mesh file beyond the control plane's
@@ -17,6 +18,7 @@ pub mod identity;
 pub mod names;
 pub mod shutdown;
 pub mod spiffe;
+pub mod trace_context;
 pub mod verifier;
 
 pub mod pb {
