@@ -135,6 +135,7 @@ pub fn mesh(p: &Params) -> Mesh {
         trust_domain: "hopwise.local".to_owned(),
         certs: None,
         services,
+        observe: Default::default(),
         locations: Default::default(),
     }
 }

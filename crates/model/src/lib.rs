@@ -13,6 +13,7 @@ pub mod control_port;
 pub mod diag;
 pub mod duration;
 pub mod mesh;
+pub mod observe;
 pub mod path;
 pub mod policy;
 pub mod preset;

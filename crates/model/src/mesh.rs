@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::duration::Dur;
+use crate::observe::{self, Observe};
 use crate::policy::{Budget, InboundLimits, Policy, Protocol, idempotent_method};
 use crate::preset::Preset;
 use crate::raw::{
@@ -25,6 +26,8 @@ pub struct Mesh {
     /// Certificates directory as written (relative to the mesh file), if any.
     pub certs: Option<String>,
     pub services: IndexMap<String, Service>,
+    /// What the proxies record (`mesh.tracing`).
+    pub observe: Observe,
     #[serde(skip)]
     pub locations: Locations,
 }
@@ -261,6 +264,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
         trust_domain,
         certs: info.certs,
         services,
+        observe: observe::resolve(raw),
         locations,
     }
 }

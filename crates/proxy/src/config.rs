@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hopwise_model::observe::Tracing;
 use hopwise_model::{InboundLimits, Mesh, Policy, Protocol};
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -165,6 +166,8 @@ pub struct ProxyConfig {
     pub inbound_routes: Vec<(String, String)>,
     /// Caps on requests to the local app and how long it may take (`services.<name>.inbound`).
     pub inbound_limits: InboundLimits,
+    /// `mesh.tracing`: sampling, and where spans go ([`crate::trace`]).
+    pub tracing: Option<Tracing>,
     #[serde(skip)]
     pub certs: Option<CertFiles>,
     pub workers: usize,
@@ -274,6 +277,7 @@ impl ProxyConfig {
             allowed_paths,
             inbound_routes,
             inbound_limits: s.inbound,
+            tracing: mesh.observe.tracing.clone(),
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
             timeouts: ListenerTimeouts::default(),

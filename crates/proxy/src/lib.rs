@@ -34,6 +34,7 @@ pub mod replay;
 pub mod server;
 pub mod state;
 pub mod tls;
+pub mod trace;
 pub mod upstream;
 pub mod worker;
 

@@ -145,6 +145,10 @@ impl Outbound {
         let on_timeout = policy.grpc_status_on_timeout;
         // The app's claim to an identity goes before anything is sent on.
         req.headers_mut().remove(PEER);
+        if let Some(span) = crate::trace::outbound(self.by_host.tracing.as_ref(), req.headers_mut())
+        {
+            req.extensions_mut().insert(span);
+        }
 
         // Decided once, here: the tries only count down to it.
         let (deadline, deadline_is_callers) = match request_deadline(policy, req.headers(), grpc) {

@@ -3,6 +3,7 @@
 
 use indexmap::IndexMap;
 
+use super::observe::read_tracing;
 use super::read_policy::read_policy;
 use super::values::{or_none, positive_timeout, positive_u32, u32_field};
 use super::{
@@ -24,6 +25,7 @@ pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
                 name: f.get(r, "name", Reader::string),
                 trust_domain: f.get(r, "trust_domain", Reader::string),
                 certs: f.get(r, "certs", Reader::string),
+                tracing: f.get(r, "tracing", read_tracing),
             };
             f.finish(r);
             Some(info)

@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{OrNone, RawCall, RawPolicy};
+use super::{OrNone, RawCall, RawPolicy, RawTracing};
 use crate::duration::Dur;
 use crate::policy::Protocol;
 
@@ -51,6 +51,9 @@ pub struct RawMeshInfo {
     /// Directory of the mesh's certificates (`hopwise certs` writes it), relative to the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub certs: Option<String>,
+    /// Spans over OTLP and how traces are sampled (docs/observability.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<RawTracing>,
 }
 
 /// One service. Its policy fields apply to every call it makes.
