@@ -29,6 +29,7 @@ pub mod limits;
 pub mod listeners;
 pub mod live;
 pub mod metrics;
+pub mod otlp;
 pub mod outbound;
 pub mod replay;
 pub mod server;
