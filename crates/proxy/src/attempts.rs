@@ -21,6 +21,7 @@ use crate::deadline;
 use crate::error::{GRPC_STATUS, ProxyError};
 use crate::headers::{rewrite, rewrite_h1};
 use crate::metrics::RouteMetrics;
+use crate::otlp::Recording;
 use crate::replay::{Replay, ReplayBody};
 
 #[cfg(test)]
@@ -65,6 +66,9 @@ fn try_request(r: &Tries<'_>, attempt: u32, left: Option<Duration>) -> Request<R
     *req.headers_mut() = r.head.headers.clone();
     let h = req.headers_mut();
     h.insert(ATTEMPT, HeaderValue::from(attempt));
+    if let Some(rec) = Recording::of(&r.head.extensions) {
+        rec.inject_try(h);
+    }
     if r.route.policy.propagate_deadline
         && let Some(left) = left
     {
@@ -83,6 +87,8 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
     // A retry the budget or a cap refused: the answer is marked as if retried, so the hops
     // above do not make the retry this one was told not to make.
     let mut shed = false;
+    let rec = Recording::of(&r.head.extensions);
+    let mut started_by = None;
     let result: Answer = loop {
         attempt += 1;
         let left = time_left(&r);
@@ -92,6 +98,9 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             break Err(expired(l.bound));
         }
         let limit = attempt::try_timeout(per_try, left);
+        if let Some(rec) = rec {
+            rec.begin_try();
+        }
         let tried_once = one::make(&r, &mut tried, attempt, left.map(|l| l.time), limit).await;
         let Made {
             answer,
@@ -101,6 +110,9 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             Ok(made) => made,
             Err(e) => break Err(e),
         };
+        if let Some(rec) = rec {
+            rec.end_try(attempt, tried.last().copied(), outcome, started_by);
+        }
         let end = TryEnd {
             attempt,
             outcome,
@@ -120,6 +132,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             Next::Retry { delay, .. } => {
                 if let Some(c) = policy.retry.matching_condition(outcome) {
                     r.rm.retry(c.name());
+                    started_by = Some(c.name());
                 }
                 drop(answer);
                 tokio::time::sleep(delay).await;

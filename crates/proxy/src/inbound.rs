@@ -26,6 +26,7 @@ use crate::error::{ProxyError, local};
 use crate::headers::{PEER, is_grpc, normalize_path, rewrite, rewrite_h1, strip_hop_by_hop};
 use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::otlp::{self, Recording};
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
 use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
@@ -165,9 +166,15 @@ impl Inbound {
         }
     }
 
-    pub async fn handle(&self, caller: &Caller, req: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, caller: &Caller, mut req: Request<Incoming>) -> Response<Body> {
         let version = req.version();
+        let (tracing, sink) = (self.config.tracing.as_ref(), self.metrics.span_sink());
+        let service = &self.config.service;
+        let rec = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
         let mut resp = self.forward(caller, req).await;
+        if let Some(r) = rec {
+            r.finish(&resp);
+        }
         *resp.version_mut() = version;
         resp
     }
@@ -208,6 +215,13 @@ impl Inbound {
             .or(self.fallback.as_ref());
         if let Some(rm) = rm {
             rm.request();
+        }
+        if let Some(r) = Recording::of(req.extensions()) {
+            let peer = match caller {
+                Caller::Verified(p) => Some(&*p.id),
+                _ => None,
+            };
+            r.route(None, self.config.inbound_route(path), peer);
         }
         if let Some(err) = self.refused(caller, path) {
             return self.refuse(rm, err, grpc, start);

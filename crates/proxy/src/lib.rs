@@ -33,6 +33,7 @@ pub mod listeners;
 pub mod live;
 pub mod metrics;
 pub mod opaque;
+pub mod otlp;
 pub mod outbound;
 pub mod replay;
 pub mod server;

@@ -173,6 +173,15 @@ pub fn next_config(
     if old.certs != new.certs {
         why.push("the certificates' directory changed".to_owned());
     }
+    // The span exporter is started with the proxy; the sampling ratio changes live.
+    let export = |c: &ProxyConfig| {
+        c.tracing
+            .as_ref()
+            .map(|t| (t.collector.clone(), t.protocol, t.queue))
+    };
+    if export(old) != export(&new) {
+        why.push("mesh.tracing's collector, protocol or queue changed".to_owned());
+    }
     if !why.is_empty() {
         why.dedup();
         return Err(NeedsRestart(why));

@@ -5,7 +5,7 @@
 //! Handles are resolved once per route ([`RouteMetrics`]) and cloned into the request path, so a
 //! request touches atomics, not the label map.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
@@ -16,6 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub mod tcp;
+use crate::otlp::SpanSink;
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum Direction {
@@ -137,6 +138,9 @@ pub struct Metrics {
     ejections: Family<ServiceLabels, Counter>,
     /// Opaque TCP connections' families.
     pub tcp: tcp::TcpMetrics,
+    spans_dropped: Counter,
+    /// Where recorded spans go, when `mesh.tracing.collector` is set (set once, at start).
+    span_sink: OnceLock<SpanSink>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -178,6 +182,12 @@ impl Metrics {
         let skipped = Family::default();
         let limits = Family::default();
         let ejections = Family::default();
+        let spans_dropped = Counter::default();
+        registry.register(
+            "spans_dropped",
+            "Spans not exported: the queue to the exporter was full, or the collector did not take them",
+            spans_dropped.clone(),
+        );
         registry.register(
             "tries",
             "Tries sent upstream (first tries and retries)",
@@ -260,7 +270,24 @@ impl Metrics {
             skipped,
             limits,
             ejections,
+            spans_dropped,
+            span_sink: OnceLock::new(),
         })
+    }
+
+    /// The counter of spans lost, for the exporter.
+    pub fn spans_dropped(&self) -> Counter {
+        self.spans_dropped.clone()
+    }
+
+    /// Puts the span exporter's queue in place (once; a second call is ignored).
+    pub fn set_span_sink(&self, sink: SpanSink) {
+        let _ = self.span_sink.set(sink);
+    }
+
+    /// Where recorded spans go; `None` without a collector.
+    pub fn span_sink(&self) -> Option<&SpanSink> {
+        self.span_sink.get()
     }
 
     pub fn limit_tripped(&self, service: &str, limit: &'static str) {

@@ -28,6 +28,7 @@ use crate::error::{ProxyError, local};
 use crate::headers::{PEER, host_of, is_grpc, normalize_path, strip_hop_by_hop};
 use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::otlp::{self, Recording};
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError};
 
@@ -125,9 +126,21 @@ impl Outbound {
         }
     }
 
-    pub async fn handle(&self, dispatch: Dispatch, req: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, dispatch: Dispatch, mut req: Request<Incoming>) -> Response<Body> {
         let version = req.version();
+        let tracing = self.by_host.tracing.as_ref();
+        let sink = self.metrics.span_sink();
+        let rec = otlp::begin(
+            tracing,
+            sink,
+            otlp::Direction::Outbound,
+            &self.service,
+            &mut req,
+        );
         let mut resp = self.forward(dispatch, req).await;
+        if let Some(r) = rec {
+            r.finish(&resp);
+        }
         *resp.version_mut() = version;
         resp
     }
@@ -154,6 +167,9 @@ impl Outbound {
         let route = &state.cluster.routes[route_index];
         let rm = &state.routes[route_index];
         rm.request();
+        if let Some(r) = Recording::of(req.extensions()) {
+            r.route(Some(&state.cluster.service), &route.name, None);
+        }
         let policy = &route.policy;
         let on_timeout = policy.grpc_status_on_timeout;
         // The app's claim to an identity goes before anything is sent on.

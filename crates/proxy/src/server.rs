@@ -41,6 +41,8 @@ pub enum ServerError {
     NeedCerts(String),
     #[error(transparent)]
     NotLoopback(#[from] NotLoopback),
+    #[error(transparent)]
+    Otlp(#[from] crate::otlp::OtlpError),
 }
 
 /// What a running proxy listens on (real ports, also when the file said port 0).
@@ -215,6 +217,11 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     };
 
     let metrics = Metrics::new();
+    if let Some(t) = &config.tracing
+        && let Some(sink) = crate::otlp::start(t, &config.service, metrics.spans_dropped())?
+    {
+        metrics.set_span_sink(sink);
+    }
     let header_read = config.timeouts.header_read;
     let limits = conn::Limits {
         header_read,

@@ -1,0 +1,255 @@
+//! One recorded request's spans: the request's own at this proxy (server inbound, client
+//! outbound), named by service and route, and outbound a child per try with its copy, outcome
+//! and the retry condition that started it. The lifecycles reach the [`Recording`] through the
+//! request's extensions (an `Arc`, only for a recorded request) and finish it with the answer.
+//!
+//! [`begin`] is the trace hook both lifecycles call first: the request's [`ProxySpan`] put in
+//! its extensions ([`crate::trace`]), and a `Recording` beside it when the span is recorded
+//! and this proxy has a collector.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use hopwise_api::trace_context::SpanId;
+use hopwise_model::Outcome;
+use hopwise_model::observe::Tracing;
+use http::{HeaderMap, Request, Response};
+use tokio::time::Instant;
+
+use super::{Kind, SpanData, SpanSink, Value, unix_nanos};
+use crate::trace::{self, ProxySpan};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Inbound,
+    Outbound,
+}
+
+/// The trace hook: continues or starts the request's trace ([`trace::inbound`] or
+/// [`trace::outbound`]), keeps its [`ProxySpan`] in the extensions, and when it is recorded
+/// and `sink` is there, a [`Recording`] too, returned to be [finished](Recording::finish).
+pub fn begin<B>(
+    tracing: Option<&Tracing>,
+    sink: Option<&SpanSink>,
+    direction: Direction,
+    service: &str,
+    req: &mut Request<B>,
+) -> Option<Arc<Recording>> {
+    let span = match direction {
+        Direction::Inbound => trace::inbound(tracing, req.headers_mut()),
+        Direction::Outbound => trace::outbound(tracing, req.headers_mut()),
+    }?;
+    req.extensions_mut().insert(span);
+    let sink = sink.filter(|_| span.recorded)?;
+    let rec = Arc::new(Recording {
+        span,
+        direction,
+        service: service.to_owned(),
+        method: req.method().to_string(),
+        path: req.uri().path().to_owned(),
+        start: unix_nanos(),
+        started: Instant::now(),
+        notes: Mutex::new(Notes::default()),
+        sink: sink.clone(),
+    });
+    req.extensions_mut().insert(rec.clone());
+    Some(rec)
+}
+
+/// A recorded request's spans while it runs.
+#[derive(Debug)]
+pub struct Recording {
+    span: ProxySpan,
+    direction: Direction,
+    service: String,
+    method: String,
+    path: String,
+    /// Unix nanoseconds at the start, and the clock's reading then: ends are measured on the
+    /// proxy's one clock from there.
+    start: u64,
+    started: Instant,
+    notes: Mutex<Notes>,
+    sink: SpanSink,
+}
+
+#[derive(Debug, Default)]
+struct Notes {
+    upstream: Option<String>,
+    route: Option<String>,
+    peer: Option<String>,
+    /// The try under way: its span id and when it started.
+    current: Option<(SpanId, Instant)>,
+    tries: Vec<SpanData>,
+}
+
+impl Recording {
+    /// The recording a request carries, if it is recorded.
+    pub fn of(extensions: &http::Extensions) -> Option<&Arc<Recording>> {
+        extensions.get::<Arc<Recording>>()
+    }
+
+    fn notes(&self) -> std::sync::MutexGuard<'_, Notes> {
+        // Only this request's tasks take it, one at a time; a panic elsewhere leaves data.
+        self.notes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The route matched (outbound: with the upstream service), and inbound the caller.
+    pub fn route(&self, upstream: Option<&str>, route: &str, peer: Option<&str>) {
+        let mut n = self.notes();
+        n.upstream = upstream.map(str::to_owned);
+        n.route = Some(route.to_owned());
+        n.peer = peer.map(str::to_owned);
+    }
+
+    /// A try starts: it gets a span of its own, which [`Recording::inject_try`] writes.
+    pub fn begin_try(&self) {
+        self.notes().current = Some((SpanId::random(), Instant::now()));
+    }
+
+    /// Writes the try under way as the context the next hop continues.
+    pub fn inject_try(&self, headers: &mut HeaderMap) {
+        if let Some((id, _)) = self.notes().current {
+            self.span.try_context(id).inject(headers);
+        }
+    }
+
+    /// The try under way ended with `outcome` at `copy`; `started_by`: the retry condition
+    /// that made it (none for the first).
+    pub fn end_try(
+        &self,
+        attempt: u32,
+        copy: Option<SocketAddr>,
+        outcome: Outcome,
+        started_by: Option<&'static str>,
+    ) {
+        let mut n = self.notes();
+        let Some((id, at)) = n.current.take() else {
+            return;
+        };
+        let mut attributes = vec![
+            ("hopwise.try", Value::Int(i64::from(attempt))),
+            (
+                "hopwise.outcome",
+                Value::Str(outcome_name(outcome).to_owned()),
+            ),
+        ];
+        if let Some(c) = copy {
+            attributes.push(("server.address", Value::Str(c.to_string())));
+        }
+        if let Some(c) = started_by {
+            attributes.push(("hopwise.retry_condition", Value::Str(c.to_owned())));
+        }
+        let error = push_status(&mut attributes, outcome);
+        let name = format!("{} try {attempt}", self.name(&n));
+        n.tries.push(SpanData {
+            trace_id: self.span.trace_id(),
+            span_id: id,
+            parent: Some(self.span.span_id()),
+            name,
+            kind: Kind::Client,
+            start: self.at(at),
+            end: self.at(Instant::now()),
+            attributes,
+            error,
+        });
+    }
+
+    /// The answer's head is out: the request's span and its tries go to the exporter.
+    pub fn finish<B>(&self, resp: &Response<B>) {
+        let end = self.at(Instant::now());
+        let mut n = self.notes();
+        let status = resp.status().as_u16();
+        let grpc = grpc_status(resp.headers());
+        let mut attributes = vec![
+            ("http.request.method", Value::Str(self.method.clone())),
+            ("url.path", Value::Str(self.path.clone())),
+            ("http.response.status_code", Value::Int(i64::from(status))),
+            ("hopwise.service", Value::Str(self.service.clone())),
+            ("hopwise.tries", Value::Int(n.tries.len() as i64)),
+        ];
+        if let Some(g) = grpc {
+            attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g))));
+        }
+        for (key, value) in [
+            ("hopwise.upstream", n.upstream.clone()),
+            ("hopwise.route", n.route.clone()),
+            ("hopwise.peer", n.peer.clone()),
+            ("hopwise.local_reply", local_reply(resp.headers())),
+        ] {
+            if let Some(v) = value {
+                attributes.push((key, Value::Str(v)));
+            }
+        }
+        let request = SpanData {
+            trace_id: self.span.trace_id(),
+            span_id: self.span.span_id(),
+            parent: self.span.parent_span_id(),
+            name: self.name(&n),
+            kind: match self.direction {
+                Direction::Inbound => Kind::Server,
+                Direction::Outbound => Kind::Client,
+            },
+            start: self.start,
+            end,
+            attributes,
+            error: status >= 500 || grpc.is_some_and(|g| g != 0),
+        };
+        self.sink.send(request);
+        for t in n.tries.drain(..) {
+            self.sink.send(t);
+        }
+    }
+
+    /// `a → b/quote` outbound; `b/quote inbound` (the route callers name it by), or `b inbound`.
+    fn name(&self, n: &Notes) -> String {
+        let route = n.route.as_deref().unwrap_or("-");
+        match (self.direction, &n.upstream) {
+            (Direction::Outbound, Some(up)) => format!("{} → {up}/{route}", self.service),
+            (Direction::Outbound, None) => format!("{} → ?", self.service),
+            // `inbound` is the name of every request no caller's route names.
+            (Direction::Inbound, _) if route == "inbound" => format!("{} inbound", self.service),
+            (Direction::Inbound, _) => format!("{}/{route} inbound", self.service),
+        }
+    }
+
+    /// The clock's `at` as Unix nanoseconds.
+    fn at(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.started).as_nanos() as u64;
+        self.start.saturating_add(since)
+    }
+}
+
+fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::ConnectFailure => "connect-failure",
+        Outcome::RefusedStream => "refused-stream",
+        Outcome::ResetBeforeRequest => "reset-before-request",
+        Outcome::Reset => "reset",
+        Outcome::Timeout => "timeout",
+        Outcome::Response { .. } => "response",
+    }
+}
+
+/// A try's status attributes; `true` when it failed.
+fn push_status(attributes: &mut Vec<(&'static str, Value)>, o: Outcome) -> bool {
+    let Outcome::Response { status, grpc } = o else {
+        return true;
+    };
+    attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
+    if let Some(g) = grpc {
+        attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g.number()))));
+    }
+    status >= 500 || grpc.is_some_and(|g| g.number() != 0)
+}
+
+fn grpc_status(h: &HeaderMap) -> Option<u32> {
+    h.get(crate::error::GRPC_STATUS)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+fn local_reply(h: &HeaderMap) -> Option<String> {
+    Some(h.get(hopwise_api::names::ERROR)?.to_str().ok()?.to_owned())
+}
