@@ -41,7 +41,8 @@ pub enum Command {
     Client(ClientArgs),
 }
 
-/// Between proxies: plain HTTP, or mutual TLS 1.3.
+/// Between proxies: plain HTTP, mutual TLS 1.3, or opaque TCP (the same HTTP load carried as
+/// bytes: hopwise's CONNECT tunnels over mutual TLS, nginx's `stream` with TLS between sides).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize,
 )]
@@ -49,6 +50,7 @@ pub enum Command {
 pub enum Mode {
     Plain,
     Mtls,
+    Tcp,
 }
 
 impl Mode {
@@ -56,6 +58,7 @@ impl Mode {
         match self {
             Mode::Plain => "plain",
             Mode::Mtls => "mtls",
+            Mode::Tcp => "tcp",
         }
     }
 }
@@ -80,7 +83,8 @@ pub struct HopsArgs {
     /// Worker threads (or processes) of every proxy.
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
-    /// Between proxies: plain HTTP, mutual TLS, or both.
+    /// Between proxies: plain HTTP, mutual TLS, opaque TCP over mutual TLS (`tcp`: hopwise and
+    /// nginx's `stream` only), any of them.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "plain,mtls")]
     pub modes: Vec<Mode>,
     /// Pin every process (proxies, client, backend) to CPU 0 with `taskset -c 0`.

@@ -164,6 +164,13 @@ pub fn next_config(
         }
     }
     for name in running.upstream_ports.keys() {
+        // A local port's kind (HTTP, or opaque TCP for a whole-TCP upstream) is fixed at start.
+        let tcp = |c: &ProxyConfig| c.clusters.get(name).is_some_and(|c| c.whole_tcp());
+        if tcp(running) != tcp(&new) && new.clusters.contains_key(name) {
+            why.push(format!(
+                "the local port for {name} would change between HTTP and opaque TCP"
+            ));
+        }
         if !new.clusters.contains_key(name) {
             why.push(format!(
                 "this proxy listens on a local port for {name}, which it would no longer call"

@@ -293,3 +293,109 @@ async fn resets_are_carried_both_ways() {
         .unwrap();
     assert_eq!(end, Err(std::io::ErrorKind::ConnectionReset));
 }
+
+/// A tunnel stream by hand, as a proxy of `caller` would open it: mTLS with the tunnel's ALPN,
+/// one CONNECT (or `method`) to `authority` of `service`'s proxy. The callee's answer.
+async fn tunnel_by_hand(
+    f: &Fixture,
+    (service, callee): (&str, &Running),
+    method: &str,
+    authority: &str,
+) -> u16 {
+    use hopwise_proxy::tls::{CertFiles, CertStore, TUNNEL_ALPN};
+    let store = CertStore::open(CertFiles::in_dir(&f.certs(), "a")).unwrap();
+    let tls = store
+        .client_config(&f.mesh.identity(service), TUNNEL_ALPN)
+        .unwrap();
+    let tcp = TcpStream::connect(callee.bound.inbound.unwrap())
+        .await
+        .unwrap();
+    let name = rustls_pki_types::ServerName::try_from("echo").unwrap();
+    let io = tokio_rustls::TlsConnector::from(tls)
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (h2, conn) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .method(method)
+        .uri(authority)
+        .body(())
+        .unwrap();
+    let mut h2 = h2.ready().await.unwrap();
+    let (answer, _send) = h2.send_request(req, false).unwrap();
+    let resp = tokio::time::timeout(LIMIT, answer).await.unwrap().unwrap();
+    resp.status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tunnel_reaches_only_the_declared_app_never_another_port_of_its_host() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = listener.local_addr().unwrap();
+    let f = Fixture::new(MESH);
+    let (_a, echo) = through(&f, "a", "echo", app).await;
+    // The callee proxy's own admin port, on the same host: a CONNECT naming it still reaches
+    // the app (a whole-TCP service's tunnels go to its app whatever they name), never admin.
+    let admin = echo.bound.admin.unwrap();
+    assert_eq!(
+        tunnel_by_hand(
+            &f,
+            ("echo", &echo),
+            "CONNECT",
+            &format!("echo:{}", admin.port())
+        )
+        .await,
+        200
+    );
+    let (_s, peer) = tokio::time::timeout(LIMIT, listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(peer.ip(), app.ip());
+    // Anything but CONNECT is refused on a tunnel connection.
+    assert_eq!(
+        tunnel_by_hand(&f, ("echo", &echo), "GET", "http://echo/metrics").await,
+        405
+    );
+    let refused =
+        r#"hopwise_tcp_refused_total{direction="inbound",service="echo",reason="not-connect"}"#;
+    assert_eq!(value(&echo, refused).await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_the_service_did_not_declare_is_refused_by_the_callee() {
+    let opaque = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = opaque.local_addr().unwrap().port();
+    let f = Fixture::new(&format!(
+        "mesh: {{ name: t, trust_domain: test.local }}
+services:
+  a: {{ calls: {{ kv: {{}} }} }}
+  kv: {{ tcp: {{ ports: [{port}] }} }}
+"
+    ));
+    let http_app = backend(echo()).await;
+    let kv = start(inbound(f.config("kv"), http_app.addr)).await;
+    let admin = kv.bound.admin.unwrap().port();
+    // Its proxy's admin port and its HTTP app's port: neither was declared opaque.
+    assert_eq!(
+        tunnel_by_hand(&f, ("kv", &kv), "CONNECT", &format!("kv:{admin}")).await,
+        404
+    );
+    let app_port = http_app.addr.port();
+    assert_eq!(
+        tunnel_by_hand(&f, ("kv", &kv), "CONNECT", &format!("kv:{app_port}")).await,
+        404
+    );
+    assert_eq!(
+        tunnel_by_hand(&f, ("kv", &kv), "CONNECT", &format!("kv:{port}")).await,
+        200
+    );
+    tokio::time::timeout(LIMIT, opaque.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let refused =
+        r#"hopwise_tcp_refused_total{direction="inbound",service="kv",reason="not-opaque"}"#;
+    assert_eq!(value(&kv, refused).await, 2.0);
+    assert_eq!(http_app.hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+}

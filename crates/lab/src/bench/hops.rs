@@ -188,7 +188,7 @@ impl Bench<'_> {
             app: SocketAddr::from(([127, 0, 0, 1], 3)),
         };
         let dir = self.certs_dir(hop);
-        let mesh = Mesh::from_yaml(&layout::hop_mesh(hop, &ports, &dir)).map_err(|d| {
+        let mesh = Mesh::from_yaml(&layout::hop_mesh(hop, &ports, &dir, false)).map_err(|d| {
             LabError::Failed(format!(
                 "the bench wrote an invalid mesh file (a bug): {}",
                 d.render("hop.yaml")
@@ -341,8 +341,11 @@ impl Bench<'_> {
             System::Direct => {}
             System::Hopwise => {
                 let mesh = cdir.join(format!("hop-{k}.yaml"));
-                std::fs::write(&mesh, layout::hop_mesh(k, hop, &certs.dir))
-                    .map_err(io(format!("cannot write {}", mesh.display())))?;
+                std::fs::write(
+                    &mesh,
+                    layout::hop_mesh(k, hop, &certs.dir, mode == Mode::Tcp),
+                )
+                .map_err(io(format!("cannot write {}", mesh.display())))?;
                 for (side, service) in [(Side::Out, CALLER), (Side::In, CALLEE)] {
                     let mut cmd = self.command(&self.exe);
                     cmd.arg("proxy").arg("--config").arg(&mesh).args([

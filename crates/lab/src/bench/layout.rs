@@ -1,5 +1,6 @@
 //! What the bench runs, as text: the mesh file of each hop for `hopwise proxy`, and the
-//! equivalent nginx, HAProxy and Envoy configurations of the same two sides. Pure: addresses
+//! equivalent nginx, HAProxy and Envoy configurations of the same two sides (nginx's `stream`
+//! for opaque TCP: `layout/stream.rs`). Pure: addresses
 //! and paths in, configuration text out; [`super::hops`] writes and starts them.
 //!
 //! One hop is a caller's outbound side and a callee's inbound side, each its own process:
@@ -13,6 +14,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::Mode;
+
+mod stream;
 
 /// The SPIFFE trust domain of every hop's mesh.
 pub const TRUST_DOMAIN: &str = "bench.local";
@@ -100,7 +103,13 @@ fn q(p: &Path) -> String {
 /// The mesh file of hop `hop` (1-based): `caller` with a local port for `callee`, `callee`
 /// with its inbound port and its "app" (the next hop, or the backend). `certs` is the hop's
 /// certificate directory.
-pub fn hop_mesh(hop: usize, ports: &HopPorts, certs: &Path) -> String {
+/// With `tcp`, the callee is opaque TCP (`tcp: {}`): the load's HTTP crosses as bytes.
+pub fn hop_mesh(hop: usize, ports: &HopPorts, certs: &Path, tcp: bool) -> String {
+    let (call, opaque) = if tcp {
+        ("{}", "    tcp: {}\n")
+    } else {
+        ("{ timeout: 2s }", "")
+    };
     format!(
         "# hopwise bench hops: hop {hop}. Written by the bench; the caller's outbound side and the\n\
          # callee's inbound side each run as their own `hopwise proxy` process.\n\
@@ -110,8 +119,8 @@ pub fn hop_mesh(hop: usize, ports: &HopPorts, certs: &Path) -> String {
          \x20   copies:\n\
          \x20     - upstreams: {{ {CALLEE}: \"{out}\" }}\n\
          \x20   calls:\n\
-         \x20     {CALLEE}: {{ timeout: 2s }}\n\
-         \x20 {CALLEE}:\n\
+         \x20     {CALLEE}: {call}\n\
+         \x20 {CALLEE}:\n{opaque}\
          \x20   copies:\n\
          \x20     - {{ inbound: \"{inbound}\", app: \"{app}\" }}\n",
         certs = q(certs),
@@ -161,8 +170,11 @@ impl Peer {
         workers: usize,
         dir: &Path,
     ) -> String {
-        let tls = (mode == Mode::Mtls).then_some(certs);
+        let tls = (mode != Mode::Plain).then_some(certs);
         match (self, side) {
+            (Peer::Nginx, _) if mode == Mode::Tcp => {
+                stream::nginx(side, ports, certs, workers, dir)
+            }
             (Peer::Nginx, Side::Out) => nginx_out(ports, tls, workers, dir),
             (Peer::Nginx, Side::In) => nginx_in(ports, tls, workers, dir),
             (Peer::Haproxy, Side::Out) => haproxy_out(ports, tls, workers),
@@ -242,6 +254,23 @@ fn nginx_upstream(target: SocketAddr) -> String {
 const NGINX_PROXY: &str =
     "      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n";
 
+/// nginx's TLS 1.3 to the callee's side (`http` or `stream`): the caller's certificate, the
+/// callee's verified against the hop's CA; each line indented by `pad`.
+fn nginx_proxy_ssl(c: &HopCerts, pad: &str) -> String {
+    [
+        format!("proxy_ssl_certificate {};", q(&c.caller_cert)),
+        format!("proxy_ssl_certificate_key {};", q(&c.caller_key)),
+        format!("proxy_ssl_trusted_certificate {};", q(&c.ca)),
+        "proxy_ssl_verify on;".to_owned(),
+        format!("proxy_ssl_name {CALLEE};"),
+        "proxy_ssl_protocols TLSv1.3;".to_owned(),
+        "proxy_ssl_session_reuse on;".to_owned(),
+    ]
+    .iter()
+    .map(|l| format!("{pad}{l}\n"))
+    .collect()
+}
+
 /// nginx as the caller's side: plain HTTP in, HTTP/1.1 keep-alive out, TLS 1.3 with the
 /// caller's certificate, the callee's verified against the hop's CA.
 pub fn nginx_out(ports: &HopPorts, tls: Option<&HopCerts>, workers: usize, dir: &Path) -> String {
@@ -255,15 +284,7 @@ pub fn nginx_out(ports: &HopPorts, tls: Option<&HopCerts>, workers: usize, dir: 
         Some(c) => {
             s += "      proxy_pass https://next;\n";
             s += NGINX_PROXY;
-            s += &format!(
-                "      proxy_ssl_certificate {};\n      proxy_ssl_certificate_key {};\n\
-                 \x20     proxy_ssl_trusted_certificate {};\n      proxy_ssl_verify on;\n\
-                 \x20     proxy_ssl_name {CALLEE};\n      proxy_ssl_protocols TLSv1.3;\n\
-                 \x20     proxy_ssl_session_reuse on;\n",
-                q(&c.caller_cert),
-                q(&c.caller_key),
-                q(&c.ca)
-            );
+            s += &nginx_proxy_ssl(c, "      ");
         }
         None => {
             s += "      proxy_pass http://next;\n";

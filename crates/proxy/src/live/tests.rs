@@ -172,6 +172,20 @@ fn a_local_port_for_an_upstream_no_longer_called_needs_a_restart() {
     );
 }
 
+#[test]
+fn a_local_port_turning_opaque_tcp_needs_a_restart() {
+    let yaml = edited(
+        "copies: [{ inbound: 127.0.0.1:7101, app: 127.0.0.1:7102 }]",
+        "tcp: {}\n    copies: [{ inbound: 127.0.0.1:7101, app: 127.0.0.1:7102 }]",
+    );
+    assert_eq!(
+        next(&yaml, "a").unwrap_err().0,
+        ["the local port for b would change between HTTP and opaque TCP"]
+    );
+    // The callee's own proxy has no local port for itself: its `tcp` applies live.
+    assert!(next(&yaml, "b").unwrap().tcp.is_some());
+}
+
 fn cluster(policy_yaml: &str) -> Cluster {
     let yaml = format!(
         "mesh: {{ name: live, trust_domain: live.local }}

@@ -206,3 +206,80 @@ async fn idle_watch(start: Instant, last: &AtomicU64, idle: Option<Duration>) {
         tokio::time::sleep_until(at).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, Request, Response};
+    use tokio::net::TcpListener;
+
+    /// Both ends of one CONNECT stream over an in-memory HTTP/2 connection.
+    async fn stream_pair() -> (Stream, Stream) {
+        let (a, b) = tokio::io::duplex(64 * 1024);
+        let server = tokio::spawn(async move {
+            let mut conn = h2::server::handshake(b).await.unwrap();
+            let (req, mut respond) = conn.accept().await.unwrap().unwrap();
+            let send = respond.send_response(Response::new(()), false).unwrap();
+            tokio::spawn(async move { while conn.accept().await.is_some() {} });
+            Stream {
+                send,
+                recv: req.into_body(),
+            }
+        });
+        let (client, conn) = h2::client::handshake(a).await.unwrap();
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(Method::CONNECT)
+            .uri("echo:1")
+            .body(())
+            .unwrap();
+        let (answer, send) = client
+            .ready()
+            .await
+            .unwrap()
+            .send_request(req, false)
+            .unwrap();
+        let recv = answer.await.unwrap().into_body();
+        (Stream { send, recv }, server.await.unwrap())
+    }
+
+    async fn tcp_pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        (a, l.accept().await.unwrap().0)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_quiet_for_the_idle_timeout_is_closed_on_both_sides() {
+        let (mut far, near) = stream_pair().await;
+        let (mut app, mut ours) = tcp_pair().await;
+        let (c1, c2) = (Counter::default(), Counter::default());
+        let idle = Duration::from_secs(3600);
+        let spliced = tokio::spawn(async move {
+            let counts = Counts {
+                from_tcp: &c1,
+                to_tcp: &c2,
+            };
+            splice(&mut ours, near, Bytes::new(), Some(idle), counts).await
+        });
+        // A byte each way, then nothing for an hour (of tokio's paused clock).
+        app.write_all(b"a").await.unwrap();
+        assert_eq!(
+            far.recv.data().await.unwrap().unwrap(),
+            Bytes::from_static(b"a")
+        );
+        far.send.send_data(Bytes::from_static(b"b"), false).unwrap();
+        let mut one = [0u8; 1];
+        app.read_exact(&mut one).await.unwrap();
+        let ended = tokio::time::timeout(idle * 2, spliced).await;
+        assert_eq!(
+            ended.expect("not closed after the idle timeout").unwrap(),
+            End::Idle
+        );
+        // The app reads an end, not a reset; the far side a CANCEL, not CONNECT_ERROR.
+        let mut rest = Vec::new();
+        assert_eq!(app.read_to_end(&mut rest).await.unwrap(), 0);
+        let err = far.recv.data().await.unwrap().unwrap_err();
+        assert_eq!(err.reason(), Some(Reason::CANCEL));
+    }
+}

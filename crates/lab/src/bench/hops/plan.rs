@@ -58,7 +58,7 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
         return bad("--workers: choose 1 to 64");
     }
     if p.modes.is_empty() {
-        return bad("--modes: name plain, mtls or both");
+        return bad("--modes: name plain, mtls, tcp or several");
     }
     Ok(p)
 }
@@ -68,6 +68,9 @@ pub fn configurations(systems: &[System], modes: &[Mode], max_hops: usize) -> Ve
     let mut c = vec![Config::DIRECT];
     for s in systems {
         for m in modes {
+            if *m == Mode::Tcp && !matches!(s, System::Hopwise | System::Nginx) {
+                continue; // opaque TCP is compared with nginx's `stream` only
+            }
             for hops in 1..=max_hops {
                 c.push(Config {
                     system: *s,

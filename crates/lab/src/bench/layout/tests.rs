@@ -30,6 +30,19 @@ fn a_chain_links_each_inbound_to_the_next_outbound_and_the_last_to_the_backend()
 }
 
 #[test]
+fn the_opaque_hop_mesh_makes_the_callee_tcp() {
+    let ports = HopPorts {
+        out: addr(4001),
+        inbound: addr(4002),
+        app: addr(4003),
+    };
+    let text = hop_mesh(1, &ports, Path::new("/tmp/hop-1"), true);
+    let mesh = Mesh::from_yaml(&text).unwrap_or_else(|d| panic!("{}\n{text}", d.render("hop")));
+    let out = ProxyConfig::from_mesh(&mesh, CALLER, 0, Path::new("/tmp"), None).unwrap();
+    assert!(out.clusters[CALLEE].whole_tcp(), "{text}");
+}
+
+#[test]
 fn the_hop_mesh_is_a_valid_mesh_with_both_proxies_configured() {
     let ports = HopPorts {
         out: addr(4001),
@@ -37,7 +50,7 @@ fn the_hop_mesh_is_a_valid_mesh_with_both_proxies_configured() {
         app: addr(4003),
     };
     let certs = Path::new("/tmp/some dir/hop-1");
-    let text = hop_mesh(1, &ports, certs);
+    let text = hop_mesh(1, &ports, certs, false);
     let mesh = match Mesh::from_yaml(&text) {
         Ok(m) => m,
         Err(d) => panic!("{}\n{text}", d.render("hop-1.yaml")),
