@@ -128,6 +128,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
                 inbound: Default::default(),
+                tcp: None,
             },
         );
     }

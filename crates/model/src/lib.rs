@@ -19,6 +19,7 @@ pub mod policy;
 pub mod preset;
 pub mod raw;
 pub mod read;
+pub mod tcp;
 pub mod timing;
 pub mod topology;
 pub mod yaml;
@@ -33,6 +34,7 @@ pub use policy::{
 };
 pub use preset::Preset;
 pub use raw::SampleKind;
+pub use tcp::{Tcp, TcpPolicy};
 pub use topology::{Copy, External, ExternalTls};
 
 /// The JSON Schema of the mesh file, generated from the raw types.

@@ -54,6 +54,8 @@ pub struct Service {
     pub allow_paths: Vec<(String, Vec<String>)>,
     /// What its inbound proxy lets through to the app.
     pub inbound: InboundLimits,
+    /// Opaque TCP ports of its app (`tcp`), if any.
+    pub tcp: Option<crate::tcp::Tcp>,
 }
 
 /// Who may call a service (checked by its inbound proxy against the caller's identity).
@@ -223,6 +225,14 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
             .external
             .as_ref()
             .and_then(|e| topology::external(e, name, &locations, diags));
+        if rs.tcp.is_some() && rs.external.is_some() {
+            let path = format!("services.{name}.tcp");
+            diags.push(Diagnostic::new(
+                &path,
+                locations.of(&path),
+                "a service outside the mesh runs no proxy to end a TCP tunnel: remove `tcp` or `external`",
+            ));
+        }
         let allow = match &rs.allow {
             None | Some(RawAllow::Word(AllowWord::Any)) => Allow::Any,
             Some(RawAllow::Word(AllowWord::None)) => Allow::Only(Vec::new()),
@@ -247,6 +257,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
                 inbound: inbound_limits(rs.inbound.as_ref()),
+                tcp: rs.tcp.as_ref().map(crate::tcp::Tcp::of),
             },
         );
     }

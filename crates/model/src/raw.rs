@@ -3,6 +3,7 @@
 //! fill them from the YAML tree, so both name the same fields (a test checks it).
 //!
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
+//! `tcp.rs`: `services.<name>.tcp` (opaque TCP ports) and its reader;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
 //! `capture.rs`: `mesh.capture` and services' addresses; `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
@@ -16,6 +17,7 @@ mod capture;
 mod read_policy;
 mod readers;
 mod services;
+mod tcp;
 mod values;
 
 pub use calls::{
@@ -28,6 +30,7 @@ pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,
     RawInbound, RawMesh, RawMeshInfo, RawService, SampleKind,
 };
+pub use tcp::RawTcp;
 
 /// The gRPC statuses a proxy may answer with when its own timeout fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]

@@ -20,7 +20,8 @@ use crate::budget::RetryBudget;
 use crate::config::{Cluster, Target};
 use crate::limits::{Connections, Gauges};
 use crate::metrics::{Direction, Metrics, RouteMetrics};
-use crate::tls::{CertStore, TlsError, external_client_config};
+use crate::tcp::Tunnels;
+use crate::tls::{CertStore, TUNNEL_ALPN, TlsError, external_client_config};
 use crate::upstream::{self, Connector, Dest, H1Pool, Pool};
 
 /// What all workers share about one upstream: its copies (load, ejections), the retry budget,
@@ -140,6 +141,9 @@ pub struct ClusterState {
     pub shared: Arc<ClusterShared>,
     /// The metrics handles of its routes, by route index.
     pub routes: Vec<RouteMetrics>,
+    /// An upstream with opaque TCP ports, between proxies with certificates: this worker's
+    /// tunnel connections to its copies, and what a TCP call keeps of the policy.
+    pub tunnels: Option<(Tunnels, hopwise_model::TcpPolicy)>,
 }
 
 impl ClusterState {
@@ -179,7 +183,17 @@ impl ClusterState {
             ),
             Target::Mesh { .. } => (None, None),
         };
+        let tunnels = match (cluster.tcp_policy(), &cluster.target, certs) {
+            (Some(policy), Target::Mesh { identity, .. }, Some(store)) => {
+                let tls = store.client_config(identity, TUNNEL_ALPN)?;
+                let connector = Connector::tls(tls, None, connect_timeout, metrics.clone());
+                Some((Tunnels::new(connector, &cluster.service), policy))
+            }
+            // Tunnels are mutual TLS only: without certificates a TCP call is refused.
+            _ => None,
+        };
         Ok(ClusterState {
+            tunnels,
             cluster: cluster.clone(),
             h1,
             h2,

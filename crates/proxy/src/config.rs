@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hopwise_model::{InboundLimits, Mesh, Policy, Protocol};
+use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy};
 use indexmap::IndexMap;
 use serde::Serialize;
 
@@ -104,9 +104,31 @@ pub struct Cluster {
     pub protocol: Protocol,
     pub target: Target,
     pub routes: Vec<Route>,
+    /// The callee's opaque TCP ports (`services.<name>.tcp`), if it has any.
+    pub tcp: Option<Tcp>,
 }
 
 impl Cluster {
+    /// Whether every connection to this upstream is opaque TCP (its local port is a TCP one).
+    pub fn whole_tcp(&self) -> bool {
+        self.tcp.as_ref().is_some_and(Tcp::whole)
+    }
+
+    /// What a TCP call to this upstream keeps of its policy (its first route's), if it has
+    /// opaque ports.
+    pub fn tcp_policy(&self) -> Option<TcpPolicy> {
+        let tcp = self.tcp.as_ref()?;
+        let preset;
+        let policy = match self.routes.first() {
+            Some(r) => &r.policy,
+            None => {
+                preset = hopwise_model::Preset::Hopwise.policy();
+                &preset
+            }
+        };
+        Some(TcpPolicy::of(policy, tcp))
+    }
+
     /// The index of the route for `path` (canonical, [`hopwise_model::path`]): the longest
     /// matching prefix, else the first route without one, else the first route.
     pub fn route_index(&self, path: &str) -> Option<usize> {
@@ -178,6 +200,8 @@ pub struct ProxyConfig {
     pub inbound_routes: Vec<(String, String)>,
     /// Caps on requests to the local app and how long it may take (`services.<name>.inbound`).
     pub inbound_limits: InboundLimits,
+    /// This service's opaque TCP ports, which tunnels may reach (`services.<name>.tcp`).
+    pub tcp: Option<Tcp>,
     #[serde(skip)]
     pub certs: Option<CertFiles>,
     pub workers: usize,
@@ -245,6 +269,7 @@ impl ProxyConfig {
                     },
                 },
                 routes: Vec::new(),
+                tcp: callee.tcp.clone(),
             });
             cluster.routes.push(Route {
                 name: call.route.clone().unwrap_or_else(|| call.to.clone()),
@@ -288,6 +313,7 @@ impl ProxyConfig {
             allowed_paths,
             inbound_routes,
             inbound_limits: s.inbound,
+            tcp: s.tcp.clone(),
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
             timeouts: ListenerTimeouts::default(),
@@ -321,6 +347,13 @@ impl ProxyConfig {
             Some(_) => return None,
         };
         self.clusters.get(service)
+    }
+
+    /// May `identity` open a TCP tunnel to this service? `allow` decides: a connection has no
+    /// path for `allow_paths` to match.
+    pub fn authorizes_tcp(&self, identity: &str) -> bool {
+        // Path prefixes start with `/`: none matches the empty path, so `allow` alone decides.
+        self.authorizes(identity, "")
     }
 
     /// May `identity` call `path` on this service? The longest matching `allow_paths` prefix

@@ -8,7 +8,8 @@
 //! Map: [`config`] (what to run, from the mesh file) → [`server`] and [`worker`] (listeners,
 //! workers, drain) → [`outbound`] and [`inbound`] (the request lifecycles) → [`attempts`] (the
 //! tries) → [`cluster`] and [`upstream`] (pools and connectors) and [`tls`]; [`error`] is the
-//! one place failures become responses. Imports go one way, down this map (ARCHITECTURE.md).
+//! one place failures become responses. Opaque TCP: [`tcp`] (detection, splice, tunnel
+//! client) under [`opaque`] (an app's connection into a tunnel, a tunnel into the app). Imports go one way, down this map (ARCHITECTURE.md).
 //! Policy arithmetic is `hopwise-model`'s.
 
 pub mod admin;
@@ -30,10 +31,12 @@ pub mod limits;
 pub mod listeners;
 pub mod live;
 pub mod metrics;
+pub mod opaque;
 pub mod outbound;
 pub mod replay;
 pub mod server;
 pub mod state;
+pub mod tcp;
 pub mod tls;
 pub mod upstream;
 pub mod worker;

@@ -15,6 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod tcp;
+
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum Direction {
     Inbound,
@@ -133,6 +135,8 @@ pub struct Metrics {
     skipped: Family<SkipLabels, Counter>,
     limits: Family<LimitLabels, Counter>,
     ejections: Family<ServiceLabels, Counter>,
+    /// Opaque TCP connections' families.
+    pub tcp: tcp::TcpMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -237,7 +241,9 @@ impl Metrics {
             "TLS handshakes, by result",
             handshakes.clone(),
         );
+        let tcp = tcp::TcpMetrics::register(&mut registry);
         Arc::new(Metrics {
+            tcp,
             registry,
             requests,
             responses,

@@ -190,13 +190,26 @@ impl Outbound {
         resp
     }
 
-    /// The cluster a request goes to: its listener's, or the one its `Host` names.
-    fn cluster(&self, dispatch: Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
+    /// The cluster of a per-upstream listener (an opaque TCP one's, [`crate::opaque`]), or
+    /// of a name (a captured connection's destination).
+    pub fn cluster_of(&self, dispatch: Dispatch) -> Option<&ClusterState> {
         match dispatch {
             Dispatch::Port(p) => p
                 .and_then(|p| self.ports.get(p).copied().flatten())
                 .and_then(|i| self.clusters.get_index(i))
                 .map(|(_, s)| s),
+            Dispatch::ByHost => None,
+        }
+    }
+
+    pub fn cluster_named(&self, service: &str) -> Option<&ClusterState> {
+        self.clusters.get(service)
+    }
+
+    /// The cluster a request goes to: its listener's, or the one its `Host` names.
+    fn cluster(&self, dispatch: Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
+        match dispatch {
+            Dispatch::Port(_) => self.cluster_of(dispatch),
             Dispatch::ByHost => host_of(req)
                 .and_then(|h| self.by_host.cluster_for_host(&h))
                 .and_then(|c| self.clusters.get(&c.service)),

@@ -196,8 +196,10 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         if let Ok(local) = s[0].local_addr() {
             bound.upstreams.insert(name.clone(), local);
         }
+        // An opaque TCP upstream's local port carries TCP, not HTTP.
+        let tcp = config.clusters.get(name).is_some_and(|c| c.whole_tcp());
         listens.push(Listen {
-            kind: Kind::Outbound,
+            kind: if tcp { Kind::Tcp } else { Kind::Outbound },
             entry: Some(Entry::Upstream(name.clone())),
             sockets: s,
             cap: ConnCap::new(cap),

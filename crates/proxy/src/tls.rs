@@ -30,6 +30,10 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use hopwise_api::control_port::ClientConfigError;
 use hopwise_api::verifier::{Expectation, SpiffeServerVerifier};
 
+/// The ALPN of a proxy-to-proxy connection that carries opaque TCP tunnels (HTTP/2 CONNECT
+/// streams, [`crate::tcp`]), told apart from HTTP connections on the same mutual-TLS port.
+pub const TUNNEL_ALPN: &[u8] = b"hopwise-tunnel/h2";
+
 /// Why certificates could not be loaded or used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -190,7 +194,7 @@ impl CertStore {
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_client_cert_verifier(Arc::new(ReloadingClientVerifier(self.clone())))
             .with_cert_resolver(self.clone());
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec(), TUNNEL_ALPN.to_vec()];
         Ok(Arc::new(config))
     }
 

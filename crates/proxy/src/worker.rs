@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -25,9 +26,10 @@ use crate::conn::{self, Guard};
 use crate::inbound::Caller;
 use crate::listeners::ConnCap;
 use crate::metrics::Direction;
+use crate::opaque;
 use crate::outbound::{Dispatch, Entry, Outbound};
 use crate::state::State;
-use crate::tls::CertStore;
+use crate::tls::{CertStore, TUNNEL_ALPN};
 
 /// Largest request head (request line and headers) accepted; beyond it: 431.
 const MAX_HEAD: usize = 64 * 1024;
@@ -42,6 +44,8 @@ pub(crate) enum Kind {
     Outbound,
     /// A captured app's connections ([`crate::capture`]), then served as `Outbound`.
     Capture,
+    /// A local port of an upstream that is opaque TCP ([`crate::opaque::outbound`]).
+    Tcp,
     Admin,
 }
 
@@ -51,6 +55,7 @@ impl Kind {
             Kind::Inbound => "inbound",
             Kind::Outbound => "outbound",
             Kind::Capture => "capture",
+            Kind::Tcp => "tcp",
             Kind::Admin => "admin",
         }
     }
@@ -224,6 +229,12 @@ impl Conn {
                     self.serve_outbound(tcp, guard, drain).await;
                 }
             }
+            Kind::Tcp => {
+                let (live, dispatch) =
+                    (self.state.live(), self.dispatch.unwrap_or(Dispatch::ByHost));
+                let state = live.worker(self.worker).outbound.cluster_of(dispatch);
+                opaque::outbound::serve(state, tcp, Bytes::new(), None, &metrics).await;
+            }
             Kind::Inbound => match &self.acceptor {
                 Some(acceptor) => {
                     let timeout = self.header_read;
@@ -242,7 +253,13 @@ impl Conn {
                         }
                     };
                     metrics.handshake(Direction::Inbound, true);
-                    self.serve_tls(tls, guard, drain).await;
+                    if tls.get_ref().1.alpn_protocol() == Some(TUNNEL_ALPN) {
+                        let caller = Caller::of_tls(tls.get_ref().1.peer_certificates());
+                        let state = self.state.clone();
+                        opaque::inbound::serve(tls, caller, state, self.limits, drain).await;
+                    } else {
+                        self.serve_tls(tls, guard, drain).await;
+                    }
                 }
                 None => self.serve_plain_inbound(tcp, guard, drain).await,
             },

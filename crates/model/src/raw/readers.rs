@@ -145,6 +145,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(i)
         }),
+        tcp: f.get(r, "tcp", super::tcp::read_tcp),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))

@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{OrNone, RawCall, RawCapture, RawPolicy};
+use super::{OrNone, RawCall, RawCapture, RawPolicy, RawTcp};
 use crate::duration::Dur;
 use crate::policy::Protocol;
 
@@ -94,6 +94,10 @@ pub struct RawService {
     /// (per proxy and per calling identity) and how long the app may take to answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inbound: Option<RawInbound>,
+    /// The app speaks opaque TCP (a database, a cache) on these ports: carried whole between
+    /// proxies over mutual TLS (docs/tcp.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<RawTcp>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.
