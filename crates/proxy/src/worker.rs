@@ -281,7 +281,12 @@ impl Conn {
         guard.drive(Box::pin(conn.into_owned()), drain).await;
     }
 
-    async fn serve_outbound(&self, tcp: TcpStream, guard: Guard, drain: watch::Receiver<bool>) {
+    /// The HTTP path of an outbound connection: an accepted one, or (capture) one whose first
+    /// bytes detection read ([`crate::tcp::detect::Prefixed`]).
+    async fn serve_outbound<I>(&self, tcp: I, guard: Guard, drain: watch::Receiver<bool>)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let live = RefCell::new(self.state.cache());
         let (w, dispatch) = (self.worker, self.dispatch.unwrap_or(Dispatch::ByHost));
         let svc = service_fn(move |req: hyper::Request<Incoming>| {

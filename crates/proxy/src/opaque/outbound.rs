@@ -31,13 +31,24 @@ pub async fn serve(
         splice::reset(tcp);
     };
     let Some((tunnels, policy)) = &state.tunnels else {
-        return refuse(&tcp, "no-tls");
+        // An HTTP upstream's bytes that are not HTTP, or a proxy without certificates.
+        let reason = if state.cluster.tcp.is_none() {
+            "not-opaque"
+        } else {
+            "no-tls"
+        };
+        return refuse(&tcp, reason);
     };
     let Some(_slot) = state.shared.connections.try_take() else {
         metrics.limit_tripped(service, "max_connections");
         return refuse(&tcp, "overflow");
     };
-    let port = port.unwrap_or_else(|| state.cluster.tcp.as_ref().map_or(0, |t| t.default_port()));
+    let declared = state.cluster.tcp.as_ref();
+    let port = port.unwrap_or_else(|| declared.map_or(0, |t| t.default_port()));
+    // A port the callee did not declare opaque is refused here: its proxy would refuse it too.
+    if declared.is_none_or(|t| t.target_port(port, port).is_none()) {
+        return refuse(&tcp, "not-opaque");
+    }
     let opened = match tunnels.open(&state.shared.endpoints, port, policy).await {
         Ok(o) => o,
         Err(e) => {

@@ -1,16 +1,11 @@
 //! Protocol detection on a connection whose protocol nobody declared (a captured one): the
 //! first bytes decide. An HTTP/1.x request line's method or the HTTP/2 preface takes the HTTP
-//! path; any other first byte (a TLS ClientHello, a Redis `*`, a binary protocol) is opaque at
+//! path; any other first byte (a TLS ClientHello, a Redis `*`, a binary protocol) is not HTTP at
 //! once; a client silent for [`DETECT_TIMEOUT`] (a server-speaks-first protocol: MySQL, SMTP)
-//! is opaque then. Ports declared opaque (`tcp.ports`) never come here.
-//!
-//! The contract with capture: for a captured connection whose original destination is a
-//! service's address and a port that service did not declare opaque, call [`detect`] with the
-//! accepted stream; serve [`Detected::Http`]'s [`Prefixed`] stream on the HTTP path (hyper reads
-//! the sniffed bytes first), and hand [`Detected::Opaque`]'s stream and bytes to
-//! `crate::opaque::outbound::serve(outbound.cluster_named(service), tcp, first, Some(port),
-//! metrics)` with the original destination's port. A declared port skips [`detect`] (`first`
-//! empty). [`classify`] is the pure decision.
+//! is not HTTP then. Ports declared opaque (`tcp.ports`) never come here, and what is not HTTP
+//! on an undeclared port is refused (`not-opaque`): a tunnel never reaches a port the mesh file
+//! did not open, such as the callee proxy's own admin port on its loopback. Capture calls [`crate::opaque::captured::serve`], which calls [`detect`] for
+//! an undeclared port; [`classify`] is the pure decision.
 
 use std::io;
 use std::pin::Pin;
