@@ -3,11 +3,12 @@
 //! listener. This module owns what happens between the accept and the HTTP path: the listener
 //! bound inside that namespace ([`in_netns`]), each connection's original destination
 //! (`SO_ORIGINAL_DST`, `IP6T_SO_ORIGINAL_DST`), the one mapping of it to a service or the egress
-//! rule (`hopwise-model`'s [`Destinations`]), and the decision: HTTP to a service goes on to the
-//! outbound lifecycle with all of its policy (the worker serves it as the HTTP-proxy port: `Host`
-//! picks the cluster and route); anything else to a service is refused until protocol
-//! detection and opaque TCP exist; egress is refused or passed through ([`egress`]). Every
-//! outcome is counted (`hopwise_captured_connections_total{outcome}`). It never serves HTTP
+//! rule (`hopwise-model`'s [`Destinations`]), and the decision: a connection to a service is
+//! handed back with the service and port (the worker gives it to
+//! `opaque::captured::serve`, which tunnels a declared port and detects any other: HTTP takes
+//! the HTTP-proxy port's path, `Host` picking cluster and route, with all of its policy);
+//! egress is refused or passed through ([`egress`]). Every outcome is counted
+//! (`hopwise_captured_connections_total{outcome}`). It never serves a connection to a service
 //! itself and never imports the worker.
 
 use std::io;
@@ -23,9 +24,6 @@ use crate::config::ProxyConfig;
 use crate::metrics::Metrics;
 
 mod egress;
-mod sniff;
-
-pub use sniff::{Sniff, sniff};
 
 /// Runs `f` on a thread that has joined the network namespace at `netns` (`/run/netns/NAME`),
 /// so the sockets it makes belong to that namespace (a socket keeps its namespace for life;
@@ -73,10 +71,8 @@ pub fn original_dst(tcp: &TcpStream) -> io::Result<SocketAddr> {
 /// What became of a captured connection: the `outcome` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// HTTP to a service: on to the outbound lifecycle.
+    /// To a service: on to detection, the HTTP path or a tunnel.
     Service,
-    /// To a service, but not HTTP: closed (opaque TCP is not built yet).
-    NotHttp,
     /// Not redirected by the rules, so no original destination: closed.
     NoDestination,
     /// Outside the mesh, `egress: refuse`: closed.
@@ -89,7 +85,6 @@ impl Outcome {
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Service => "service",
-            Outcome::NotHttp => "not-http",
             Outcome::NoDestination => "no-destination",
             Outcome::EgressRefused => "egress-refused",
             Outcome::EgressPassed => "egress-passed",
@@ -97,9 +92,20 @@ impl Outcome {
     }
 }
 
-/// Decides a captured connection. `Some`: HTTP for a service, for the caller to serve as the
-/// HTTP-proxy port does; `None`: handled here (refused, or passed through until it ended).
-pub async fn admit(tcp: TcpStream, config: &ProxyConfig, metrics: &Metrics) -> Option<TcpStream> {
+/// A captured connection's service, and the port the app called it on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mapped<'c> {
+    pub service: &'c str,
+    pub port: u16,
+}
+
+/// Decides a captured connection. `Some`: for a service, for the caller to serve; `None`:
+/// handled here (refused, or passed through until it ended).
+pub async fn admit<'c>(
+    tcp: TcpStream,
+    config: &'c ProxyConfig,
+    metrics: &Metrics,
+) -> Option<(TcpStream, Mapped<'c>)> {
     let Some(capture) = &config.capture else {
         return None;
     };
@@ -110,16 +116,11 @@ pub async fn admit(tcp: TcpStream, config: &ProxyConfig, metrics: &Metrics) -> O
         return None;
     };
     match decide(&capture.destinations, dst.ip()) {
-        Route::Service => match sniff(&tcp, timeouts.header_read).await {
-            Sniff::Http => {
-                outcome(Outcome::Service);
-                Some(tcp)
-            }
-            Sniff::Other => {
-                outcome(Outcome::NotHttp);
-                None
-            }
-        },
+        Route::Service(service) => {
+            outcome(Outcome::Service);
+            let port = dst.port();
+            Some((tcp, Mapped { service, port }))
+        }
         Route::Refuse => {
             outcome(Outcome::EgressRefused);
             None
@@ -142,16 +143,16 @@ pub async fn admit(tcp: TcpStream, config: &ProxyConfig, metrics: &Metrics) -> O
 const EGRESS_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Service,
+enum Route<'d> {
+    Service(&'d str),
     Refuse,
     Pass,
 }
 
 /// The mapping's answer as this module acts on it. Pure.
-fn decide(destinations: &Destinations, ip: IpAddr) -> Route {
+fn decide(destinations: &Destinations, ip: IpAddr) -> Route<'_> {
     match destinations.get(ip) {
-        Destination::Service(_) => Route::Service,
+        Destination::Service(s) => Route::Service(s),
         Destination::Egress(Egress::Refuse) => Route::Refuse,
         Destination::Egress(Egress::Pass) => Route::Pass,
     }
@@ -170,9 +171,9 @@ mod tests {
         let pass = Destinations::of(&hopwise_model::Mesh::from_yaml(&yaml("pass")).unwrap());
         let fee: IpAddr = "100.77.0.1".parse().unwrap();
         let away: IpAddr = "192.0.2.1".parse().unwrap();
-        assert_eq!(decide(&refuse, fee), Route::Service);
+        assert_eq!(decide(&refuse, fee), Route::Service("fee"));
         assert_eq!(decide(&refuse, away), Route::Refuse);
         assert_eq!(decide(&pass, away), Route::Pass);
-        assert_eq!(decide(&pass, fee), Route::Service);
+        assert_eq!(decide(&pass, fee), Route::Service("fee"));
     }
 }

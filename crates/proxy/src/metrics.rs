@@ -243,7 +243,7 @@ impl Metrics {
         );
         registry.register(
             "captured_connections",
-            "Connections from a captured app, by what became of them (service, not-http, no-destination, egress-refused, egress-passed)",
+            "Connections from a captured app, by what became of them (service, no-destination, egress-refused, egress-passed)",
             captured.clone(),
         );
         registry.register(

@@ -224,9 +224,14 @@ impl Conn {
             Kind::Admin => self.serve_admin(tcp, guard, drain).await,
             Kind::Outbound => self.serve_outbound(tcp, guard, drain).await,
             Kind::Capture => {
-                let config = self.state.config();
-                if let Some(tcp) = capture::admit(tcp, &config, &metrics).await {
-                    self.serve_outbound(tcp, guard, drain).await;
+                let live = self.state.live();
+                if let Some((tcp, to)) = capture::admit(tcp, &live.config, &metrics).await {
+                    let to = opaque::captured::Destination {
+                        service: to.service,
+                        port: to.port,
+                    };
+                    let http = |prefixed| self.serve_outbound(prefixed, guard, drain);
+                    opaque::captured::serve(&live, self.worker, &metrics, tcp, to, http).await;
                 }
             }
             Kind::Tcp => {
