@@ -330,7 +330,7 @@ impl Scenario<'_> {
         let mut start = Duration::ZERO;
         let mut limit = attempt::try_timeout(per_try, deadline);
         loop {
-            let window = limit.filter(|_| propagates).map(|l| l.time);
+            let window = self.callee_window(call, limit, deadline, start, propagates);
             let inner = self.service(&call.to, window, at.map(|a| a.saturating_add(start)));
             t.tries += 1;
             t.out.add(&inner, 1);
@@ -405,6 +405,28 @@ impl Scenario<'_> {
 }
 
 impl Scenario<'_> {
+    /// The time the callee's own calls get from one try (if its app lets it reach them): what
+    /// the proxy sends on, the request's time left as the try starts (`propagates`); but when
+    /// the callee's proxy links its app's calls, the try's own end ends them too (its caller
+    /// goes away), so they get no longer than the try.
+    fn callee_window(
+        &self,
+        call: &Call,
+        limit: Option<Limit>,
+        deadline: Option<Limit>,
+        start: Duration,
+        propagates: bool,
+    ) -> Option<Duration> {
+        let linked = (self.mesh.services.get(&call.to)).is_some_and(|s| s.carries.linked());
+        if linked {
+            limit.map(|l| l.time)
+        } else if propagates {
+            deadline.map(|d| d.time.saturating_sub(start))
+        } else {
+            None
+        }
+    }
+
     /// A retry of an answer whose mark an app below dropped: the retries multiply there.
     fn lost_mark(&mut self, inner: &Reach, from_below: bool) {
         if let (true, Some(app)) = (from_below, &inner.dropped_by)
