@@ -10,9 +10,9 @@
 //! What crosses an app is what its `carries` says ([`hopwise_model::Carries`]): the "retries
 //! exhausted" mark on the failure it passes up, and the deadline onto the calls it makes. A mark
 //! an app drops, which a proxy above then retries again, is recorded on the row (`mark_lost_at`).
-//! Late tries are those that start after the entry's client gave up: the attempts counted
-//! against the same pass with the client's deadline reaching every proxy, which starts exactly
-//! the tries that begin before it.
+//! Late tries are those that start after the entry's client gave up: when it has a wait, each
+//! try is placed in time from the request's arrival (back-off at its lower bound, as for hangs)
+//! and those at the failing service that start at or past the wait are counted.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -94,10 +94,13 @@ struct Reach {
     marked: bool,
     /// The answer is a retried failure whose mark this service's app dropped.
     dropped_by: Option<String>,
+    /// Of the attempts at the failing service, those that start after the client gave up.
+    late: u64,
 }
 
 impl Reach {
     fn add(&mut self, other: &Reach, times: u64) {
+        self.late = self.late.saturating_add(other.late.saturating_mul(times));
         for (k, v) in &other.received {
             let slot = self.received.entry(k.clone()).or_default();
             *slot = slot.saturating_add(v.saturating_mul(times));
@@ -105,6 +108,7 @@ impl Reach {
     }
 
     fn scale(&mut self, times: u64) {
+        self.late = self.late.saturating_mul(times);
         for v in self.received.values_mut() {
             *v = v.saturating_mul(times);
         }
@@ -116,11 +120,12 @@ struct Scenario<'m> {
     mesh: &'m Mesh,
     target: &'m str,
     failure: Failure,
-    memo: HashMap<(String, Option<Duration>), Reach>,
+    memo: HashMap<(String, Option<Duration>, Option<Duration>), Reach>,
     reaches: HashMap<String, bool>,
     tries: IndexMap<String, u32>,
-    /// Every deadline reaches every proxy (the count of tries that start before it).
-    ideal: bool,
+    /// How long the entry's client waits: tries are then placed in time (from the request's
+    /// arrival) to count those that start after it.
+    wait: Option<Duration>,
     mark_lost_at: Vec<String>,
 }
 
@@ -144,27 +149,8 @@ pub fn analyze(mesh: &Mesh) -> Vec<FanoutRow> {
 
 /// The row for one failure, or `None` when `target` cannot be reached from `entry`.
 pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<FanoutRow> {
-    let mut row = pass(mesh, entry, target, failure, false)?;
-    let waits = mesh
-        .services
-        .get(entry)
-        .and_then(|s| s.entry)
-        .is_some_and(|e| e.timeout.is_some());
-    if waits {
-        let in_time = pass(mesh, entry, target, failure, true).map_or(0, |r| r.attempts);
-        row.late = row.attempts.saturating_sub(in_time);
-    }
-    Some(row)
-}
-
-/// One pass over the graph; `ideal`: as if every deadline reached every proxy.
-fn pass(
-    mesh: &Mesh,
-    entry: &str,
-    target: &str,
-    failure: Failure,
-    ideal: bool,
-) -> Option<FanoutRow> {
+    let e = mesh.services.get(entry)?.entry;
+    let window = e.and_then(|e| e.timeout).map(|d| d.get());
     let mut s = Scenario {
         mesh,
         target,
@@ -172,15 +158,13 @@ fn pass(
         memo: HashMap::new(),
         reaches: HashMap::new(),
         tries: IndexMap::new(),
-        ideal,
+        wait: window,
         mark_lost_at: Vec::new(),
     };
     if !s.reaches(entry) {
         return None;
     }
-    let e = mesh.services.get(entry)?.entry;
-    let window = e.and_then(|e| e.timeout).map(|d| d.get());
-    let mut r = s.service(entry, window);
+    let mut r = s.service(entry, window, window.map(|_| Duration::ZERO));
     let client_retries = e.map_or(0, |e| e.retries);
     if r.answer.is_some() && r.time.is_some() {
         r.scale(u64::from(client_retries) + 1);
@@ -198,7 +182,7 @@ fn pass(
         },
         received: r.received,
         tries: s.tries,
-        late: 0,
+        late: r.late,
         mark_lost_at: s.mark_lost_at,
     })
 }
@@ -222,9 +206,10 @@ impl Scenario<'_> {
         r
     }
 
-    /// One request arriving at `name`, which must answer within `window`.
-    fn service(&mut self, name: &str, window: Option<Duration>) -> Reach {
-        let key = (name.to_owned(), window);
+    /// One request arriving at `name` at `at` (counted from the entry's arrival, when tries are
+    /// placed in time), which must answer within `window`.
+    fn service(&mut self, name: &str, window: Option<Duration>, at: Option<Duration>) -> Reach {
+        let key = (name.to_owned(), window, at);
         if let Some(r) = self.memo.get(&key) {
             return r.clone();
         }
@@ -236,6 +221,7 @@ impl Scenario<'_> {
         r.received.insert(name.to_owned(), 1);
         if name == self.target {
             r.bounded = 1.0;
+            r.late = u64::from(matches!((at, self.wait), (Some(a), Some(w)) if a >= w));
             match self.failure {
                 Failure::Down => r.answer = Some(Outcome::ConnectFailure),
                 Failure::Http503 => r.answer = Some(Outcome::http(503)),
@@ -255,8 +241,8 @@ impl Scenario<'_> {
                     continue;
                 }
                 // The app's calls see the deadline of the request it serves only if it gets there.
-                let through = self.ideal || carries.passes_deadline(serves, call.protocol);
-                let c = self.call(call, window.filter(|_| through));
+                let through = carries.passes_deadline(serves, call.protocol);
+                let c = self.call(call, window.filter(|_| through), at);
                 r.add(&c, 1);
                 r.bounded += c.bounded;
                 if r.answer.is_none() {
@@ -275,12 +261,12 @@ impl Scenario<'_> {
     }
 
     /// One call made by the caller's application through its proxy, within `window`.
-    fn call(&mut self, call: &Call, window: Option<Duration>) -> Reach {
+    fn call(&mut self, call: &Call, window: Option<Duration>, at: Option<Duration>) -> Reach {
         let p = &call.policy;
         let route = p.timeout.map(|d| d.get());
         // Reserve the call's place so the chain reads top first.
         self.tries.entry(call.label()).or_insert(0);
-        let t = self.tries_of(call, window);
+        let t = self.tries_of(call, window, at);
         if let Some(n) = self.tries.get_mut(&call.label())
             && *n == 0
         {
@@ -321,7 +307,7 @@ impl Scenario<'_> {
 
     /// The tries a call's proxy makes within `window`, each decided as the proxy decides it
     /// ([`assumed`]): the deadline trimmed to the window, each try's timeout, the retry gate.
-    fn tries_of(&mut self, call: &Call, window: Option<Duration>) -> Tried {
+    fn tries_of(&mut self, call: &Call, window: Option<Duration>, at: Option<Duration>) -> Tried {
         let p = &call.policy;
         let per_try = p.per_try_timeout.map(|d| d.get());
         let mut t = Tried {
@@ -334,7 +320,7 @@ impl Scenario<'_> {
             first_bounded: 0.0,
         };
         // The proxy reads its caller's deadline, and sends one on, only if it propagates them.
-        let propagates = self.ideal || p.propagate_deadline;
+        let propagates = p.propagate_deadline;
         let window = window.filter(|_| propagates);
         let deadline = match attempt::trim(p.timeout.map(|d| d.get()), window) {
             Trim::Passed => return t,
@@ -344,7 +330,8 @@ impl Scenario<'_> {
         let mut start = Duration::ZERO;
         let mut limit = attempt::try_timeout(per_try, deadline);
         loop {
-            let inner = self.service(&call.to, limit.filter(|_| propagates).map(|l| l.time));
+            let window = self.callee_window(call, limit, deadline, start, propagates);
+            let inner = self.service(&call.to, window, at.map(|a| a.saturating_add(start)));
             t.tries += 1;
             t.out.add(&inner, 1);
             if t.tries == 1 {
@@ -418,6 +405,28 @@ impl Scenario<'_> {
 }
 
 impl Scenario<'_> {
+    /// The time the callee's own calls get from one try (if its app lets it reach them): what
+    /// the proxy sends on, the request's time left as the try starts (`propagates`); but when
+    /// the callee's proxy links its app's calls, the try's own end ends them too (its caller
+    /// goes away), so they get no longer than the try.
+    fn callee_window(
+        &self,
+        call: &Call,
+        limit: Option<Limit>,
+        deadline: Option<Limit>,
+        start: Duration,
+        propagates: bool,
+    ) -> Option<Duration> {
+        let linked = (self.mesh.services.get(&call.to)).is_some_and(|s| s.carries.linked());
+        if linked {
+            limit.map(|l| l.time)
+        } else if propagates {
+            deadline.map(|d| d.time.saturating_sub(start))
+        } else {
+            None
+        }
+    }
+
     /// A retry of an answer whose mark an app below dropped: the retries multiply there.
     fn lost_mark(&mut self, inner: &Reach, from_below: bool) {
         if let (true, Some(app)) = (from_below, &inner.dropped_by)

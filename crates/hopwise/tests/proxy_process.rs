@@ -132,6 +132,26 @@ fn a_proxy_for_an_unknown_service_is_refused_clearly() {
 }
 
 #[test]
+fn a_proxy_with_nothing_to_listen_on_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mesh.yaml");
+    // b has no copy: nothing says where its proxy would listen.
+    std::fs::write(&file, "services:\n  a: { calls: { b: {} } }\n  b: {}\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .args(["proxy", "--config"])
+        .arg(&file)
+        .args(["--service", "b", "--plaintext"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the proxy of b has nothing to listen on: no inbound port, no outbound port, no upstream port"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_port_in_use_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -207,11 +227,13 @@ fn an_outbound_port_open_to_the_network_needs_its_flag() {
 #[test]
 fn a_sidecar_of_another_build_hands_the_proxy_back_to_hopwise() {
     let dir = tempfile::tempdir().unwrap();
-    let admin = free_port();
+    let (admin, outbound) = (free_port(), free_port());
     let file = dir.path().join("mesh.yaml");
     std::fs::write(
         &file,
-        format!("services:\n  a:\n    copies: [{{ admin: 127.0.0.1:{admin} }}]\n"),
+        format!(
+            "services:\n  a:\n    copies: [{{ admin: 127.0.0.1:{admin}, outbound: 127.0.0.1:{outbound} }}]\n"
+        ),
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise-proxy"))

@@ -43,6 +43,12 @@ pub enum ServerError {
     NotLoopback(#[from] NotLoopback),
     #[error(transparent)]
     Otlp(#[from] crate::otlp::OtlpError),
+    #[error(
+        "the proxy of {0} has nothing to listen on: no inbound port, no outbound port, no \
+         upstream port (give its copy in the mesh file an `inbound`, `outbound` or `upstreams`, \
+         or pass --inbound, --outbound or --upstream)"
+    )]
+    NothingToListenOn(String),
 }
 
 /// What a running proxy listens on (real ports, also when the file said port 0).
@@ -136,6 +142,10 @@ pub use hopwise_api::shutdown::signal as shutdown_signal;
 /// Binds every listener and starts the workers. Errors (a port in use, unreadable
 /// certificates) come back before anything is served.
 pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
+    // A proxy serving nothing would run silently and help no one.
+    if config.inbound.is_none() && config.outbound.is_none() && config.upstream_ports.is_empty() {
+        return Err(ServerError::NothingToListenOn(config.service.clone()));
+    }
     listeners::check_loopback(&config)?;
     match listeners::raise_open_files() {
         Ok(n) => tracing::info!("open files: up to {n}"),

@@ -25,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 pub mod in_process;
+pub mod middle;
 
 pub type Handler = Arc<
     dyn Fn(
