@@ -26,7 +26,7 @@ pub struct Mesh {
     /// Certificates directory as written (relative to the mesh file), if any.
     pub certs: Option<String>,
     pub services: IndexMap<String, Service>,
-    /// What the proxies record (`mesh.tracing`).
+    /// What the proxies record (`mesh.tracing`, `services.<name>.access_log`).
     pub observe: Observe,
     #[serde(skip)]
     pub locations: Locations,
@@ -409,6 +409,7 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
         d.pos = d.pos.or(Some(crate::diag::Pos { line: 1, column: 1 }));
         diags.push(d);
     }
+    observe::check(mesh, diags);
     for call in mesh.calls() {
         let target = format!("services.{}.calls.{}", call.from, call.to);
         if !mesh.services.contains_key(&call.to) {

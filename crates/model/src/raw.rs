@@ -4,7 +4,7 @@
 //!
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
-//! `observe.rs`: tracing;
+//! `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
 use schemars::JsonSchema;
@@ -23,7 +23,7 @@ pub use calls::{
     RawBackoff, RawBudget, RawCall, RawLimits, RawOutlier, RawPolicy, RawRequest, RawRetries,
     RawRoute,
 };
-pub use observe::{OtlpProtocol, RawTracing, Sampling};
+pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use readers::read_mesh;
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

@@ -11,6 +11,7 @@
 //! one place failures become responses. Imports go one way, down this map (ARCHITECTURE.md).
 //! Policy arithmetic is `hopwise-model`'s.
 
+pub mod access_log;
 pub mod admin;
 pub mod attempts;
 pub mod balance;

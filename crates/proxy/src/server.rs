@@ -42,6 +42,8 @@ pub enum ServerError {
     NotLoopback(#[from] NotLoopback),
     #[error(transparent)]
     Otlp(#[from] crate::otlp::OtlpError),
+    #[error(transparent)]
+    AccessLog(#[from] crate::access_log::LogError),
 }
 
 /// What a running proxy listens on (real ports, also when the file said port 0).
@@ -199,6 +201,9 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         && let Some(sink) = crate::otlp::start(t, &config.service, metrics.spans_dropped())?
     {
         metrics.set_span_sink(sink);
+    }
+    if let Some(log) = &config.access_log {
+        metrics.set_log_sink(crate::access_log::start(log, metrics.log_dropped())?);
     }
     let header_read = config.timeouts.header_read;
     let limits = conn::Limits {

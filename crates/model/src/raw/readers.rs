@@ -3,7 +3,7 @@
 
 use indexmap::IndexMap;
 
-use super::observe::read_tracing;
+use super::observe::{read_access_log, read_tracing};
 use super::read_policy::read_policy;
 use super::values::{or_none, positive_timeout, positive_u32, u32_field};
 use super::{
@@ -144,6 +144,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(i)
         }),
+        access_log: f.get(r, "access_log", read_access_log),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))

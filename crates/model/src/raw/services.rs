@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{OrNone, RawCall, RawPolicy, RawTracing};
+use super::{OrNone, RawAccessLog, RawCall, RawPolicy, RawTracing};
 use crate::duration::Dur;
 use crate::policy::Protocol;
 
@@ -90,6 +90,9 @@ pub struct RawService {
     /// (per proxy and per calling identity) and how long the app may take to answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inbound: Option<RawInbound>,
+    /// One line per request through this service's proxies, inbound and outbound (opt-in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<RawAccessLog>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.
