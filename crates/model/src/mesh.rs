@@ -30,7 +30,7 @@ pub struct Mesh {
     pub services: IndexMap<String, Service>,
     /// How captured apps reach the mesh (`mesh.capture`): [`crate::capture`].
     pub capture: Capture,
-    /// What the proxies record (`mesh.tracing`).
+    /// What the proxies record (`mesh.tracing`, `services.<name>.access_log`).
     pub observe: Observe,
     #[serde(skip)]
     pub locations: Locations,
@@ -433,6 +433,7 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
         d.pos = d.pos.or(Some(crate::diag::Pos { line: 1, column: 1 }));
         diags.push(d);
     }
+    observe::check(mesh, diags);
     for call in mesh.calls() {
         let target = format!("services.{}.calls.{}", call.from, call.to);
         if !mesh.services.contains_key(&call.to) {

@@ -1,12 +1,20 @@
-//! Seeing requests, resolved: `mesh.tracing` with its defaults ([`Tracing`]). Pure; the proxy
-//! does the recording and exporting.
+//! Seeing requests, resolved: `mesh.tracing` with its defaults ([`Tracing`]) and each service's
+//! access log ([`AccessLog`]), its routes checked against the routes the service really has.
+//! Pure; the proxy does the recording, exporting and writing.
 
+use indexmap::IndexMap;
 use serde::Serialize;
 
-use crate::raw::{OtlpProtocol, RawMesh, RawTracing, Sampling};
+use crate::diag::Diagnostic;
+use crate::mesh::Mesh;
+use crate::raw::{LogFormat, OtlpProtocol, RawAccessLog, RawMesh, RawTracing, Sampling};
 
 /// Spans a proxy holds for export unless `mesh.tracing.queue` says otherwise.
 pub const DEFAULT_SPAN_QUEUE: u32 = 2048;
+/// Lines an access log holds for writing unless `access_log.queue` says otherwise.
+pub const DEFAULT_LOG_QUEUE: u32 = 4096;
+/// A log file's size before rotation unless `access_log.max_bytes` says otherwise (10 MiB).
+pub const DEFAULT_MAX_BYTES: u64 = 10 << 20;
 
 /// What the mesh file asks the proxies to record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -14,6 +22,8 @@ pub struct Observe {
     /// `mesh.tracing`; `None`: context that arrives is passed on, no trace is started, nothing
     /// is recorded.
     pub tracing: Option<Tracing>,
+    /// The services that log their requests, by name.
+    pub access_logs: IndexMap<String, AccessLog>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,7 +36,29 @@ pub struct Tracing {
     pub queue: u32,
 }
 
-/// `mesh.tracing`, with its defaults.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccessLog {
+    pub format: LogFormat,
+    /// `None`: stderr; else a file.
+    pub file: Option<String>,
+    pub max_bytes: u64,
+    /// `None`: every route.
+    pub routes: Option<Vec<String>>,
+    /// The query string logged as sent (otherwise `?…`).
+    pub query: bool,
+    pub queue: u32,
+}
+
+impl AccessLog {
+    /// Does this log take requests of route `name`?
+    pub fn logs(&self, route: &str) -> bool {
+        self.routes
+            .as_ref()
+            .is_none_or(|r| r.iter().any(|n| n == route))
+    }
+}
+
+/// `mesh.tracing` and every service's `access_log`, with their defaults.
 pub(crate) fn resolve(raw: &RawMesh) -> Observe {
     Observe {
         tracing: raw
@@ -34,6 +66,11 @@ pub(crate) fn resolve(raw: &RawMesh) -> Observe {
             .as_ref()
             .and_then(|m| m.tracing.as_ref())
             .map(tracing),
+        access_logs: raw
+            .services
+            .iter()
+            .filter_map(|(name, s)| Some((name.clone(), access_log(s.access_log.as_ref()?))))
+            .collect(),
     }
 }
 
@@ -46,11 +83,51 @@ fn tracing(raw: &RawTracing) -> Tracing {
     }
 }
 
+fn access_log(raw: &RawAccessLog) -> AccessLog {
+    AccessLog {
+        format: raw.format.unwrap_or(LogFormat::Json),
+        file: raw.to.clone().filter(|t| t != "stderr"),
+        max_bytes: raw.max_bytes.unwrap_or(DEFAULT_MAX_BYTES),
+        routes: raw.routes.clone(),
+        query: raw.query.unwrap_or(false),
+        queue: raw.queue.unwrap_or(DEFAULT_LOG_QUEUE),
+    }
+}
+
+/// Each `access_log.routes` entry must name a route of the service: one it calls (a call's
+/// route, or the callee for a call without routes), one its callers' routes name, or
+/// `inbound`. A misspelt name would silently log nothing.
+pub(crate) fn check(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
+    for (service, log) in &mesh.observe.access_logs {
+        let mut known: Vec<&str> = vec!["inbound"];
+        for call in mesh.calls() {
+            let name = call.route.as_deref().unwrap_or(&call.to);
+            let ours = call.from == *service || (call.to == *service && call.route.is_some());
+            if ours && !known.contains(&name) {
+                known.push(name);
+            }
+        }
+        let at = format!("services.{service}.access_log.routes");
+        for (i, name) in log.routes.iter().flatten().enumerate() {
+            if known.contains(&name.as_str()) {
+                continue;
+            }
+            let list: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+            diags.push(Diagnostic::new(
+                format!("{at}[{i}]"),
+                mesh.locations.of(&at),
+                format!(
+                    "`{name}` is not a route of `{service}`; its routes: {}",
+                    list.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::mesh::Mesh;
 
     fn mesh(extra_mesh: &str, log: &str) -> Result<Mesh, crate::Diagnostics> {
         Mesh::from_yaml(&format!(
@@ -95,5 +172,48 @@ mod tests {
         ] {
             assert!(err.contains(part), "{part:?} not in\n{err}");
         }
+    }
+
+    #[test]
+    fn access_log_is_opt_in_per_service_and_route() {
+        let m = mesh(
+            "",
+            "    access_log:\n      format: common\n      to: /tmp/a.log\n      routes: [quote, inbound]\n",
+        )
+        .unwrap();
+        let log = &m.observe.access_logs["a"];
+        assert_eq!(log.format, LogFormat::Common);
+        assert_eq!(log.file.as_deref(), Some("/tmp/a.log"));
+        assert!(log.logs("quote") && log.logs("inbound") && !log.logs("other"));
+        assert!(!log.query);
+        assert!(!m.observe.access_logs.contains_key("b"));
+        let m = mesh("", "    access_log: { to: stderr }\n").unwrap();
+        assert_eq!(m.observe.access_logs["a"].file, None);
+        assert!(m.observe.access_logs["a"].logs("anything"));
+    }
+
+    #[test]
+    fn a_route_the_service_does_not_have_is_an_error() {
+        let err = mesh("", "    access_log:\n      routes: [qoute]\n")
+            .unwrap_err()
+            .render("");
+        assert!(
+            err.contains("services.a.access_log.routes[0]: `qoute` is not a route of `a`; its routes: `inbound`, `quote`"),
+            "{err}"
+        );
+        let err = mesh(
+            "",
+            "    access_log:\n      max_bytes: 10\n      fmt: json\n",
+        )
+        .unwrap_err()
+        .render("");
+        assert!(
+            err.contains("access_log.max_bytes: 10 bytes is too small"),
+            "{err}"
+        );
+        assert!(
+            err.contains("unknown field `fmt`; known fields: format, to,"),
+            "{err}"
+        );
     }
 }

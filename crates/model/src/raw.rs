@@ -6,7 +6,7 @@
 //! `tcp.rs`: `services.<name>.tcp` (opaque TCP ports) and its reader;
 //! `carries.rs`: what a service's app carries on from a request to its calls;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
-//! `capture.rs`: `mesh.capture` and services' addresses; `observe.rs`: tracing;
+//! `capture.rs`: `mesh.capture` and services' addresses; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
 use schemars::JsonSchema;
@@ -30,7 +30,7 @@ pub use calls::{
 };
 pub use capture::RawCapture;
 pub use carries::Carry;
-pub use observe::{OtlpProtocol, RawTracing, Sampling};
+pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use readers::read_mesh;
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

@@ -14,6 +14,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
 use tokio::time::Instant;
 
+use crate::access_log::LogEntry;
 use crate::body::Body;
 use crate::cluster::ClusterState;
 use crate::config::Route;
@@ -88,6 +89,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
     // above do not make the retry this one was told not to make.
     let mut shed = false;
     let rec = Recording::of(&r.head.extensions);
+    let log = LogEntry::of(&r.head.extensions);
     let mut started_by = None;
     let result: Answer = loop {
         attempt += 1;
@@ -113,6 +115,9 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
         if let Some(rec) = rec {
             rec.end_try(attempt, tried.last().copied(), outcome, started_by);
         }
+        if let Some(l) = log {
+            l.tried(tried.last().copied(), started_by);
+        }
         let end = TryEnd {
             attempt,
             outcome,
@@ -126,6 +131,9 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
             Next::Done => break answer,
             Next::Skip(skip) => {
                 spend.count(r.rm, &r.state.cluster.service, skip);
+                if let Some(l) = log {
+                    l.skipped(skip.label());
+                }
                 shed = skip.sheds();
                 break answer;
             }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hopwise_model::observe::Tracing;
+use hopwise_model::observe::{AccessLog, Tracing};
 use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy};
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -205,6 +205,8 @@ pub struct ProxyConfig {
     pub tcp: Option<Tcp>,
     /// `mesh.tracing`: sampling, and where spans go ([`crate::trace`]).
     pub tracing: Option<Tracing>,
+    /// `services.<name>.access_log`, if this service logs its requests.
+    pub access_log: Option<AccessLog>,
     #[serde(skip)]
     pub certs: Option<CertFiles>,
     pub workers: usize,
@@ -318,6 +320,7 @@ impl ProxyConfig {
             inbound_limits: s.inbound,
             tcp: s.tcp.clone(),
             tracing: mesh.observe.tracing.clone(),
+            access_log: mesh.observe.access_logs.get(service).cloned(),
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
             timeouts: ListenerTimeouts::default(),

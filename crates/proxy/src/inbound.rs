@@ -19,6 +19,7 @@ use hyper::body::Incoming;
 use rustls_pki_types::CertificateDer;
 use tokio::time::Instant;
 
+use crate::access_log::{self, LogEntry};
 use crate::attempts::{self, Via};
 use crate::body::Body;
 use crate::config::ProxyConfig;
@@ -171,9 +172,23 @@ impl Inbound {
         let (tracing, sink) = (self.config.tracing.as_ref(), self.metrics.span_sink());
         let service = &self.config.service;
         let rec = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
+        let peer = match caller {
+            Caller::Verified(p) => Some(&*p.id),
+            _ => None,
+        };
+        let log = access_log::begin(
+            &self.config,
+            self.metrics.log_sink(),
+            "inbound",
+            peer,
+            &mut req,
+        );
         let mut resp = self.forward(caller, req).await;
         if let Some(r) = rec {
             r.finish(&resp);
+        }
+        if let Some(l) = log {
+            l.finish(&resp);
         }
         *resp.version_mut() = version;
         resp
@@ -223,6 +238,10 @@ impl Inbound {
             };
             r.route(None, self.config.inbound_route(path), peer);
         }
+        let log = LogEntry::of(req.extensions()).cloned();
+        if let Some(l) = &log {
+            l.route(None, self.config.inbound_route(path));
+        }
         if let Some(err) = self.refused(caller, path) {
             return self.refuse(rm, err, grpc, start);
         }
@@ -268,6 +287,9 @@ impl Inbound {
             None => send.await,
         };
         let upstream_time = sent.elapsed();
+        if let Some(l) = log {
+            l.upstream(upstream_time);
+        }
         let resp = match result {
             Ok(resp) => {
                 let (mut parts, body) = resp.into_parts();

@@ -12,6 +12,7 @@
 //! client) under [`opaque`] (an app's connection into a tunnel, a tunnel into the app). Imports go one way, down this map (ARCHITECTURE.md).
 //! Policy arithmetic is `hopwise-model`'s.
 
+pub mod access_log;
 pub mod admin;
 pub mod attempts;
 pub mod balance;

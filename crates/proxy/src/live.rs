@@ -189,6 +189,18 @@ pub fn next_config(
     if export(old) != export(&new) {
         why.push("mesh.tracing's collector, protocol or queue changed".to_owned());
     }
+    // The access log's writer too; its format, routes and query change live.
+    let writer = |c: &ProxyConfig| {
+        c.access_log
+            .as_ref()
+            .map(|l| (l.file.clone(), l.max_bytes, l.queue))
+    };
+    if writer(old) != writer(&new) {
+        why.push(
+            "access_log's file, max_bytes or queue changed (or it was switched on or off)"
+                .to_owned(),
+        );
+    }
     if !why.is_empty() {
         why.dedup();
         return Err(NeedsRestart(why));

@@ -16,6 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub mod tcp;
+use crate::access_log::LogSink;
 use crate::otlp::SpanSink;
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
@@ -139,6 +140,9 @@ pub struct Metrics {
     /// Opaque TCP connections' families.
     pub tcp: tcp::TcpMetrics,
     spans_dropped: Counter,
+    log_dropped: Counter,
+    /// Where access-log lines go, when the service logs (set once, at start).
+    log_sink: OnceLock<LogSink>,
     /// Where recorded spans go, when `mesh.tracing.collector` is set (set once, at start).
     span_sink: OnceLock<SpanSink>,
 }
@@ -183,6 +187,12 @@ impl Metrics {
         let limits = Family::default();
         let ejections = Family::default();
         let spans_dropped = Counter::default();
+        let log_dropped = Counter::default();
+        registry.register(
+            "access_log_dropped",
+            "Access-log lines dropped because the queue to the writer was full",
+            log_dropped.clone(),
+        );
         registry.register(
             "spans_dropped",
             "Spans not exported: the queue to the exporter was full, or the collector did not take them",
@@ -271,8 +281,25 @@ impl Metrics {
             limits,
             ejections,
             spans_dropped,
+            log_dropped,
+            log_sink: OnceLock::new(),
             span_sink: OnceLock::new(),
         })
+    }
+
+    /// The counter of access-log lines lost, for the writer.
+    pub fn log_dropped(&self) -> Counter {
+        self.log_dropped.clone()
+    }
+
+    /// Puts the access log's queue in place (once; a second call is ignored).
+    pub fn set_log_sink(&self, sink: LogSink) {
+        let _ = self.log_sink.set(sink);
+    }
+
+    /// Where access-log lines go; `None` when the service does not log.
+    pub fn log_sink(&self) -> Option<&LogSink> {
+        self.log_sink.get()
     }
 
     /// The counter of spans lost, for the exporter.

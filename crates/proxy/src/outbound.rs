@@ -19,6 +19,7 @@ use hyper::body::Incoming;
 use indexmap::IndexMap;
 use tokio::time::Instant;
 
+use crate::access_log::{self, LogEntry};
 use crate::attempts;
 use crate::body::Body;
 use crate::cluster::{ClusterShared, ClusterState};
@@ -137,9 +138,14 @@ impl Outbound {
             &self.service,
             &mut req,
         );
+        let logs = self.metrics.log_sink();
+        let log = access_log::begin(&self.by_host, logs, "outbound", None, &mut req);
         let mut resp = self.forward(dispatch, req).await;
         if let Some(r) = rec {
             r.finish(&resp);
+        }
+        if let Some(l) = log {
+            l.finish(&resp);
         }
         *resp.version_mut() = version;
         resp
@@ -169,6 +175,10 @@ impl Outbound {
         rm.request();
         if let Some(r) = Recording::of(req.extensions()) {
             r.route(Some(&state.cluster.service), &route.name, None);
+        }
+        let log = LogEntry::of(req.extensions()).cloned();
+        if let Some(l) = &log {
+            l.route(Some(&state.cluster.service), &route.name);
         }
         let policy = &route.policy;
         let on_timeout = policy.grpc_status_on_timeout;
@@ -241,6 +251,9 @@ impl Outbound {
         // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.
         let upstream_time = sent.elapsed();
         rm.answered(&resp, start.elapsed(), upstream_time);
+        if let Some(l) = log {
+            l.upstream(upstream_time);
+        }
         resp
     }
 

@@ -49,6 +49,8 @@ pub enum ServerError {
          or pass --inbound, --outbound or --upstream)"
     )]
     NothingToListenOn(String),
+    #[error(transparent)]
+    AccessLog(#[from] crate::access_log::LogError),
 }
 
 /// What a running proxy listens on (real ports, also when the file said port 0).
@@ -231,6 +233,9 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         && let Some(sink) = crate::otlp::start(t, &config.service, metrics.spans_dropped())?
     {
         metrics.set_span_sink(sink);
+    }
+    if let Some(log) = &config.access_log {
+        metrics.set_log_sink(crate::access_log::start(log, metrics.log_dropped())?);
     }
     let header_read = config.timeouts.header_read;
     let limits = conn::Limits {

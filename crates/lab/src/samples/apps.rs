@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hopwise_model::{Mesh, Protocol, SampleKind};
-use http::{HeaderValue, Method, Request, Response, header};
+use http::{HeaderMap, HeaderValue, Method, Request, Response, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -166,24 +166,38 @@ impl Core {
         })
     }
 
-    /// The work of `chain` and `leaf`: `(every call answered well, the JSON answer)`.
-    async fn work(&self) -> (bool, serde_json::Value) {
+    /// The work of `chain` and `leaf`: `(every call answered well, the JSON answer)`. `context`:
+    /// the trace headers of the request being served, passed on to every call it makes (what
+    /// docs/observability.md asks of an app), so a request through the shop is one trace.
+    async fn work(&self, context: &HeaderMap) -> (bool, serde_json::Value) {
         let mut calls = Vec::new();
         let mut ok = true;
         for t in &self.targets {
             let (good, status) = match &t.grpc {
                 Some(client) => {
                     let mut client = client.clone();
-                    let req = pb::CallRequest {
+                    let mut req = tonic::Request::new(pb::CallRequest {
                         from: self.service.clone(),
-                    };
+                    });
+                    for (name, value) in context {
+                        if let Ok(v) =
+                            tonic::metadata::AsciiMetadataValue::try_from(value.as_bytes())
+                        {
+                            let key = tonic::metadata::AsciiMetadataKey::from_bytes(
+                                name.as_str().as_bytes(),
+                            );
+                            if let Ok(k) = key {
+                                req.metadata_mut().insert(k, v);
+                            }
+                        }
+                    }
                     match tokio::time::timeout(CALL_TIMEOUT, client.call(req)).await {
                         Ok(Ok(_)) => (true, "OK".to_owned()),
                         Ok(Err(s)) => (false, format!("{:?}", s.code())),
                         Err(_) => (false, "no answer".to_owned()),
                     }
                 }
-                None => self.http_call(t).await,
+                None => self.http_call(t, context).await,
             };
             ok &= good;
             calls.push(json!({ "to": t.to, "route": t.route, "status": status }));
@@ -195,15 +209,16 @@ impl Core {
         (ok, answer)
     }
 
-    async fn http_call(&self, t: &Target) -> (bool, String) {
+    async fn http_call(&self, t: &Target, context: &HeaderMap) -> (bool, String) {
         let req = Request::builder()
             .method(t.method.clone())
             .uri(format!("http://{}{}", t.addr, t.path))
             .header(header::HOST, t.to.as_str())
             .body(Full::new(Bytes::new()));
-        let Ok(req) = req else {
+        let Ok(mut req) = req else {
             return (false, "bad request".to_owned());
         };
+        req.headers_mut().extend(context.clone());
         let exchange = async {
             let resp = self.http.request(req).await.map_err(|e| e.to_string())?;
             let status = resp.status();
@@ -227,9 +242,10 @@ struct GrpcApp(Arc<Core>);
 impl pb::sample_server::Sample for GrpcApp {
     async fn call(
         &self,
-        _req: tonic::Request<pb::CallRequest>,
+        req: tonic::Request<pb::CallRequest>,
     ) -> Result<tonic::Response<pb::CallReply>, tonic::Status> {
-        let (ok, answer) = self.0.work().await;
+        let context = trace_headers(&req.metadata().clone().into_headers());
+        let (ok, answer) = self.0.work(&context).await;
         if ok {
             Ok(tonic::Response::new(pb::CallReply {
                 json: answer.to_string(),
@@ -257,6 +273,27 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 fn full(r: Response<Full<Bytes>>) -> Response<Body> {
     r.map(Body::new)
+}
+
+/// The trace headers of a request (W3C and B3, every format), to pass on.
+fn trace_headers(h: &HeaderMap) -> HeaderMap {
+    use hopwise_api::trace_context as tc;
+    let mut out = HeaderMap::new();
+    for name in [
+        tc::TRACEPARENT,
+        tc::TRACESTATE,
+        tc::B3,
+        tc::B3_TRACE_ID,
+        tc::B3_SPAN_ID,
+        tc::B3_PARENT_SPAN_ID,
+        tc::B3_SAMPLED,
+        tc::B3_FLAGS,
+    ] {
+        if let Some(v) = h.get(&name) {
+            out.insert(name, v.clone());
+        }
+    }
+    out
 }
 
 /// One request: health, then the knobs, then the work.
@@ -297,7 +334,7 @@ fn handle(
                 .map(str::to_owned);
             full(core.fee.work(req.uri().path(), key))
         } else {
-            let (ok, answer) = core.work().await;
+            let (ok, answer) = core.work(&trace_headers(req.headers())).await;
             full(wire::json(if ok { 200 } else { 502 }, &answer))
         };
         if d.lose {
@@ -425,4 +462,30 @@ pub fn run(args: &SampleArgs) -> Result<(), LabError> {
         server.abort();
         Ok::<_, LabError>(())
     })
+}
+
+#[cfg(test)]
+mod trace_tests {
+    use super::*;
+
+    /// A sample app passes on every trace header it was sent, and nothing else.
+    #[test]
+    fn the_trace_headers_are_what_is_passed_on() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "traceparent",
+            HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        );
+        h.insert("tracestate", HeaderValue::from_static("v=1"));
+        h.insert("x-b3-sampled", HeaderValue::from_static("1"));
+        h.insert(
+            "x-hopwise-peer-identity",
+            HeaderValue::from_static("spiffe://x/service/y"),
+        );
+        h.insert("authorization", HeaderValue::from_static("secret"));
+        let passed = trace_headers(&h);
+        let mut names: Vec<&str> = passed.keys().map(http::HeaderName::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["traceparent", "tracestate", "x-b3-sampled"]);
+    }
 }

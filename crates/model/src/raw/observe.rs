@@ -1,6 +1,7 @@
 //! What the mesh file says about seeing requests: `mesh.tracing` (where spans go, over which
-//! OTLP transport, and which share of new traces is recorded). The types as written and their
-//! readers; `crate::observe` resolves them.
+//! OTLP transport, and which share of new traces is recorded) and `services.<name>.access_log`
+//! (opt-in per service, narrowed to routes by name). The types as written and their readers;
+//! `crate::observe` resolves them.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -65,7 +66,48 @@ impl OtlpProtocol {
         [("grpc", OtlpProtocol::Grpc), ("http", OtlpProtocol::Http)];
 }
 
-/// The most spans a queue may be asked to hold.
+/// `services.<name>.access_log`: one line per request through the service's proxies.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessLog {
+    /// `json` (one object per line; the default) or `common` (the common log format, with
+    /// hopwise's fields after it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<LogFormat>,
+    /// `stderr` (the default) or a file, relative to the directory the proxy runs in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// A file is rotated when it would grow past this many bytes (default 10485760): it
+    /// becomes `<file>.1`, replacing the one before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Only these routes (by name: a call's route, or the callee's name for a call without
+    /// routes; `inbound` for inbound requests no caller's route names). Default: every route.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<Vec<String>>,
+    /// Log the query string as sent (default `false`: it is replaced by `?…`, since queries
+    /// often carry tokens).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<bool>,
+    /// Lines waiting to be written at most (default 4096); past it, lines are dropped and
+    /// counted (`hopwise_access_log_dropped_total`): a request never waits for its log line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    Json,
+    Common,
+}
+
+impl LogFormat {
+    pub const ALL: [(&'static str, LogFormat); 2] =
+        [("json", LogFormat::Json), ("common", LogFormat::Common)];
+}
+
+/// The most spans or lines a queue may be asked to hold.
 const MAX_QUEUE: u64 = 1 << 20;
 
 pub(super) fn read_tracing(r: &mut Reader, n: &Node, p: &str) -> Option<RawTracing> {
@@ -78,6 +120,34 @@ pub(super) fn read_tracing(r: &mut Reader, n: &Node, p: &str) -> Option<RawTraci
     };
     f.finish(r);
     Some(t)
+}
+
+pub(super) fn read_access_log(r: &mut Reader, n: &Node, p: &str) -> Option<RawAccessLog> {
+    let mut f = r.fields(n, p)?;
+    let a = RawAccessLog {
+        format: f.get(r, "format", |r, n, p| r.word(n, p, &LogFormat::ALL)),
+        to: f.get(r, "to", |r, n, p| {
+            let s = r.string(n, p)?;
+            if s.is_empty() {
+                r.error(p, n.pos, "write `stderr` or a file name");
+                return None;
+            }
+            Some(s)
+        }),
+        max_bytes: f.get(r, "max_bytes", |r, n, p| {
+            let v = r.count(n, p, u64::MAX >> 1)?;
+            if v < 4096 {
+                r.error(p, n.pos, format!("{v} bytes is too small: at least 4096"));
+                return None;
+            }
+            Some(v)
+        }),
+        routes: f.get(r, "routes", |r, n, p| r.list(n, p, Reader::string)),
+        query: f.get(r, "query", Reader::bool),
+        queue: f.get(r, "queue", queue),
+    };
+    f.finish(r);
+    Some(a)
 }
 
 fn queue(r: &mut Reader, n: &Node, p: &str) -> Option<u32> {

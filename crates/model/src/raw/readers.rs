@@ -4,7 +4,7 @@
 use indexmap::IndexMap;
 
 use super::capture::{read_address, read_capture};
-use super::observe::read_tracing;
+use super::observe::{read_access_log, read_tracing};
 use super::read_policy::read_policy;
 use super::values::{or_none, positive_timeout, positive_u32, u32_field};
 use super::{
@@ -149,6 +149,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
         }),
         tcp: f.get(r, "tcp", super::tcp::read_tcp),
         carries: f.get(r, "carries", super::carries::read_carries),
+        access_log: f.get(r, "access_log", read_access_log),
         policy: read_policy(r, &mut f),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))

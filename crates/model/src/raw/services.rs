@@ -5,7 +5,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{OrNone, RawCall, RawCapture, RawPolicy, RawTcp, RawTracing};
+use super::{OrNone, RawAccessLog, RawCall, RawCapture, RawPolicy, RawTcp, RawTracing};
 use crate::duration::Dur;
 use crate::policy::Protocol;
 
@@ -105,6 +105,9 @@ pub struct RawService {
     /// serving it: `trace-context`, `hopwise-headers`, `grpc-deadline`. Default: nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carries: Option<Vec<super::Carry>>,
+    /// One line per request through this service's proxies, inbound and outbound (opt-in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<RawAccessLog>,
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The calls this service makes, by the name of the service called.

@@ -17,6 +17,7 @@ use http::{HeaderMap, Request, Response};
 use tokio::time::Instant;
 
 use super::{Kind, SpanData, SpanSink, Value, unix_nanos};
+use crate::access_log::header_number;
 use crate::trace::{self, ProxySpan};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +160,7 @@ impl Recording {
         let end = self.at(Instant::now());
         let mut n = self.notes();
         let status = resp.status().as_u16();
-        let grpc = grpc_status(resp.headers());
+        let grpc: Option<u32> = header_number(resp.headers(), &crate::error::GRPC_STATUS);
         let mut attributes = vec![
             ("http.request.method", Value::Str(self.method.clone())),
             ("url.path", Value::Str(self.path.clone())),
@@ -240,14 +241,6 @@ fn push_status(attributes: &mut Vec<(&'static str, Value)>, o: Outcome) -> bool 
         attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g.number()))));
     }
     status >= 500 || grpc.is_some_and(|g| g.number() != 0)
-}
-
-fn grpc_status(h: &HeaderMap) -> Option<u32> {
-    h.get(crate::error::GRPC_STATUS)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
 }
 
 fn local_reply(h: &HeaderMap) -> Option<String> {
