@@ -219,9 +219,6 @@ impl Inbound {
         if let Err(e) = normalize_path(&mut req) {
             return self.refuse(None, ProxyError::BadPath(e), grpc, start);
         }
-        if let Some(span) = crate::trace::inbound(self.config.tracing.as_ref(), req.headers_mut()) {
-            req.extensions_mut().insert(span);
-        }
         let path = req.uri().path();
         let rm = self
             .config

@@ -184,10 +184,6 @@ impl Outbound {
         let on_timeout = policy.grpc_status_on_timeout;
         // The app's claim to an identity goes before anything is sent on.
         req.headers_mut().remove(PEER);
-        if let Some(span) = crate::trace::outbound(self.by_host.tracing.as_ref(), req.headers_mut())
-        {
-            req.extensions_mut().insert(span);
-        }
 
         // The inbound request this call is made for, if the app carried its trace context on.
         let span = req.extensions().get::<crate::trace::ProxySpan>();

@@ -45,8 +45,8 @@ pub enum ServerError {
     Otlp(#[from] crate::otlp::OtlpError),
     #[error(
         "the proxy of {0} has nothing to listen on: no inbound port, no outbound port, no \
-         upstream port (give its copy in the mesh file an `inbound`, `outbound` or `upstreams`, \
-         or pass --inbound, --outbound or --upstream)"
+         upstream port, no capture listener (give its copy in the mesh file an `inbound`, \
+         `outbound` or `upstreams`, or pass --inbound, --outbound, --upstream or --capture)"
     )]
     NothingToListenOn(String),
     #[error(transparent)]
@@ -145,7 +145,11 @@ pub use hopwise_api::shutdown::signal as shutdown_signal;
 /// certificates) come back before anything is served.
 pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     // A proxy serving nothing would run silently and help no one.
-    if config.inbound.is_none() && config.outbound.is_none() && config.upstream_ports.is_empty() {
+    if config.inbound.is_none()
+        && config.outbound.is_none()
+        && config.upstream_ports.is_empty()
+        && config.capture.is_none()
+    {
         return Err(ServerError::NothingToListenOn(config.service.clone()));
     }
     listeners::check_loopback(&config)?;
