@@ -20,16 +20,19 @@ pub(super) struct Parsed {
 }
 
 /// The formats whose headers are there at all, valid or not: each is rewritten on inject.
+/// One pass over the request's few header names rather than a hashed lookup per trace header:
+/// this runs for every request, and most carry no trace context at all.
 pub(super) fn present(headers: &HeaderMap) -> Formats {
     let mut formats = Formats::NONE;
-    if headers.contains_key(TRACEPARENT) {
-        formats = formats.with(Formats::W3C);
-    }
-    if headers.contains_key(B3) {
-        formats = formats.with(Formats::B3_SINGLE);
-    }
-    if headers.contains_key(B3_TRACE_ID) || headers.contains_key(B3_SPAN_ID) {
-        formats = formats.with(Formats::B3_MULTI);
+    for name in headers.keys() {
+        let name = name.as_str();
+        if name == TRACEPARENT.as_str() {
+            formats = formats.with(Formats::W3C);
+        } else if name == B3.as_str() {
+            formats = formats.with(Formats::B3_SINGLE);
+        } else if name == B3_TRACE_ID.as_str() || name == B3_SPAN_ID.as_str() {
+            formats = formats.with(Formats::B3_MULTI);
+        }
     }
     formats
 }
