@@ -12,11 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::free().port()
 }
 
 /// A backend that answers every request after `delay`.
@@ -236,31 +232,18 @@ fn a_sidecar_of_another_build_hands_the_proxy_back_to_hopwise() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise-proxy"))
-        .arg("--config")
+    let log = dir.path().join("proxy.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hopwise-proxy"));
+    cmd.arg("--config")
         .arg(&file)
         .args(["--service", "a"])
         .env("HOPWISE_SIDECAR_BUILD", "some-other-build")
-        .env("HOPWISE_SIDECAR_FROM", env!("CARGO_BIN_EXE_hopwise"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+        .env("HOPWISE_SIDECAR_FROM", env!("CARGO_BIN_EXE_hopwise"));
+    let (mut proxy, line) = common::first_line(cmd, std::fs::File::create(&log).unwrap().into());
     assert!(line.contains("hopwise proxy for a"), "{line}");
-    let exe = std::fs::read_link(format!("/proc/{}/exe", child.id())).unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let exe = std::fs::read_link(format!("/proc/{}/exe", proxy.0.id())).unwrap();
+    proxy.kill();
     assert_eq!(exe.file_name().unwrap(), "hopwise", "{}", exe.display());
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
     assert!(err.contains("hopwise-proxy is from another build"), "{err}");
 }

@@ -8,18 +8,14 @@
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
+mod common;
+use common::free;
 
 fn shop() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")

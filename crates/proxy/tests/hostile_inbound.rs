@@ -442,9 +442,8 @@ async fn an_app_that_does_not_answer_gets_504_and_its_connection_dropped() {
     assert!(at.duration_since(sent) < Duration::from_secs(3));
 }
 
-fn free_port() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+fn free_listener() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap()
 }
 
 fn vm_rss_kib(pid: u32) -> u64 {
@@ -471,7 +470,11 @@ async fn rss_with_1000_stalled_h2_requests_from_one_caller() {
     )
     .unwrap();
     let app = backend(support::slow(Duration::from_secs(60))).await;
-    let addr = free_port();
+    // Bound together, so the kernel cannot hand out one port twice.
+    let (addr, admin) = {
+        let (a, b) = (free_listener(), free_listener());
+        (a.local_addr().unwrap(), b.local_addr().unwrap())
+    };
     let mut child = tokio::process::Command::new(bin)
         .args(["proxy", "--service", "capped", "--config"])
         .arg(&mesh)
@@ -483,7 +486,7 @@ async fn rss_with_1000_stalled_h2_requests_from_one_caller() {
             "--app",
             &app.addr.to_string(),
         ])
-        .args(["--admin", &free_port().to_string()])
+        .args(["--admin", &admin.to_string()])
         .kill_on_drop(true)
         .spawn()
         .unwrap();

@@ -9,12 +9,25 @@ use std::process::{Child, Command, Stdio};
 
 pub mod etcd;
 
-/// A loopback port nothing listens on (yet).
+/// A loopback port nothing listens on (yet), never one this test process was given before.
+///
+/// The kernel may hand out a port again as soon as its listener closes, and a test asks for
+/// several before its children bind them: without the record, `--inbound` and `--app` once
+/// got the same port. Listeners for repeats stay open until a new port comes, so the kernel
+/// cannot offer the same one twice in a row.
 pub fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = Vec::new();
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        if !given.contains(&addr.port()) {
+            given.push(addr.port());
+            return addr;
+        }
+        held.push(listener);
+    }
 }
 
 /// A child process, killed when dropped (a failing test leaves nothing behind).
