@@ -65,3 +65,52 @@ fn bad_options_fail_with_a_message() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--max-hops"), "{stderr}");
 }
+
+/// The rate client opens no more connections than `--connections`, however slow the answers:
+/// a request due while all are busy is counted as a stall, so the proxies' peak memory is read
+/// at a known load.
+#[test]
+fn the_rate_client_keeps_to_its_connections_and_counts_stalls() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 {
+                        return;
+                    }
+                    // Each answer takes 50 requests' worth of time at 500/s.
+                    std::thread::sleep(Duration::from_millis(100));
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if conn.write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let out = hopwise()
+        .args(["bench", "client", "--target", &target.to_string()])
+        .args(["--rate", "500", "--duration", "1s", "--connections", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["connections"], 3, "{result}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+    // About 30 answered, the other ~470 due requests counted as stalls.
+    assert!(result["missed"].as_u64().unwrap() > 100, "{result}");
+    assert!(result["requests"].as_u64().unwrap() > 0, "{result}");
+}

@@ -77,6 +77,11 @@ pub struct HopsArgs {
     /// Length of the CPU measurement [default: 10s].
     #[arg(long)]
     pub duration: Option<Dur>,
+    /// Most connections the client opens in the CPU measurement, as a pooled client would; a
+    /// request due while all are busy is counted as a stall, not sent. Peak RSS is measured at
+    /// this load.
+    #[arg(long, default_value_t = load::RATE_CONNECTIONS)]
+    pub connections: usize,
     /// Longest chain, in hops [default: 4].
     #[arg(long)]
     pub max_hops: Option<usize>,
@@ -135,6 +140,9 @@ pub struct ClientArgs {
     /// Rate mode: how long to run at the rate before the measured phase.
     #[arg(long)]
     pub warmup_time: Option<Dur>,
+    /// Rate mode: most connections to open; a tick with all of them busy is a stall.
+    #[arg(long, default_value_t = load::RATE_CONNECTIONS)]
+    pub connections: usize,
 }
 
 /// Runs `hopwise bench …`. Results (the table or JSON; the helpers' protocol lines) go to `out`.

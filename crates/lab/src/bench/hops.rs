@@ -473,7 +473,9 @@ impl Bench<'_> {
             .arg("--duration")
             .arg(format!("{}us", duration.as_micros()))
             .arg("--warmup-time")
-            .arg(format!("{}us", warm.as_micros()));
+            .arg(format!("{}us", warm.as_micros()))
+            .arg("--connections")
+            .arg(self.plan.connections.to_string());
         let (client, stdout) = self.sup.spawn(
             "the bench client",
             cmd,

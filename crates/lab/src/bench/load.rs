@@ -29,9 +29,11 @@ use crate::error::{LabError, io};
 /// What the backend answers: small, like a health check or a cache hit.
 pub const BODY: &[u8] = b"hello from the hopwise bench backend\n";
 
-/// Most connections the rate client opens (it needs more than one only when a request is
-/// still in flight at the next tick).
-const MAX_CONNECTIONS: usize = 256;
+/// Most connections the rate client opens unless told otherwise. It needs more than one only
+/// when a request is still in flight at the next tick; past this, like a pooled client, it
+/// counts a tick with every connection busy as a stall instead of opening more. Without a cap
+/// the proxies' peak memory measured the stalls (each connection ~45 KiB), not the proxies.
+pub const RATE_CONNECTIONS: usize = 16;
 
 fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
     tokio::runtime::Builder::new_current_thread()
@@ -214,7 +216,8 @@ pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), LabError> {
         (Some(n), _, _) => rt.block_on(latency(args.target, args.warmup, n))?,
         (None, Some(rate), Some(d)) => {
             let warm = args.warmup_time.map(|d| d.get()).unwrap_or_default();
-            rt.block_on(at_rate(args.target, rate, warm, d.get(), out))?
+            let conns = args.connections.max(1);
+            rt.block_on(at_rate(args.target, rate, conns, warm, d.get(), out))?
         }
         _ => {
             return Err(LabError::Failed(
@@ -273,6 +276,7 @@ struct RateState {
     opened: AtomicU64,
     missed: AtomicU64,
     reconnects: AtomicU64,
+    max_connections: usize,
 }
 
 impl RateState {
@@ -301,11 +305,15 @@ impl RateState {
 async fn at_rate(
     target: SocketAddr,
     rate: u64,
+    connections: usize,
     warmup: Duration,
     duration: Duration,
     out: &mut dyn Write,
 ) -> Result<ClientResult, LabError> {
-    let state = Arc::new(RateState::default());
+    let state = Arc::new(RateState {
+        max_connections: connections,
+        ..RateState::default()
+    });
     let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     if !warmup.is_zero() {
         phase(&state, target, period, warmup, false).await;
@@ -359,7 +367,7 @@ async fn phase(
         while inflight.try_join_next().is_some() {}
         let send = match state.take_idle() {
             Some(s) => s,
-            None if state.opened.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS => {
+            None if state.opened.load(Ordering::Relaxed) as usize >= state.max_connections => {
                 // Every connection is waiting on the chain: not a failed request, a stall.
                 if record {
                     state.missed.fetch_add(1, Ordering::Relaxed);

@@ -151,6 +151,9 @@ pub struct ConfigSummary {
     pub cores_per_proxy: Option<Spread>,
     pub rate: Option<f64>,
     pub rss_mib: Option<Spread>,
+    /// Most connections the client opened in the CPU phase, over the runs: the load at which
+    /// the peak RSS was read.
+    pub connections: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -179,6 +182,8 @@ pub struct Plan {
     pub requests: u64,
     pub warmup: u64,
     pub rate: u64,
+    /// Most connections the client opens in the CPU phase.
+    pub connections: usize,
     pub duration_s: f64,
     pub max_hops: usize,
     pub workers: usize,
@@ -226,6 +231,10 @@ pub fn summarise(
             cores_per_proxy: spread_of(&mine, |s| s.cpu.as_ref()?.mean_cores()),
             rate: spread_of(&mine, |s| Some(s.cpu.as_ref()?.rate)).map(|s| s.median),
             rss_mib: spread_of(&mine, max_rss_mib),
+            connections: mine
+                .iter()
+                .filter_map(|s| Some(s.cpu.as_ref()?.connections))
+                .max(),
         });
     }
     let mut lines: Vec<(System, Mode)> = configs

@@ -25,6 +25,7 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
         requests,
         warmup: a.warmup.unwrap_or((requests / 10).max(50)),
         rate: a.rate,
+        connections: a.connections,
         duration_s: duration.as_secs_f64(),
         max_hops: a.max_hops.unwrap_or(if q { 2 } else { 4 }),
         workers: a.workers,
@@ -47,6 +48,9 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
     }
     if p.rate == 0 || p.rate > 100_000 {
         return bad("--rate: choose 1 to 100000 requests per second");
+    }
+    if p.connections == 0 || p.connections > 1024 {
+        return bad("--connections: choose 1 to 1024");
     }
     if duration < Duration::from_millis(100) {
         return bad("--duration must be at least 100ms");
@@ -170,6 +174,7 @@ mod tests {
             runs: None,
             requests: None,
             rate: 1000,
+            connections: 16,
             duration: None,
             max_hops: None,
             workers: 2,

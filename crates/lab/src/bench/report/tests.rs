@@ -81,6 +81,7 @@ fn report() -> Report {
         requests: 100,
         warmup: 50,
         rate: 1000,
+        connections: 16,
         duration_s: 10.0,
         max_hops: 2,
         workers: 2,
@@ -122,6 +123,33 @@ fn configurations_summarise_across_runs() {
     );
     assert!(d.cores_per_proxy.is_none() && d.rss_mib.is_none() && d.rate.is_none());
     assert_eq!(r.configs[1].rate, Some(1000.0));
+    assert_eq!((d.connections, r.configs[1].connections), (None, Some(1)));
+}
+
+#[test]
+fn the_peak_memory_is_shown_with_the_connections_it_was_read_at() {
+    let mut r = report();
+    // The 1-hop plain chain needed 7 connections in one run: the most is what is shown.
+    let i = r
+        .samples
+        .iter()
+        .position(|s| s.config == chain(System::Hopwise, Mode::Plain, 1))
+        .unwrap();
+    r.samples[i].cpu.as_mut().unwrap().connections = 7;
+    let r = summarise(
+        r.machine,
+        r.options,
+        &[chain(System::Hopwise, Mode::Plain, 1)],
+        r.samples,
+    );
+    assert_eq!(r.configs[0].connections, Some(7));
+    let t = text(&r);
+    assert!(t.contains("peak RSS/proxy MiB, ≤16 conns"), "{t}");
+    let row = t
+        .lines()
+        .find(|l| l.starts_with("hopwise  plain  1"))
+        .unwrap();
+    assert!(row.trim_end().ends_with(" 7"), "{row}");
 }
 
 #[test]

@@ -112,7 +112,7 @@ pub fn text(r: &Report) -> String {
         "p99 µs/hop".into(),
         format!("cores/proxy @{}/s", o.rate),
         "kernel %".into(),
-        "peak RSS/proxy MiB".into(),
+        format!("peak RSS/proxy MiB, ≤{} conns", o.connections),
     ]];
     for p in &r.per_hop {
         rows.push(vec![
@@ -141,6 +141,7 @@ pub fn text(r: &Report) -> String {
         "cores/proxy".into(),
         "req/s".into(),
         "peak RSS MiB".into(),
+        "conns".into(),
     ]];
     for c in &r.configs {
         rows.push(vec![
@@ -153,6 +154,8 @@ pub fn text(r: &Report) -> String {
             opt(c.cores_per_proxy.as_ref(), 3),
             c.rate.map_or_else(|| "-".to_owned(), |r| format!("{r:.0}")),
             opt(c.rss_mib.as_ref(), 1),
+            c.connections
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
         ]);
     }
     s.push_str(&table(&rows));
