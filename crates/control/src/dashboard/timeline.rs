@@ -6,9 +6,10 @@
 //! ([`Hist::quantile`]) and keeps each edge's points in a bounded ring.
 //!
 //! Memory: a [`Point`] is 56 bytes; a ring holds at most [`KEEP`] (15 min at the 1 s scrape
-//! interval, 900), about 50 KB per edge, and at most [`MAX_EDGES`] edges are kept (the mesh
-//! file's calls come first), so the whole timeline stays under about 13 MB. Points older than
-//! [`WINDOW`] are dropped, and so is an edge left with none.
+//! interval, 900), about 50 KB per edge, and at most [`MAX_EDGES`] edges are kept (those kept
+//! already stay; new ones are taken by caller and callee name): the points of the whole
+//! timeline stay under 12.9 MB. Points older than [`WINDOW`] are dropped, and so is an edge
+//! left with none.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -21,7 +22,7 @@ use super::edges::{CallCounts, Counts};
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Points per edge: [`WINDOW`] at the scrape interval, one round per second.
 pub const KEEP: usize = 900;
-/// Edges kept: a mesh of more draws the first ones (the mesh file's calls first).
+/// Edges kept: in a mesh of more, those already kept stay and the rest are not charted.
 pub const MAX_EDGES: usize = 256;
 
 /// One scrape round on one edge: what the callers' proxies counted since their previous
