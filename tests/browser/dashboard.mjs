@@ -12,39 +12,9 @@
 // `warmup`: requests sent to `traffic` first (GET /), when nothing else sends any.
 // Prints one line per check and ends with `N passed, M failed`; exits 1 on any failure.
 
-import { chromium } from 'playwright-core';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import http from 'node:http';
+import { check, finish, request, until, withPage } from './lib.mjs';
 
 const cfg = JSON.parse(process.argv[2] || '{}');
-const DEADLINE_MS = 30000;
-let passed = 0;
-let failed = 0;
-
-function check(name, ok, detail = '') {
-  if (ok) { passed += 1; console.log(`ok   ${name}`); } else { failed += 1; console.log(`FAIL ${name} ${detail}`); }
-}
-
-/// A plain GET or POST over HTTP/1.1 (Node's http), for /metrics, knobs and traffic.
-function request(addr, path, { method = 'GET', body } = {}) {
-  const [host, port] = [addr.slice(0, addr.lastIndexOf(':')), Number(addr.slice(addr.lastIndexOf(':') + 1))];
-  return new Promise((resolve) => {
-    const req = http.request({ host, port, path, method, agent: false, timeout: 5000,
-      headers: body ? { 'content-type': 'application/json' } : {} }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => resolve({ status: res.statusCode, text }));
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', (e) => resolve({ status: 0, text: String(e) }));
-    req.setNoDelay(true);
-    if (body) req.write(body);
-    req.end();
-  });
-}
 
 /// Requests sent from `from`'s proxies to `to`, by their own /metrics.
 async function metricRequests(from, to) {
@@ -59,31 +29,7 @@ async function metricRequests(from, to) {
   return sum;
 }
 
-async function until(what, fn) {
-  const end = Date.now() + DEADLINE_MS;
-  let last;
-  while (Date.now() < end) {
-    try { last = await fn(); if (last === true) return true; } catch (e) { last = String(e); }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  console.log(`     (waited for ${what}; last: ${JSON.stringify(last)})`);
-  return false;
-}
-
-const userDir = mkdtempSync(join(tmpdir(), 'hopwise-chromium-'));
-const ctx = await chromium.launchPersistentContext(userDir, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1440, height: 1000 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const errors = [];
-try {
-  const page = await ctx.newPage();
-  page.on('pageerror', (e) => errors.push(e.message));
-  const external = [];
-  page.on('request', (r) => { if (!r.url().startsWith(cfg.url.replace(/\/$/, '')) && !r.url().startsWith('data:')) external.push(r.url()); });
+await withPage(cfg.url, async (page) => {
   for (let i = 0; i < (cfg.warmup || 0); i += 1) await request(cfg.traffic, '/');
   await page.goto(cfg.url);
 
@@ -183,14 +129,5 @@ try {
   } else if (process.env.HOPWISE_SCREENSHOT) {
     await page.screenshot({ path: process.env.HOPWISE_SCREENSHOT, fullPage: true });
   }
-
-  check('nothing was fetched from outside the control plane', external.length === 0, external.join(' '));
-  check('no script error on the page', errors.length === 0, errors.join(' | '));
-} catch (e) {
-  check('the browser test ran to its end', false, String(e && e.stack || e));
-} finally {
-  await ctx.close();
-  rmSync(userDir, { recursive: true, force: true });
-}
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 && passed > 0 ? 0 : 1);
+});
+finish();

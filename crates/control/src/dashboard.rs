@@ -10,6 +10,7 @@
 //! | `scrape.rs` | I/O: reading each copy's `/metrics` about once a second; the HTTP client |
 //! | `promtext.rs` | the metrics text → samples (pure) |
 //! | `edges.rs` | samples → per-edge and per-service numbers (pure) |
+//! | `timeline.rs` | per edge, a point per scrape round over the last 15 min (pure, bounded) |
 //! | `calc.rs` | the calculators over `hopwise-analyze` (pure) |
 //! | `policy.rs` | effective policy and findings (pure) |
 //! | `samples.rs` | the `--samples` file of `hopwise up`: where the fault knobs are |
@@ -23,6 +24,7 @@ pub mod promtext;
 pub mod samples;
 pub mod scrape;
 pub mod server;
+pub mod timeline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -225,7 +225,7 @@ async fn the_dashboard_api_over_real_http() {
         let (status, html) = http(d, "GET", "/", "", "");
         assert_eq!(status, 200);
         assert!(html.contains("<script src=\"/app.js\""));
-        for asset in ["/", "/app.js", "/style.css"] {
+        for asset in ["/", "/app.js", "/charts.js", "/style.css"] {
             let (_, text) = http(d, "GET", asset, "", "");
             let outside = text.replace("http://www.w3.org/2000/svg", "");
             assert!(!outside.contains("https://") && !outside.contains("http://"), "{asset} links outside");
@@ -258,6 +258,25 @@ async fn the_dashboard_api_over_real_http() {
         let fe = g["services"].as_array().unwrap().iter().find(|s| s["name"] == "frontend").unwrap();
         assert_eq!(fe["proxies"][0]["admin"], admin.to_string());
         assert_eq!(fe["proxies"][0]["metrics"], "ok");
+        // --- the timeline: a point per round; from 12 to 40, its points add up to 28 --------
+        let tl = get_json(d, "/api/timeline");
+        assert_eq!(tl["window_ms"], 15 * 60 * 1000);
+        let points = |tl: &Value| -> Vec<Value> {
+            tl["edges"].as_array().unwrap().iter()
+                .find(|e| e["from"] == "frontend" && e["to"] == "checkout")
+                .map(|e| e["points"].as_array().unwrap().clone())
+                .unwrap_or_default()
+        };
+        let all = points(&tl);
+        let grew: u64 = all.iter().map(|p| p["requests"].as_u64().unwrap()).sum();
+        assert_eq!(grew, 28, "{all:?}");
+        let last = all.last().unwrap();
+        // No new failure since the first reading: every point that saw responses saw only ok.
+        assert!(all.iter().all(|p| p["failed"] == 0), "{all:?}");
+        assert!(all.iter().any(|p| p["success"] == 1.0 && p["rps"].as_f64().unwrap() > 0.0), "{all:?}");
+        // `since`: only what came after it.
+        let t = last["t"].as_u64().unwrap();
+        assert!(points(&get_json(d, &format!("/api/timeline?since={t}"))).iter().all(|p| p["t"].as_u64().unwrap() > t));
         // The mesh's other call is an edge too, without traffic.
         assert!(g["edges"].as_array().unwrap().iter().any(|e| e["from"] == "checkout" && e["to"] == "pricing" && e["requests"] == 0));
 

@@ -4,7 +4,8 @@
 //! JSON API and compares each edge with the proxies' own `/metrics`; the other drives the page
 //! in headless Chromium (`tests/browser/dashboard.mjs`, playwright-core): graph and numbers,
 //! keyboard, both calculators with the seed's samples, a fault set through the page. The same
-//! browser test runs against `hopwise up` on the shop, with the fault on inventory.
+//! browser test runs against `hopwise up` on the shop, with the fault on inventory. A fourth
+//! checks the charts over time against a's `/metrics` (`tests/browser/charts.mjs`).
 //!
 //! The browser test needs `/usr/bin/chromium` and `tests/browser/node_modules` (scripts/test
 //! installs both). Without them it fails under CI (`CI` set) and is skipped, saying so,
@@ -243,6 +244,7 @@ struct Mesh {
     to_b: SocketAddr,
     to_c: SocketAddr,
     b_knobs: SocketAddr,
+    c_knobs: SocketAddr,
 }
 
 fn mesh_up() -> Mesh {
@@ -268,7 +270,7 @@ services:
     )
     .unwrap();
     let (b_app, b_knobs) = sample("b");
-    let (c_app, _) = sample("c");
+    let (c_app, c_knobs) = sample("c");
     let (b_in, c_in) = (free(), free());
     let samples = json!({"mesh": d.join("mesh.yaml"), "services": {
         "a": {"sample": null, "copies": []},
@@ -350,6 +352,7 @@ services:
         to_b,
         to_c,
         b_knobs,
+        c_knobs,
     }
 }
 
@@ -462,8 +465,7 @@ fn the_dashboard_api_shows_what_the_proxies_count() {
     );
 }
 
-fn browser_tools(root: &Path) -> Result<PathBuf, String> {
-    let script = root.join("tests/browser/dashboard.mjs");
+fn browser_tools(root: &Path) -> Result<(), String> {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     if !Path::new(&chromium).exists() {
         return Err(format!("{chromium} is missing (apt-get install chromium)"));
@@ -478,7 +480,7 @@ fn browser_tools(root: &Path) -> Result<PathBuf, String> {
         .arg("--version")
         .output()
         .map_err(|e| format!("node: {e}"))?;
-    Ok(script)
+    Ok(())
 }
 
 fn repo() -> PathBuf {
@@ -500,14 +502,26 @@ fn browser_ready() -> bool {
 /// Runs `tests/browser/dashboard.mjs` with `cfg` (see the script for its fields); with
 /// `screenshot`, passes `HOPWISE_SCREENSHOT` on (one test writes it, so two never race).
 fn run_browser(cfg: &Value, screenshot: bool) {
+    run_script(
+        "dashboard.mjs",
+        cfg,
+        Some("HOPWISE_SCREENSHOT").filter(|_| screenshot),
+    );
+}
+
+/// Runs `tests/browser/<script>` with `cfg`, passing the screenshot variable `shot` on, if any.
+fn run_script(script: &str, cfg: &Value, shot: Option<&str>) {
     let root = repo();
-    let script = browser_tools(&root).unwrap();
+    browser_tools(&root).unwrap();
     let mut cmd = Command::new("node");
-    cmd.arg(&script).arg(cfg.to_string()).current_dir(&root);
-    cmd.env_remove("HOPWISE_SCREENSHOT");
-    if let Some(shot) = std::env::var_os("HOPWISE_SCREENSHOT").filter(|_| screenshot) {
+    cmd.arg(root.join("tests/browser").join(script))
+        .arg(cfg.to_string())
+        .current_dir(&root);
+    cmd.env_remove("HOPWISE_SCREENSHOT")
+        .env_remove("HOPWISE_SCREENSHOT_CHARTS");
+    if let Some((var, path)) = shot.and_then(|v| Some((v, std::env::var_os(v)?))) {
         // Relative to the repository, like the README's commands.
-        cmd.env("HOPWISE_SCREENSHOT", root.join(shot));
+        cmd.env(var, root.join(path));
     }
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -539,6 +553,32 @@ fn the_dashboard_in_a_real_browser() {
         false,
     );
     assert_eq!(get(m.to_c, "/").1, "c", "c is untouched by b's fault");
+}
+
+/// The charts over time against a's `/metrics` (`tests/browser/charts.mjs`): bursts through
+/// a → c, healthy and then with c failing a quarter of its requests; between two charted
+/// rounds, the points add up to what a's proxy counted. `HOPWISE_SCREENSHOT_CHARTS` saves the
+/// charts (docs/dashboard-charts.png).
+#[test]
+fn the_charts_over_time_match_the_proxies_metrics() {
+    if !browser_ready() {
+        return;
+    }
+    let m = mesh_up();
+    traffic(&m, 20, 20);
+    run_script(
+        "charts.mjs",
+        &json!({
+            "url": format!("http://{}/", m.dashboard),
+            "from": "a",
+            "to": "c",
+            "admins": [admin_of(&m, "a").to_string()],
+            "traffic": m.to_c.to_string(),
+            "knobs": m.c_knobs.to_string(),
+            "burst": 150,
+        }),
+        Some("HOPWISE_SCREENSHOT_CHARTS"),
+    );
 }
 
 /// `hopwise up` runs the shop with its dashboard; the same browser test passes against it, the

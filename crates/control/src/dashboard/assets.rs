@@ -3,4 +3,6 @@
 
 pub const INDEX_HTML: &str = include_str!("assets/index.html");
 pub const APP_JS: &str = include_str!("assets/app.js");
+/// The charts over time (`/api/timeline`), drawn as inline SVG.
+pub const CHARTS_JS: &str = include_str!("assets/charts.js");
 pub const STYLE_CSS: &str = include_str!("assets/style.css");

@@ -137,7 +137,7 @@ pub struct CallCounts {
 }
 
 impl CallCounts {
-    fn add(&mut self, o: &CallCounts) {
+    pub(super) fn add(&mut self, o: &CallCounts) {
         self.requests += o.requests;
         self.ok += o.ok;
         self.failed += o.failed;
@@ -379,6 +379,17 @@ fn pick<'a>(recent: &'a Hist, total: &'a Hist) -> (&'a Hist, bool) {
     } else {
         (total, false)
     }
+}
+
+/// The mesh file's calls as (caller, callee), each once: the edges shown with traffic or not.
+pub fn mesh_calls(mesh: &hopwise_model::Mesh) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for pair in mesh.calls().map(|c| (c.from.clone(), c.to.clone())) {
+        if !v.contains(&pair) {
+            v.push(pair);
+        }
+    }
+    v
 }
 
 /// Sums copies by service, and gives every edge in `calls` (caller, callee; the mesh file's

@@ -1,6 +1,7 @@
 //! The dashboard's I/O towards proxies and sample apps: a small HTTP/1.1 client (hyper), and
 //! the loop that reads every registered copy's `/metrics` about once a second and keeps the
-//! last few readings of each, so [`super::edges`] can take differences.
+//! last few readings of each, so [`super::edges`] can take differences; each round's
+//! differences also go to [`super::timeline`], the charts over the last 15 minutes.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -11,8 +12,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
 
-use super::edges::{CopyCounts, Counts, Summary, summarize};
+use super::edges::{CopyCounts, Counts, Summary, mesh_calls, summarize};
 use super::promtext;
+use super::timeline::{self, Delta, Timeline};
 use crate::api::PlaneHandle;
 
 /// How often every copy is read.
@@ -113,6 +115,7 @@ pub struct Scraped {
     proxies: Vec<ProxyView>,
     /// Readings done (for the page's "updated" mark).
     pub rounds: u64,
+    timeline: Timeline,
 }
 
 impl Scraped {
@@ -146,6 +149,10 @@ impl Scraped {
 
     pub fn proxies(&self) -> &[ProxyView] {
         &self.proxies
+    }
+
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
     }
 }
 
@@ -240,8 +247,11 @@ pub async fn round(plane: &PlaneHandle, shared: &Shared) {
             .filter_map(|v| v.admin.as_deref()?.parse::<SocketAddr>().ok()),
     )
     .await;
+    let calls = mesh_calls(&plane.read(|p| p.mesh().clone()));
     let mut s = shared.lock();
     s.history.retain(|admin, _| results.contains_key(admin));
+    // What each proxy counted since its previous reading, for the timeline.
+    let mut deltas: Vec<(String, Counts, f64)> = Vec::new();
     for v in &mut proxies {
         let admin = v
             .admin
@@ -252,6 +262,13 @@ pub async fn round(plane: &PlaneHandle, shared: &Shared) {
             Some((admin, (Ok((200, text)), at))) => {
                 let counts = Counts::from_samples(&v.service, &promtext::parse(&text));
                 let h = s.history.entry(admin).or_default();
+                if let Some((then, before)) = h.readings.back()
+                    && h.service == v.service
+                    && at > *then
+                {
+                    let secs = at.duration_since(*then).as_secs_f64();
+                    deltas.push((v.service.clone(), counts.minus(before), secs));
+                }
                 h.service = v.service.clone();
                 h.readings.push_back((at, counts));
                 while h.readings.len() > KEEP {
@@ -265,6 +282,24 @@ pub async fn round(plane: &PlaneHandle, shared: &Shared) {
     }
     s.proxies = proxies;
     s.rounds += 1;
+    let t = unix_ms();
+    let deltas: Vec<Delta<'_>> = deltas
+        .iter()
+        .map(|(service, counts, secs)| Delta {
+            service,
+            counts,
+            secs: *secs,
+        })
+        .collect();
+    let round = timeline::points(t, &deltas, &calls);
+    s.timeline.record(t, round);
+}
+
+/// Now as Unix time in ms (the charts' time axis is the wall clock's).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Reads every copy about once a second until the task is dropped.

@@ -3,8 +3,9 @@
 //!
 //! | route | answer |
 //! | --- | --- |
-//! | `GET /`, `/app.js`, `/style.css` | the page (embedded; no CDN, no build step) |
+//! | `GET /`, `/app.js`, `/charts.js`, `/style.css` | the page (embedded; no CDN, no build step) |
 //! | `GET /api/graph` | services, copies, edges with live numbers ([`super::edges`]) |
+//! | `GET /api/timeline[?since=MS]` | each edge's points over the last 15 min ([`super::timeline`]) |
 //! | `GET /api/policy` | each service's calls with the policy its proxy applies |
 //! | `GET /api/findings` | `hopwise check` on the mesh file in force |
 //! | `GET /api/calc/samples` | the seed's samples for both calculators |
@@ -34,7 +35,7 @@ use serde_json::{Value, json};
 use super::calc::{self, FanoutInput, TimeoutInput};
 use super::samples::{self, Knob};
 use super::scrape::{self, Shared};
-use super::{assets, policy};
+use super::{assets, edges, policy, timeline};
 use crate::api::PlaneHandle;
 
 /// The largest request body read.
@@ -142,6 +143,11 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
             "text/html; charset=utf-8",
             assets::INDEX_HTML,
         ),
+        (&Method::GET, ["charts.js"]) => respond(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            assets::CHARTS_JS,
+        ),
         (&Method::GET, ["app.js"]) => respond(
             StatusCode::OK,
             "text/javascript; charset=utf-8",
@@ -151,6 +157,7 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
             respond(StatusCode::OK, "text/css; charset=utf-8", assets::STYLE_CSS)
         }
         (&Method::GET, ["api", "graph"]) => json_response(StatusCode::OK, &graph(app)),
+        (&Method::GET, ["api", "timeline"]) => json_response(StatusCode::OK, &timeline(app, &req)),
         (&Method::GET, ["api", "policy"]) => {
             let mesh = app.plane.read(|p| p.mesh().clone());
             json_response(StatusCode::OK, &policy::policy(&mesh))
@@ -192,15 +199,7 @@ fn graph(app: &App) -> Value {
     let (mesh, version, config_version) = app
         .plane
         .read(|p| (p.mesh().clone(), p.version(), p.config_version()));
-    let calls: Vec<(String, String)> =
-        mesh.calls()
-            .map(|c| (c.from.clone(), c.to.clone()))
-            .fold(Vec::new(), |mut v, pair| {
-                if !v.contains(&pair) {
-                    v.push(pair);
-                }
-                v
-            });
+    let calls = edges::mesh_calls(&mesh);
     let scraped = app.scraped.lock();
     let summary = scraped.summary(&calls);
     let services: Vec<Value> = mesh
@@ -244,6 +243,24 @@ fn graph(app: &App) -> Value {
         "interval_ms": scrape::INTERVAL.as_millis() as u64,
         "services": services,
         "edges": edges,
+    })
+}
+
+/// `/api/timeline[?since=MS]`: each edge's points after `since` (Unix ms), so the page, which
+/// keeps the 15 minutes itself, asks only for what is new.
+fn timeline(app: &App, req: &Request<Incoming>) -> Value {
+    let since = req
+        .uri()
+        .query()
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("since=")?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let scraped = app.scraped.lock();
+    json!({
+        "interval_ms": scrape::INTERVAL.as_millis() as u64,
+        "window_ms": timeline::WINDOW.as_millis() as u64,
+        "edges": scraped.timeline().since(since),
     })
 }
 
