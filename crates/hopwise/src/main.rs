@@ -71,6 +71,9 @@ enum Command {
     Up(hopwise_lab::up::UpArgs),
     /// Change the fault knobs of a running `hopwise up`'s sample copies.
     Fault(hopwise_lab::up::FaultArgs),
+    /// A live stream of the requests through a service's proxies (method, path, status, tries,
+    /// latency, the caller's identity), from each copy's admin endpoint.
+    Tap(hopwise_lab::up::TapArgs),
     /// Run a command as one copy of a service, captured: in its own network namespace, all of
     /// its TCP through the copy's proxy, services reached by name (docs/capture.md; root).
     Run(hopwise_lab::capture::RunArgs),
@@ -288,6 +291,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Fault(a) => {
             hopwise_lab::up::fault::run(&a, &mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tap(a) => {
+            hopwise_lab::up::tap::run(&a, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sample(a) => {

@@ -7,81 +7,18 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
 use common::free;
+use common::up::Up;
 
 fn shop() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")
-}
-
-/// A running `hopwise up`, its stdout collected line by line.
-struct Up {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Up {
-    fn start(cwd: &Path, file: &Path, extra: &[&str]) -> Up {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-            .current_dir(cwd)
-            .arg("up")
-            .arg(file)
-            .args(["--control", &free().to_string()])
-            .args(["--dashboard", &free().to_string()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { return };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let up = Up { child, lines };
-        up.wait_line(|l| l == "Ctrl-C stops everything.");
-        up
-    }
-
-    /// Waits for a line that satisfies `want` (the test fails if `up` exits first).
-    fn wait_line(&self, want: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().rev().find(|l| want(l)) {
-                return l.clone();
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "no such line from up; it printed:\n{}",
-                self.lines.lock().unwrap().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn sigint(&mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn http(addr: SocketAddr, method: &str, path: &str) -> String {

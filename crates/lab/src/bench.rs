@@ -111,6 +111,13 @@ pub struct HopsArgs {
     /// least 50].
     #[arg(long)]
     pub warmup: Option<u64>,
+    /// Also measure hopwise's chains with every proxy writing the access log (JSON) to a file.
+    #[arg(long)]
+    pub access_log: bool,
+    /// Also measure hopwise's chains with tracing at each sampling ratio (`1%`, `100%`, or
+    /// 0–1), spans exported over OTLP/gRPC to a collector the bench runs itself.
+    #[arg(long, value_delimiter = ',', value_name = "RATIO")]
+    pub tracing: Vec<String>,
 }
 
 #[derive(Debug, Clone, clap::Args)]

@@ -1,6 +1,7 @@
 //! hopwise's lab: the measurements, load generators and sample services that run *around* the
 //! mesh rather than in it. Nothing here is on a request's path in production, and nothing in
-//! `proxy` or `model` may depend on it.
+//! `proxy` or `model` may depend on it (but proxy's tests, for the stand-in OTLP collector:
+//! a dev-dependency).
 //!
 //! Organised by job. Three products — `hopwise bench` ([`bench`]: chains of real
 //! `hopwise proxy` processes, and nginx, HAProxy or Envoy for comparison, measured for latency,

@@ -1,12 +1,13 @@
 //! `hopwise up FILE`: the whole mesh of a file on this machine — the control plane, a sample
 //! app per copy of every service with `sample:` (each with live fault knobs), a proxy per
 //! copy, optional load into the entry service — until Ctrl-C; and `hopwise fault`, which turns
-//! the knobs of a running `up`.
+//! the knobs of a running `up`, and `hopwise tap`, which streams the requests through a
+//! service's proxies.
 //!
 //! The parts, one job each: [`plan`] (pure: mesh → processes and ports), [`run`] (the
 //! processes: start, wait until ready, stop), [`rundir`] (the run directory, stale processes),
 //! [`samples`] (writes the `samples.json` contract), [`load`] (steady requests into the entry
-//! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`). The sample apps and
+//! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`), [`tap`] (`hopwise tap`). The sample apps and
 //! their knobs are [`crate::samples`]'s, the child processes [`crate::processes`]'. See
 //! docs/up.md.
 
@@ -22,6 +23,7 @@ pub mod run;
 pub mod rundir;
 pub mod samples;
 pub mod table;
+pub mod tap;
 
 /// `hopwise up FILE …`
 #[derive(Debug, Clone, clap::Args)]
@@ -90,6 +92,31 @@ pub struct FaultArgs {
     /// Every knob back to "no fault" (applied before the other options).
     #[arg(long)]
     pub clear: bool,
+    /// The run: its directory (`.hopwise/<mesh>`) or its mesh file (default: the only run
+    /// under `./.hopwise/`).
+    #[arg(long)]
+    pub run: Option<PathBuf>,
+}
+
+/// `hopwise tap SERVICE …`
+#[derive(Debug, Clone, clap::Args)]
+pub struct TapArgs {
+    /// The service whose proxies' requests to show.
+    pub service: String,
+    /// Only this route's requests (a call's route, the callee for a call without routes, a
+    /// caller's route into the service, or `inbound`).
+    #[arg(long)]
+    pub route: Option<String>,
+    /// Stop after this many requests (default: until Ctrl-C).
+    #[arg(long)]
+    pub max: Option<u64>,
+    /// Each request as the proxy's JSON line (the access log's fields), with `tapped_copy`
+    /// (which copy's proxy saw it) added.
+    #[arg(long)]
+    pub json: bool,
+    /// These admin endpoints instead of a running `hopwise up`'s copies of the service.
+    #[arg(long, value_delimiter = ',')]
+    pub admin: Vec<SocketAddr>,
     /// The run: its directory (`.hopwise/<mesh>`) or its mesh file (default: the only run
     /// under `./.hopwise/`).
     #[arg(long)]

@@ -5,7 +5,9 @@
 //! and [`LogEntry::finish`] renders the line (`line.rs`) and hands it to a bounded queue
 //! ([`LogSink`]): never waits; a full queue drops the line and counts it in
 //! `hopwise_access_log_dropped_total`. A writer thread writes lines to stderr or a file, which
-//! it rotates by size (`<file>` → `<file>.1`).
+//! it rotates by size (`<file>` → `<file>.1`). The same entry feeds the live tap (`tap.rs`):
+//! while someone taps, every request gets one, and its finished line (JSON) goes to the
+//! tappers of its route too.
 
 pub mod line;
 
@@ -17,11 +19,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hopwise_model::observe::AccessLog;
+use hopwise_model::raw::LogFormat;
 use http::{HeaderMap, Request, Response};
 use prometheus_client::metrics::counter::Counter;
 use tokio::time::Instant;
 
 use crate::config::ProxyConfig;
+use crate::tap::Tap;
 use crate::trace::ProxySpan;
 use line::{Line, logged_path};
 
@@ -163,23 +167,33 @@ impl Out {
 #[derive(Debug)]
 pub struct LogEntry {
     config: Arc<ProxyConfig>,
-    sink: LogSink,
+    /// The log's queue, when the service logs.
+    sink: Option<LogSink>,
+    /// The tappers, when someone tapped as the request arrived.
+    tap: Option<Arc<Tap>>,
     started: Instant,
     line: Mutex<Line>,
     upstream_time: Mutex<Duration>,
 }
 
-/// The access-log hook: an [`LogEntry`] for the request when this service logs (after the trace
-/// hook, whose trace id it takes), kept in the extensions and returned to be finished.
+/// The access-log hook: an [`LogEntry`] for the request when this service logs or someone taps
+/// (after the trace hook, whose trace id it takes), kept in the extensions and returned to be
+/// finished. Neither: one branch and one atomic load.
 pub fn begin<B>(
     config: &Arc<ProxyConfig>,
     sink: Option<&LogSink>,
+    tap: &Arc<Tap>,
     direction: &'static str,
     caller: Option<&str>,
     req: &mut Request<B>,
 ) -> Option<Arc<LogEntry>> {
-    let log = config.access_log.as_ref()?;
-    let sink = sink?;
+    let log = config.access_log.as_ref();
+    let sink = sink.filter(|_| log.is_some());
+    let tap = tap.on().then(|| tap.clone());
+    if sink.is_none() && tap.is_none() {
+        return None;
+    }
+    let query = log.is_some_and(|l| l.query);
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let line = Line {
         time: SystemTime::now()
@@ -190,7 +204,7 @@ pub fn begin<B>(
         caller: caller.map(str::to_owned),
         method: req.method().to_string(),
         authority: authority(req),
-        path: logged_path(path, log.query),
+        path: logged_path(path, query),
         bytes_in: header_number(req.headers(), &http::header::CONTENT_LENGTH),
         trace_id: req
             .extensions()
@@ -200,7 +214,8 @@ pub fn begin<B>(
     };
     let entry = Arc::new(LogEntry {
         config: config.clone(),
-        sink: sink.clone(),
+        sink: sink.cloned(),
+        tap,
         started: Instant::now(),
         line: Mutex::new(line),
         upstream_time: Mutex::new(Duration::ZERO),
@@ -259,15 +274,15 @@ impl LogEntry {
         *self.upstream_time.lock().unwrap_or_else(|p| p.into_inner()) = time;
     }
 
-    /// The answer's head is out: the line goes to the writer if its route is logged.
+    /// The answer's head is out: the line goes to the writer if its route is logged, and to
+    /// the tappers of its route.
     pub fn finish<B: http_body::Body>(&self, resp: &Response<B>) {
-        let Some(log) = &self.config.access_log else {
-            return;
-        };
+        let log = self.config.access_log.as_ref();
         let total = self.started.elapsed();
         let upstream = *self.upstream_time.lock().unwrap_or_else(|p| p.into_inner());
         let mut l = self.line();
-        if !log.logs(l.route.as_deref().unwrap_or("-")) {
+        let logged = log.filter(|log| log.logs(l.route.as_deref().unwrap_or("-")));
+        if logged.is_none() && self.tap.is_none() {
             return;
         }
         l.status = resp.status().as_u16();
@@ -279,6 +294,11 @@ impl LogEntry {
         l.bytes_out = resp.body().size_hint().exact();
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;
-        self.sink.send(l.render(log.format));
+        if let (Some(log), Some(sink)) = (logged, &self.sink) {
+            sink.send(l.render(log.format));
+        }
+        if let Some(tap) = &self.tap {
+            tap.publish(l.route.as_deref(), || l.render(LogFormat::Json));
+        }
     }
 }

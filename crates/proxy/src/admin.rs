@@ -1,5 +1,6 @@
 //! The admin endpoint (bind it to localhost): `/metrics` (Prometheus text), `/ready` (200 once
-//! every worker listens, 503 while draining), `/live`, `/config` (the effective configuration).
+//! every worker listens, 503 while draining), `/live`, `/config` (the effective configuration),
+//! `/tap[?route=R]` (the live tap's stream of JSON lines, `tap.rs`).
 
 use std::sync::atomic::Ordering;
 
@@ -9,9 +10,13 @@ use hyper::body::Incoming;
 
 use crate::body::Body;
 use crate::state::State;
+use crate::tap;
 
-fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
-    let mut r = Response::new(Body::local(body));
+/// An answer: text, or a tap's stream.
+pub type Reply = http_body_util::Either<Body, tap::Stream>;
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Reply> {
+    let mut r = Response::new(Reply::Left(Body::local(body)));
     *r.status_mut() = status;
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -36,7 +41,45 @@ fn config_json(state: &State) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(&json)
 }
 
-pub fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
+/// `GET /tap?route=R`: a stream of this proxy's requests as they finish, of one route (a name
+/// this proxy has) or all.
+fn tap(state: &State, query: Option<&str>) -> Response<Reply> {
+    let plain = "text/plain; charset=utf-8";
+    let route = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("route="))
+        .map(str::to_owned);
+    if let Some(r) = &route {
+        let config = state.config();
+        let mut names = vec!["inbound"];
+        names.extend(config.inbound_routes.iter().map(|(n, _)| n.as_str()));
+        let outbound = config.clusters.values().flat_map(|c| &c.routes);
+        names.extend(outbound.map(|r| r.name.as_str()));
+        names.dedup();
+        if !names.contains(&r.as_str()) {
+            let body = format!(
+                "route `{r}` is not a route of `{}`; its routes: {}\n",
+                config.service,
+                names.join(", ")
+            );
+            return text(StatusCode::BAD_REQUEST, plain, body);
+        }
+    }
+    match state.metrics.tap().subscribe(route) {
+        Ok(stream) => {
+            let mut r = Response::new(Reply::Right(stream));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            r
+        }
+        Err(e) => text(StatusCode::SERVICE_UNAVAILABLE, plain, format!("{e}\n")),
+    }
+}
+
+pub fn handle(state: &State, req: Request<Incoming>) -> Response<Reply> {
     if req.method() != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -57,6 +100,7 @@ pub fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
             "not ready\n".to_owned(),
         ),
         "/live" => text(StatusCode::OK, "text/plain", "live\n".to_owned()),
+        "/tap" => tap(state, req.uri().query()),
         "/config" => match config_json(state) {
             Ok(json) => text(StatusCode::OK, "application/json", json + "\n"),
             Err(e) => text(
@@ -68,7 +112,7 @@ pub fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
-            "not found; try /metrics, /ready, /live or /config\n".to_owned(),
+            "not found; try /metrics, /ready, /live, /config or /tap\n".to_owned(),
         ),
     }
 }

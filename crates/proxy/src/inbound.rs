@@ -179,6 +179,7 @@ impl Inbound {
         let log = access_log::begin(
             &self.config,
             self.metrics.log_sink(),
+            self.metrics.tap(),
             "inbound",
             peer,
             &mut req,

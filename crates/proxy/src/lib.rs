@@ -39,6 +39,7 @@ pub mod outbound;
 pub mod replay;
 pub mod server;
 pub mod state;
+pub mod tap;
 pub mod tcp;
 pub mod tls;
 pub mod trace;

@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 pub mod tcp;
 use crate::access_log::LogSink;
 use crate::otlp::SpanSink;
+use crate::tap::Tap;
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 pub enum Direction {
@@ -145,6 +146,8 @@ pub struct Metrics {
     log_sink: OnceLock<LogSink>,
     /// Where recorded spans go, when `mesh.tracing.collector` is set (set once, at start).
     span_sink: OnceLock<SpanSink>,
+    /// `hopwise tap`'s tappers (the admin endpoint's `/tap`).
+    tap: Arc<Tap>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -192,6 +195,12 @@ impl Metrics {
             "access_log_dropped",
             "Access-log lines dropped because the queue to the writer was full",
             log_dropped.clone(),
+        );
+        let tap_dropped = Counter::default();
+        registry.register(
+            "tap_dropped",
+            "Tap lines dropped because a tapper's queue was full (a slow `hopwise tap`)",
+            tap_dropped.clone(),
         );
         registry.register(
             "spans_dropped",
@@ -284,6 +293,7 @@ impl Metrics {
             log_dropped,
             log_sink: OnceLock::new(),
             span_sink: OnceLock::new(),
+            tap: Arc::new(Tap::new(tap_dropped)),
         })
     }
 
@@ -300,6 +310,11 @@ impl Metrics {
     /// Where access-log lines go; `None` when the service does not log.
     pub fn log_sink(&self) -> Option<&LogSink> {
         self.log_sink.get()
+    }
+
+    /// The live tap's tappers.
+    pub fn tap(&self) -> &Arc<Tap> {
+        &self.tap
     }
 
     /// The counter of spans lost, for the exporter.

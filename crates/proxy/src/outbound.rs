@@ -139,7 +139,8 @@ impl Outbound {
             &mut req,
         );
         let logs = self.metrics.log_sink();
-        let log = access_log::begin(&self.by_host, logs, "outbound", None, &mut req);
+        let tap = self.metrics.tap();
+        let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, &mut req);
         let mut resp = self.forward(dispatch, req).await;
         if let Some(r) = rec {
             r.finish(&resp);

@@ -77,6 +77,8 @@ impl Running {
     /// Stops accepting and drains; returns at once ([`Running::wait`] waits for the end).
     pub fn shutdown(&self) {
         self.state.draining.store(true, Ordering::Release);
+        // Taps never end on their own: the drain would wait for them.
+        self.state.metrics.tap().close();
         let _ = self.shutdown.send(true);
     }
 

@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 pub mod etcd;
+pub mod up;
 
 /// A loopback port nothing listens on (yet), never one this test process was given before.
 ///

@@ -22,9 +22,12 @@ use crate::error::{LabError, io};
 use crate::processes::ports::free_ports;
 use crate::processes::procfs::{self, Ticks};
 use crate::processes::supervisor::{Proc, Supervisor, find_program};
+use crate::samples::collector::Collector;
 
+mod observe;
 mod plan;
 
+pub use observe::Observe;
 pub use plan::{configurations, plan};
 use plan::{detect_peers, load_average, machine, peer_system};
 
@@ -64,6 +67,8 @@ pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
     } else {
         Vec::new()
     };
+    // Kept to the end of the run: its runtime serves the proxies' span exports.
+    let receiver = observe::receiver(&plan.observe)?;
     let sup = Supervisor::new(WHO)?;
     let dir = tempfile::Builder::new()
         .prefix("hopwise-bench-")
@@ -80,13 +85,14 @@ pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
             .iter()
             .map(|(p, path, _)| (*p, path.clone()))
             .collect(),
+        collector: receiver.as_ref().map(|r| r.collector.clone()),
     };
     for hop in 1..=plan.max_hops {
         bench.write_certs(hop)?;
     }
     let mut systems = vec![System::Hopwise];
     systems.extend(peers.iter().map(|(p, _, _)| peer_system(*p)));
-    let configs = configurations(&systems, &plan.modes, plan.max_hops);
+    let configs = configurations(&systems, &plan.modes, plan.max_hops, &plan.observe);
 
     let bar = ProgressBar::new((configs.len() * plan.runs) as u64);
     bar.set_style(
@@ -142,6 +148,8 @@ struct Bench<'a> {
     plan: Plan,
     clk_tck: f64,
     peers: Vec<(Peer, PathBuf)>,
+    /// The collector spans are exported to, when a configuration traces.
+    collector: Option<Collector>,
 }
 
 /// The processes of one measurement; all killed when it is dropped.
@@ -243,7 +251,13 @@ impl Bench<'_> {
     fn measure(&self, c: &Config, run: usize) -> Result<Sample, LabError> {
         let slug = match c.mode {
             None => "direct".to_owned(),
-            Some(m) => format!("{}-{}-{}", c.system.name(), m.name(), c.hops),
+            Some(m) => format!(
+                "{}-{}{}-{}",
+                c.system.name(),
+                m.name(),
+                c.observe.slug(),
+                c.hops
+            ),
         };
         let cdir = self.dir.join("runs").join(&slug);
         std::fs::create_dir_all(&cdir).map_err(io(format!("cannot create {}", cdir.display())))?;
@@ -271,7 +285,8 @@ impl Bench<'_> {
             let hops = layout::chain(&ports, backend);
             let mode = c.mode.unwrap_or(Mode::Mtls);
             for (k0, hop) in hops.iter().enumerate() {
-                for (side, i) in self.start_hop(&mut running, c.system, mode, k0 + 1, hop, &cdir)? {
+                let k = k0 + 1;
+                for (side, i) in self.start_hop(&mut running, c, mode, k, hop, &cdir)? {
                     waits.push((
                         i,
                         match side {
@@ -286,6 +301,7 @@ impl Bench<'_> {
         for (i, addr) in waits {
             self.sup.wait_listening(&running.procs[i], addr)?;
         }
+        let spans_before = self.collector.as_ref().map(Collector::count);
         let latency = self.client_latency(&running, entry, &cdir)?;
         let (cpu, rate_errors) = if c.hops > 0 {
             let (cpu, r) = self.client_rate(&running, entry, &cdir)?;
@@ -303,6 +319,14 @@ impl Bench<'_> {
                     .sum()
             })
             .collect();
+        let spans = match (&self.collector, spans_before) {
+            (Some(col), Some(before)) if matches!(c.observe, Observe::Tracing { .. }) => {
+                // The exporters send a batch after 100 ms: let the last one arrive.
+                std::thread::sleep(Duration::from_millis(300));
+                Some(col.count() - before)
+            }
+            _ => None,
+        };
         let us = |ns: u64| ns as f64 / 1000.0;
         Ok(Sample {
             run,
@@ -321,6 +345,7 @@ impl Bench<'_> {
                 .first_error
                 .clone()
                 .or_else(|| rate_errors.and_then(|r| r.first_error)),
+            spans,
         })
     }
 
@@ -328,7 +353,7 @@ impl Bench<'_> {
     fn start_hop(
         &self,
         running: &mut Running<'_>,
-        system: System,
+        c: &Config,
         mode: Mode,
         k: usize,
         hop: &HopPorts,
@@ -337,15 +362,18 @@ impl Bench<'_> {
         let certs = HopCerts::in_dir(&self.certs_dir(k));
         let workers = self.plan.workers.to_string();
         let mut started = Vec::new();
+        let system = c.system;
         match system {
             System::Direct => {}
             System::Hopwise => {
                 let mesh = cdir.join(format!("hop-{k}.yaml"));
-                std::fs::write(
-                    &mesh,
-                    layout::hop_mesh(k, hop, &certs.dir, mode == Mode::Tcp),
-                )
-                .map_err(io(format!("cannot write {}", mesh.display())))?;
+                let text = layout::hop_mesh(k, hop, &certs.dir, mode == Mode::Tcp);
+                let collector = self.collector.as_ref().map(|col| col.addr);
+                let logs = cdir.join(format!("hop-{k}-logs"));
+                let text = observe::with_observe(&text, c.observe, collector, &logs);
+                std::fs::create_dir_all(&logs)
+                    .and_then(|()| std::fs::write(&mesh, text))
+                    .map_err(io(format!("cannot write {}", mesh.display())))?;
                 for (side, service) in [(Side::Out, CALLER), (Side::In, CALLEE)] {
                     let mut cmd = self.command(&self.exe);
                     cmd.arg("proxy").arg("--config").arg(&mesh).args([

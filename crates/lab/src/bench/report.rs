@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::Mode;
+pub use super::hops::Observe;
 use super::stats::{Spread, slope};
 
 /// What carries the chain: nothing (the client straight to the backend), or a proxy.
@@ -47,6 +48,8 @@ pub struct Config {
     pub system: System,
     pub mode: Option<Mode>,
     pub hops: usize,
+    /// What hopwise's proxies record (`--access-log`, `--tracing`); off for everyone else.
+    pub observe: Observe,
 }
 
 impl Config {
@@ -54,19 +57,29 @@ impl Config {
         system: System::Direct,
         mode: None,
         hops: 0,
+        observe: Observe::Off,
     };
 
     pub fn label(&self) -> String {
         match self.mode {
             None => "direct, 0 hops".to_owned(),
             Some(m) => format!(
-                "{} {} {} hop{}",
+                "{} {}{} {} hop{}",
                 self.system.name(),
                 m.name(),
+                self.observe.suffix(),
                 self.hops,
                 if self.hops == 1 { "" } else { "s" }
             ),
         }
+    }
+
+    /// The mode and what is recorded: `plain`, `mtls + tracing 1%`.
+    pub fn mode_label(&self) -> String {
+        self.mode.map_or_else(
+            || "-".to_owned(),
+            |m| format!("{}{}", m.name(), self.observe.suffix()),
+        )
     }
 }
 
@@ -123,6 +136,9 @@ pub struct Sample {
     /// Requests that failed (latency and CPU phases; tolerated up to 1 %), and the first reason.
     pub errors: u64,
     pub first_error: Option<String>,
+    /// With tracing: the spans the bench's collector received while this configuration ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<u64>,
 }
 
 /// The per-hop cost of one system in one mode.
@@ -130,6 +146,7 @@ pub struct Sample {
 pub struct PerHop {
     pub system: System,
     pub mode: Mode,
+    pub observe: Observe,
     /// Slope of p50 against hops, per run.
     pub p50_us: Spread,
     pub p90_us: Spread,
@@ -191,6 +208,8 @@ pub struct Plan {
     pub pinned: bool,
     pub peers: bool,
     pub quick: bool,
+    /// What hopwise's chains are measured with, off first (`--access-log`, `--tracing`).
+    pub observe: Vec<Observe>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -237,23 +256,23 @@ pub fn summarise(
                 .max(),
         });
     }
-    let mut lines: Vec<(System, Mode)> = configs
+    let mut lines: Vec<(System, Mode, Observe)> = configs
         .iter()
-        .filter_map(|c| Some((c.system, c.mode?)))
+        .filter_map(|c| Some((c.system, c.mode?, c.observe)))
         .collect();
     lines.dedup();
     let runs = samples.iter().map(|s| s.run + 1).max().unwrap_or(0);
     let mut per_hop = Vec::new();
-    for (system, mode) in lines {
+    for (system, mode, observe) in lines {
+        let on_line =
+            |c: &Config| c.system == system && c.mode == Some(mode) && c.observe == observe;
         let slopes = |f: &dyn Fn(&Sample) -> f64| -> Vec<f64> {
             (0..runs)
                 .filter_map(|run| {
                     let points: Vec<(f64, f64)> = samples
                         .iter()
                         .filter(|s| {
-                            s.run == run
-                                && (s.config == Config::DIRECT
-                                    || (s.config.system == system && s.config.mode == Some(mode)))
+                            s.run == run && (s.config == Config::DIRECT || on_line(&s.config))
                         })
                         .map(|s| (s.config.hops as f64, f(s)))
                         .collect();
@@ -264,13 +283,11 @@ pub fn summarise(
         let Some(p50) = Spread::of(&slopes(&|s| s.p50_us)) else {
             continue;
         };
-        let chains: Vec<&Sample> = samples
-            .iter()
-            .filter(|s| s.config.system == system && s.config.mode == Some(mode))
-            .collect();
+        let chains: Vec<&Sample> = samples.iter().filter(|s| on_line(&s.config)).collect();
         per_hop.push(PerHop {
             system,
             mode,
+            observe,
             p50_us: p50,
             p90_us: Spread::of(&slopes(&|s| s.p90_us)).unwrap_or(p50),
             p99_us: Spread::of(&slopes(&|s| s.p99_us)).unwrap_or(p50),

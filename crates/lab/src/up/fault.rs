@@ -49,7 +49,7 @@ pub fn change(args: &FaultArgs) -> Result<Option<Value>, LabError> {
 
 /// The run directory `--run` names (a directory, or a mesh file: `./.hopwise/<its name>`), or
 /// the only one under `./.hopwise/`.
-fn find_run(run: Option<&Path>) -> Result<PathBuf, LabError> {
+pub(crate) fn find_run(run: Option<&Path>) -> Result<PathBuf, LabError> {
     let cwd = std::env::current_dir().map_err(io("cannot read the current directory"))?;
     let runs = cwd.join(".hopwise");
     match run {
@@ -94,7 +94,7 @@ fn find_run(run: Option<&Path>) -> Result<PathBuf, LabError> {
     }
 }
 
-fn read_samples(run: &Path) -> Result<SamplesFile, LabError> {
+pub(crate) fn read_samples(run: &Path) -> Result<SamplesFile, LabError> {
     let path = run.join(samples::FILE);
     if !run.join("up.pid").is_file() {
         return Err(LabError::Failed(format!(

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::super::layout::Peer;
 use super::super::report::{Config, Machine, PeerInfo, Plan, System};
 use super::super::{HopsArgs, Mode};
+use super::observe::Observe;
 use crate::error::LabError;
 use crate::processes::supervisor::find_program;
 
@@ -38,6 +39,7 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
         pinned: a.pin,
         peers: a.peers,
         quick: q,
+        observe: super::observe::variants(a.access_log, &a.tracing)?,
     };
     let bad = |what: &str| Err(LabError::Failed(what.to_owned()));
     if p.runs == 0 {
@@ -67,20 +69,33 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
     Ok(p)
 }
 
-/// Every configuration, in the order of the report: 0 hops, then system × mode × hops.
-pub fn configurations(systems: &[System], modes: &[Mode], max_hops: usize) -> Vec<Config> {
+/// Every configuration, in the order of the report: 0 hops, then system × mode × hops, and
+/// hopwise's HTTP modes again with each of `observe` past the first (off).
+pub fn configurations(
+    systems: &[System],
+    modes: &[Mode],
+    max_hops: usize,
+    observe: &[Observe],
+) -> Vec<Config> {
     let mut c = vec![Config::DIRECT];
     for s in systems {
         for m in modes {
             if *m == Mode::Tcp && !matches!(s, System::Hopwise | System::Nginx) {
                 continue; // opaque TCP is compared with nginx's `stream` only
             }
-            for hops in 1..=max_hops {
-                c.push(Config {
-                    system: *s,
-                    mode: Some(*m),
-                    hops,
-                });
+            for o in observe {
+                // Only hopwise records, and an opaque tunnel has no requests to record.
+                if *o != Observe::Off && (*s != System::Hopwise || *m == Mode::Tcp) {
+                    continue;
+                }
+                for hops in 1..=max_hops {
+                    c.push(Config {
+                        system: *s,
+                        mode: Some(*m),
+                        hops,
+                        observe: *o,
+                    });
+                }
             }
         }
     }
@@ -185,6 +200,8 @@ mod tests {
             svg: PathBuf::from("x.svg"),
             quick: false,
             warmup: None,
+            access_log: false,
+            tracing: Vec::new(),
         }
     }
 
@@ -226,11 +243,46 @@ mod tests {
             &[System::Hopwise, System::Nginx],
             &[Mode::Plain, Mode::Mtls],
             2,
+            &[Observe::Off],
         );
         assert_eq!(c.len(), 1 + 2 * 2 * 2);
         assert_eq!(c[0], Config::DIRECT);
         assert_eq!(c.iter().filter(|c| c.hops == 0).count(), 1);
         assert_eq!(c[1].label(), "hopwise plain 1 hop");
         assert_eq!(c[8].label(), "nginx mtls 2 hops");
+    }
+
+    #[test]
+    fn what_is_recorded_multiplies_hopwise_http_chains_only() {
+        let p = plan(&HopsArgs {
+            access_log: true,
+            tracing: vec!["1%".into(), "100%".into()],
+            modes: vec![Mode::Plain, Mode::Tcp],
+            ..args()
+        })
+        .unwrap();
+        assert_eq!(p.observe.len(), 4);
+        let c = configurations(&[System::Hopwise, System::Nginx], &p.modes, 1, &p.observe);
+        let labels: Vec<String> = c.iter().map(Config::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "direct, 0 hops",
+                "hopwise plain 1 hop",
+                "hopwise plain + access log 1 hop",
+                "hopwise plain + tracing 1% 1 hop",
+                "hopwise plain + tracing 100% 1 hop",
+                "hopwise tcp 1 hop",
+                "nginx plain 1 hop",
+                "nginx tcp 1 hop",
+            ]
+        );
+        assert!(
+            plan(&HopsArgs {
+                tracing: vec!["2".into()],
+                ..args()
+            })
+            .is_err()
+        );
     }
 }

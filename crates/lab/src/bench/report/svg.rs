@@ -98,10 +98,15 @@ pub fn svg(r: &Report) -> String {
         pts.extend(
             r.configs
                 .iter()
-                .filter(|c| c.config.system == p.system && c.config.mode == Some(p.mode))
+                .filter(|c| {
+                    c.config.system == p.system
+                        && c.config.mode == Some(p.mode)
+                        && c.config.observe == p.observe
+                })
                 .map(|c| (c.config.hops as f64, c.p50_us.median)),
         );
         let colour = p.system.colour();
+        let label = format!("{}{}", p.mode.name(), p.observe.suffix());
         let dash = if p.mode == Mode::Plain {
             r#" stroke-dasharray="6 4""#
         } else {
@@ -123,7 +128,7 @@ pub fn svg(r: &Report) -> String {
                 x(*hx),
                 y(*us),
                 p.system.name(),
-                p.mode.name(),
+                label,
                 hx,
                 us
             );
@@ -136,7 +141,7 @@ pub fn svg(r: &Report) -> String {
             lx + 30.0,
             legend_y + 4.0,
             p.system.name(),
-            p.mode.name(),
+            label,
             p.p50_us.median
         );
         legend_y += 20.0;

@@ -31,6 +31,7 @@ fn sample(run: usize, config: Config, p50: f64) -> Sample {
         reconnects: 0,
         errors: 0,
         first_error: None,
+        spans: None,
     }
 }
 
@@ -39,6 +40,7 @@ fn chain(system: System, mode: Mode, hops: usize) -> Config {
         system,
         mode: Some(mode),
         hops,
+        observe: Observe::Off,
     }
 }
 
@@ -89,6 +91,7 @@ fn report() -> Report {
         pinned: false,
         peers: false,
         quick: false,
+        observe: vec![Observe::Off],
     };
     summarise(machine, plan, &configs, samples)
 }

@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 
-use super::super::Mode;
 use super::super::stats::Spread;
 use super::{Report, Sample};
 
@@ -117,7 +116,7 @@ pub fn text(r: &Report) -> String {
     for p in &r.per_hop {
         rows.push(vec![
             p.system.name().to_owned(),
-            p.mode.name().to_owned(),
+            format!("{}{}", p.mode.name(), p.observe.suffix()),
             String::new(),
             spread(&p.p50_us, 1),
             spread(&p.p90_us, 1),
@@ -146,7 +145,7 @@ pub fn text(r: &Report) -> String {
     for c in &r.configs {
         rows.push(vec![
             c.config.system.name().to_owned(),
-            c.config.mode.map_or("-", Mode::name).to_owned(),
+            c.config.mode_label(),
             c.config.hops.to_string(),
             spread(&c.p50_us, 1),
             spread(&c.p90_us, 1),
