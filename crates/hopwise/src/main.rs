@@ -64,7 +64,8 @@ enum Command {
     },
     /// Benchmarks: `hopwise bench hops` measures what one mesh hop costs.
     Bench(hopwise_lab::bench::Args),
-    /// The seeds' scenarios with real proxies: `hopwise demo retry-chain`, `hopwise demo loan-fee`.
+    /// The seeds' scenarios with real proxies: `hopwise demo retry-chain`, `hopwise demo loan-fee`,
+    /// `hopwise demo registry`.
     Demo(hopwise_lab::demo::Args),
     /// Run a mesh file on this machine: the control plane, a sample app with fault knobs per
     /// copy (`sample:` in the file), a proxy per copy, optional load, until Ctrl-C.

@@ -2,7 +2,8 @@
 //! checkout's and pricing's proxies in a row (real `hopwise proxy` processes) in front of an
 //! inventory that fails each way, under Istio's defaults and under hopwise's; [`loan_fee`] runs
 //! the seed "Service Mesh" measurement (a fee service over TLS, a thick loan service that does
-//! its own networking, a thin one behind a `hopwise proxy` sidecar).
+//! its own networking, a thin one behind a `hopwise proxy` sidecar); [`registry`] its next step
+//! (fixed addresses against the control plane's registry when a copy comes and one dies).
 //!
 //! The parts: [`loan_thick`] and [`loan_thin`] (the two loan services, whose marked lines are
 //! counted); the proxy processes are [`crate::processes::proxies`]', inventory and fee
@@ -17,6 +18,7 @@ use std::path::Path;
 pub mod loan_fee;
 pub mod loan_thick;
 pub mod loan_thin;
+pub mod registry;
 pub mod retry_chain;
 
 use crate::error::{LabError, io};
@@ -37,6 +39,9 @@ pub enum Command {
     /// The seed's "Service Mesh" measurement: a thick loan service against a thin one behind a
     /// hopwise sidecar, calling a fee service over TLS; three sidecar policies.
     LoanFee(LoanFeeArgs),
+    /// The seed's next step: a copy added and a copy SIGKILLed under steady load, with fixed
+    /// addresses in the mesh file and through the control plane's registry.
+    Registry(RegistryArgs),
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -51,6 +56,22 @@ pub struct RetryChainArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct LoanFeeArgs {
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RegistryArgs {
+    /// Requests per second into a's proxy.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rate: u32,
+    /// How long the load runs after the SIGKILL.
+    #[arg(long, default_value = "6s")]
+    pub after_kill: hopwise_model::Dur,
+    /// The copies' lease in the registry layout (at least 1s).
+    #[arg(long, default_value = "2s")]
+    pub lease_ttl: hopwise_model::Dur,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -73,6 +94,7 @@ pub fn run_with(args: Args, hopwise: &Path, out: &mut dyn Write) -> Result<(), L
             match args.command {
                 Command::RetryChain(a) => retry_chain::run(&a, hopwise).await,
                 Command::LoanFee(a) => loan_fee::run(&a, hopwise).await,
+                Command::Registry(a) => registry::run(&a, hopwise).await,
             }
         };
         // Dropping `work` drops the processes it owns, which kills them.

@@ -127,10 +127,13 @@ impl ProxyError {
             | ProxyError::RouteTimeout
             | ProxyError::DeadlineExceeded
             | ProxyError::AppTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::Protocol | ProxyError::Tls(_) => StatusCode::BAD_GATEWAY,
+            ProxyError::Protocol => StatusCode::BAD_GATEWAY,
+            // A handshake that failed is a connect failure (docs/config.md's give-up table):
+            // nothing reached the upstream's app.
             ProxyError::NoEndpoint(_)
             | ProxyError::ConnectRefused
             | ProxyError::ConnectTimeout
+            | ProxyError::Tls(_)
             | ProxyError::Reset
             | ProxyError::ResetBeforeRequest
             | ProxyError::Overflow(_)
@@ -226,6 +229,13 @@ mod tests {
         assert_eq!(r.headers()[ERROR_HEADER], "connect-refused");
         let r = ProxyError::RouteTimeout.response(false, GrpcCode::DeadlineExceeded);
         assert_eq!(r.status(), 504);
+        // A failed handshake is a connect failure: the give-up table's 503 (UNAVAILABLE).
+        let tls = ProxyError::Tls("invalid peer certificate".into());
+        let r = tls.response(false, GrpcCode::DeadlineExceeded);
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers()[ERROR_HEADER], "tls");
+        assert_eq!(tls.outcome(), Outcome::ConnectFailure);
+        assert_eq!(tls.grpc_code(GrpcCode::DeadlineExceeded), 14);
     }
 
     #[test]

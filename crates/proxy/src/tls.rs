@@ -8,7 +8,8 @@
 //! the wrong service is refused. Toward the control plane ([`control_client_config`]), the server
 //! must present a control plane's identity, `spiffe://<trust-domain>/control`, checked by
 //! `hopwise-api`'s one verifier; identities are read by `hopwise-api`'s one reading
-//! ([`peer_identity`]).
+//! ([`peer_identity`]). Toward a service outside the mesh, `external.rs` ([`external_client_config`]):
+//! roots, or the service's own self-signed certificate as a pin.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -29,6 +30,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 
 use hopwise_api::control_port::ClientConfigError;
 use hopwise_api::verifier::{Expectation, SpiffeServerVerifier};
+
+mod external;
+pub use external::external_client_config;
 
 /// The ALPN of a proxy-to-proxy connection that carries opaque TCP tunnels (HTTP/2 CONNECT
 /// streams, [`crate::tcp`]), told apart from HTTP connections on the same mutual-TLS port.
@@ -350,25 +354,4 @@ pub fn control_client_config(
         ClientConfigError::Tls(e) => TlsError::Config(e),
         ClientConfigError::NoRoots => no_roots(),
     })
-}
-
-/// A client config for a TLS service outside the mesh: verified against `ca` for `server_name`.
-pub fn external_client_config(ca: &Path, alpn: &[u8]) -> Result<Arc<ClientConfig>, TlsError> {
-    let provider = provider();
-    let mut roots = RootCertStore::empty();
-    for c in read_certs(ca)? {
-        roots.add(c).map_err(|e| TlsError::Bundle {
-            path: ca.to_owned(),
-            reason: e.to_string(),
-        })?;
-    }
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
-        .map_err(|e| TlsError::Bundle {
-            path: ca.to_owned(),
-            reason: e.to_string(),
-        })?;
-    config.alpn_protocols = vec![alpn.to_vec()];
-    Ok(Arc::new(config))
 }

@@ -134,7 +134,7 @@ async fn a_certificate_from_another_ca_is_refused() {
     ))
     .await;
     let (status, headers, _) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
-    assert_eq!(status, 502);
+    assert_eq!(status, 503);
     assert_eq!(headers["x-hopwise-error"], "tls");
     assert_eq!(app.hits.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
@@ -147,7 +147,7 @@ async fn a_server_with_the_wrong_identity_is_refused() {
     let c = start(inbound(f.config("c"), app.addr)).await;
     let a = start(outbound(f.config("a"), &[("b", c.bound.inbound.unwrap())])).await;
     let (status, headers, body) = get(a.bound.upstreams["b"], request("GET", "/", "b", b"")).await;
-    assert_eq!(status, 502, "{body}");
+    assert_eq!(status, 503, "{body}");
     assert_eq!(headers["x-hopwise-error"], "tls");
     assert!(
         body.contains("service/c") && body.contains("service/b"),

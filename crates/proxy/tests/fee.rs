@@ -25,13 +25,9 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rustls::ServerConfig;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use support::*;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 // --- the fee service --------------------------------------------------------------------------
 
@@ -98,20 +94,8 @@ fn fee_logic(counter: &Counter, path: &str) -> Response<Full<Bytes>> {
 /// Serves the fee service on `work` (already bound: its port is in the mesh file) with the
 /// certificate `write_dev_certs` wrote for it into `certs`.
 async fn fee_service(work: TcpListener, certs: &Path) -> Fee {
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(certs.join("fee.pem"))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_file(certs.join("fee-key.pem")).unwrap();
-    let mut config =
-        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let acceptor =
+        support::tls_server::https_acceptor(&certs.join("fee.pem"), &certs.join("fee-key.pem"));
 
     let counter = Arc::new(Counter::default());
     let sni = Arc::new(Mutex::new(Vec::new()));
@@ -465,7 +449,7 @@ async fn an_explicit_ca_file_is_read_relative_to_the_mesh_file() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fee_certificate_from_another_ca_is_a_502_tls() {
+async fn a_fee_certificate_from_another_ca_is_a_503_tls() {
     let work = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = work.local_addr().unwrap().port();
     let f = Fixture::new(&mesh_file(
@@ -484,7 +468,7 @@ async fn a_fee_certificate_from_another_ca_is_a_502_tls() {
 
     let port = lib.sidecar.bound.upstreams["fee"];
     let (status, headers, body) = get(port, request("GET", "/penalty/U-41", "fee", b"")).await;
-    assert_eq!(status, 502, "{body}");
+    assert_eq!(status, 503, "{body}");
     assert_eq!(headers["x-hopwise-error"], "tls");
     // Nothing reached the fee's logic.
     assert_eq!(
@@ -515,14 +499,14 @@ async fn a_fee_certificate_from_another_ca_is_a_502_tls() {
         1,
         "{m}"
     );
-    // Through loan-thin, the app sees the same 502.
+    // Through loan-thin, the app sees the same 503 (a connect failure: docs/config.md).
     let (code, _) = ask_loan(lib.loan, "/pay/U-41").await;
-    assert_eq!(code, 502);
+    assert_eq!(code, 503);
     assert_eq!(lib.fee.counters().await["collected"], 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fee_certificate_for_another_name_is_a_502_tls() {
+async fn a_fee_certificate_for_another_name_is_a_503_tls() {
     // The fee's certificate is for localhost / 127.0.0.1 (what `hopwise certs` issues for a
     // fee at `localhost:PORT` named `localhost`), signed by the right CA ...
     let work = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -535,7 +519,7 @@ async fn a_fee_certificate_for_another_name_is_a_502_tls() {
     let lib = library_with(f, fee).await;
     let port = lib.sidecar.bound.upstreams["fee"];
     let (status, headers, body) = get(port, request("GET", "/penalty/U-41", "fee", b"")).await;
-    assert_eq!(status, 502, "{body}");
+    assert_eq!(status, 503, "{body}");
     assert_eq!(headers["x-hopwise-error"], "tls");
     assert_eq!(lib.fee.counters().await["read"], 0);
 }

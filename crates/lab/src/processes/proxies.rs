@@ -4,6 +4,7 @@
 //! Children run in their own process group, so a terminal's Ctrl-C reaches only the demo,
 //! which then stops them itself.
 
+use std::ffi::{OsStr, OsString};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,41 +48,85 @@ impl Proxies {
         admin: SocketAddr,
     ) -> Result<(), LabError> {
         let name = format!("{service}'s proxy");
-        let stderr = self.dir.join(format!("{service}.stderr"));
+        let args = ["proxy".as_ref(), "--config".as_ref(), mesh.as_os_str()]
+            .into_iter()
+            .chain(["--service".as_ref(), service.as_ref()])
+            .map(OsStr::to_owned)
+            .collect::<Vec<_>>();
+        let pid = self.spawn(&name, service, &args)?;
+        self.ready(pid, admin).await
+    }
+
+    /// Starts `hopwise <args>` as `name`, its stderr in `<dir>/<file>.stderr`; returns its pid.
+    pub fn spawn(&mut self, name: &str, file: &str, args: &[OsString]) -> Result<u32, LabError> {
+        let stderr = self.dir.join(format!("{file}.stderr"));
         let mut cmd = Command::new(&self.hopwise);
-        cmd.arg("proxy")
-            .arg("--config")
-            .arg(mesh)
-            .arg("--service")
-            .arg(service);
-        let (proc, _) = self.sup.spawn(&name, cmd, &stderr, false)?;
+        cmd.args(args);
+        let (proc, _) = self.sup.spawn(name, cmd, &stderr, false)?;
         let pid = proc.pid;
         self.started.push(proc);
+        Ok(pid)
+    }
+
+    /// Waits until the proxy `pid` (started here) answers `/ready` on `admin`; its stderr if it
+    /// exits or is not ready in time.
+    pub async fn ready(&self, pid: u32, admin: SocketAddr) -> Result<(), LabError> {
         let start = Instant::now();
         loop {
-            if let Some(status) = self.sup.exited(pid) {
-                return Err(LabError::Start {
-                    name,
-                    why: format!("it exited ({status})"),
-                    stderr: tail(&stderr, 40),
-                });
-            }
+            self.alive(pid)?;
             if let Ok(r) = wire::get(admin, "/ready").await
                 && r.status == 200
             {
                 return Ok(());
             }
             if start.elapsed() > START_TIMEOUT {
-                return Err(LabError::Start {
-                    name,
-                    why: format!(
-                        "its admin endpoint {admin} was not ready within {START_TIMEOUT:?}"
-                    ),
-                    stderr: tail(&stderr, 40),
-                });
+                return Err(self.failed(
+                    pid,
+                    format!("its admin endpoint {admin} was not ready within {START_TIMEOUT:?}"),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// `Err` with the process's stderr if `pid` (started here) has exited.
+    pub fn alive(&self, pid: u32) -> Result<(), LabError> {
+        match self.sup.exited(pid) {
+            Some(status) => Err(self.failed(pid, format!("it exited ({status})"))),
+            None => Ok(()),
+        }
+    }
+
+    fn failed(&self, pid: u32, why: String) -> LabError {
+        let proc = self.started.iter().find(|p| p.pid == pid);
+        LabError::Start {
+            name: proc.map(|p| p.name.clone()).unwrap_or_default(),
+            why,
+            stderr: proc.map(|p| tail(&p.stderr, 40)).unwrap_or_default(),
+        }
+    }
+
+    /// SIGKILL to one process (a copy that dies without a goodbye), reaped at once.
+    pub fn kill(&mut self, pid: u32) {
+        self.sup.kill(pid);
+        self.started.retain(|p| p.pid != pid);
+    }
+
+    /// SIGTERM to one process (a proxy stopped as an operator stops it: it drains), waited for
+    /// without blocking the runtime (the apps it drains toward may run on it); killed after
+    /// `grace`.
+    pub async fn terminate(&mut self, pid: u32, grace: Duration) {
+        if let Ok(raw) = i32::try_from(pid) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(raw),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        let start = Instant::now();
+        while self.sup.exited(pid).is_none() && start.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.kill(pid);
     }
 
     /// Process ids of the proxies (for tests that check nothing is left behind).

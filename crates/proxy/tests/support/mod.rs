@@ -26,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub mod in_process;
 pub mod middle;
+pub mod tls_server;
 
 pub type Handler = Arc<
     dyn Fn(
