@@ -7,81 +7,30 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 use common::free;
+use common::up::{Up, shop};
 
-fn shop() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")
-}
-
-/// A running `hopwise up`, its stdout collected line by line.
-struct Up {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Up {
-    fn start(cwd: &Path, file: &Path, extra: &[&str]) -> Up {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-            .current_dir(cwd)
-            .arg("up")
-            .arg(file)
-            .args(["--control", &free().to_string()])
-            .args(["--dashboard", &free().to_string()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { return };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let up = Up { child, lines };
-        up.wait_line(|l| l == "Ctrl-C stops everything.");
-        up
-    }
-
-    /// Waits for a line that satisfies `want` (the test fails if `up` exits first).
-    fn wait_line(&self, want: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().rev().find(|l| want(l)) {
-                return l.clone();
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "no such line from up; it printed:\n{}",
-                self.lines.lock().unwrap().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn sigint(&mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `hopwise up FILE` in `cwd` on free ports, once it is ready.
+fn start_up(cwd: &Path, file: &Path, extra: &[&str]) -> Up {
+    let child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .current_dir(cwd)
+        .arg("up")
+        .arg(file)
+        .args(["--control", &free().to_string()])
+        .args(["--dashboard", &free().to_string()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Up::ready(child)
 }
 
 fn http(addr: SocketAddr, method: &str, path: &str) -> String {
@@ -157,7 +106,7 @@ fn ok_count(line: &str) -> u64 {
 #[test]
 fn the_shop_runs_a_fault_travels_up_and_ctrl_c_stops_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let mut up = Up::start(dir.path(), &shop(), &["--load", "25"]);
+    let mut up = start_up(dir.path(), &shop(), &["--load", "25"]);
     let run = dir.path().join(".hopwise/shop");
     let s = samples(&run);
     assert_eq!(
@@ -302,7 +251,7 @@ fn up_after_a_killed_up_starts_clean() {
     )
     .unwrap();
     let run = dir.path().join(".hopwise/tiny");
-    let mut first = Up::start(dir.path(), &file, &[]);
+    let mut first = start_up(dir.path(), &file, &[]);
     let old = pids(&run);
     assert_eq!(old.len(), 5);
     // SIGKILL: `up` cannot clean up; its children go because they asked to.
@@ -318,7 +267,7 @@ fn up_after_a_killed_up_starts_clean() {
         "the stale run directory is still there"
     );
 
-    let mut second = Up::start(dir.path(), &file, &[]);
+    let mut second = start_up(dir.path(), &file, &[]);
     let s = samples(&run);
     let app = addr(&s["services"]["a"]["copies"][0]["app"]);
     let answer = http(app, "GET", "/");
@@ -439,7 +388,7 @@ services:
         ),
     )
     .unwrap();
-    let mut up = Up::start(dir.path(), &file, &[]);
+    let mut up = start_up(dir.path(), &file, &[]);
     let run = dir.path().join(".hopwise/lib");
     let s = samples(&run);
     let app = addr(&s["services"]["loan"]["copies"][0]["app"]);

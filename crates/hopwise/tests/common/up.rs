@@ -1,0 +1,63 @@
+//! A running `hopwise up` for the tests that start one (`up.rs`, `up_captured.rs`): its stdout
+//! collected line by line, waited on, signalled, killed when dropped.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The shop's mesh file.
+pub fn shop() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")
+}
+
+/// A running `hopwise up`, its stdout collected line by line.
+pub struct Up {
+    pub child: Child,
+    pub lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Up {
+    /// `child` (its stdout piped), once it printed that it is ready.
+    pub fn ready(mut child: Child) -> Up {
+        let lines = super::collect_lines(&mut child);
+        let up = Up { child, lines };
+        up.wait_line(|l| l == "Ctrl-C stops everything.");
+        up
+    }
+
+    /// Waits for a line that satisfies `want` (the test fails if `up` exits first).
+    pub fn wait_line(&self, want: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self.lines.lock().unwrap().iter().rev().find(|l| want(l)) {
+                return l.clone();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "no such line from up; it printed:\n{}",
+                self.lines.lock().unwrap().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn signal(&mut self, s: nix::sys::signal::Signal) -> ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, s).unwrap();
+        self.child.wait().unwrap()
+    }
+
+    pub fn sigint(&mut self) -> ExitStatus {
+        self.signal(nix::sys::signal::Signal::SIGINT)
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
