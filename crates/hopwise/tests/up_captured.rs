@@ -40,7 +40,7 @@ fn start_up(host: &Host, cwd: &Path, state: &Path, log: &str) -> Up {
         .stderr(std::fs::File::create(cwd.join(log)).unwrap())
         .spawn()
         .unwrap();
-    Up::ready(child)
+    Up::ready_logged(child, Some(cwd.join(log)))
 }
 
 /// `GET path` at `addr`, connected from inside `host`; the whole answer.

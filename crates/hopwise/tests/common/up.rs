@@ -17,13 +17,20 @@ pub fn shop() -> PathBuf {
 pub struct Up {
     pub child: Child,
     pub lines: Arc<Mutex<Vec<String>>>,
+    /// Where its stderr goes, if to a file: shown when a line does not come.
+    pub log: Option<PathBuf>,
 }
 
 impl Up {
     /// `child` (its stdout piped), once it printed that it is ready.
-    pub fn ready(mut child: Child) -> Up {
+    pub fn ready(child: Child) -> Up {
+        Up::ready_logged(child, None)
+    }
+
+    /// [`Up::ready`] for an `up` whose stderr goes to `log`.
+    pub fn ready_logged(mut child: Child, log: Option<PathBuf>) -> Up {
         let lines = super::collect_lines(&mut child);
-        let up = Up { child, lines };
+        let up = Up { child, lines, log };
         up.wait_line(|l| l == "Ctrl-C stops everything.");
         up
     }
@@ -37,8 +44,12 @@ impl Up {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(120),
-                "no such line from up; it printed:\n{}",
-                self.lines.lock().unwrap().join("\n")
+                "no such line from up; it printed:\n{}\nand on stderr:\n{}",
+                self.lines.lock().unwrap().join("\n"),
+                self.log
+                    .as_ref()
+                    .and_then(|l| std::fs::read_to_string(l).ok())
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
