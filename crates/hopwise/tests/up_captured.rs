@@ -4,7 +4,8 @@
 //! captured connections to a service (`hopwise_captured_connections_total{outcome="service"}`):
 //! the apps reached their callees by name through their proxies, as no local port per callee
 //! exists. Ctrl-C leaves no namespace, link, hosts directory or record of the run; a SIGKILLed
-//! `up` leaves its namespaces, and the next `up` removes them before it starts.
+//! `up` leaves its namespaces, and the next `up` (captured by `mesh.capture.up: true` this
+//! time) removes them before it starts.
 //!
 //! As in `capture.rs`, everything runs inside a namespace the test made ([`Host`]): the copies'
 //! namespaces hang off it, and every address used is assigned inside namespaces of the test.
@@ -25,14 +26,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// A captured `hopwise up` of the shop inside `host`, in `cwd`, its records under `state`
-/// and its stderr in `cwd/log`; once it is ready.
-fn start_up(host: &Host, cwd: &Path, state: &Path, log: &str) -> Up {
-    let shop = shop();
+/// `hopwise up FILE EXTRA…` inside `host`, in `cwd`, its records under `state` and its
+/// stderr in `cwd/log`; once it is ready.
+fn start_up(host: &Host, cwd: &Path, state: &Path, log: &str, file: &Path, extra: &[&str]) -> Up {
     let (control, dashboard) = (free().to_string(), free().to_string());
     let state = state.display().to_string();
     let child = host
-        .hopwise(&["up", shop.to_str().unwrap(), "--captured"])
+        .hopwise(&["up", file.to_str().unwrap()])
+        .args(extra)
         .args(["--control", &control, "--dashboard", &dashboard])
         .args(["--state", &state])
         .current_dir(cwd)
@@ -134,7 +135,8 @@ fn the_shop_captured_answers_through_every_service_by_name_and_leaves_nothing() 
     let dir = tempfile::tempdir().unwrap();
     let (cwd, state) = (dir.path(), dir.path().join("state"));
 
-    let mut up = start_up(&host, cwd, &state, "up1.stderr");
+    let shop = shop();
+    let mut up = start_up(&host, cwd, &state, "up1.stderr", &shop, &["--captured"]);
     let ids = recorded(&state);
     assert_eq!(ids.len(), 5, "a namespace per sample copy: {ids:?}");
     let s = samples(cwd);
@@ -167,7 +169,7 @@ fn the_shop_captured_answers_through_every_service_by_name_and_leaves_nothing() 
     assert_nothing_left(&host, &state, &ids);
 
     // A SIGKILLed `up` cannot clean up: its namespaces stay, recorded.
-    let mut killed = start_up(&host, cwd, &state, "up2.stderr");
+    let mut killed = start_up(&host, cwd, &state, "up2.stderr", &shop, &["--captured"]);
     let crashed = recorded(&state);
     assert_eq!(crashed.len(), 5, "{crashed:?}");
     let _ = killed.signal(nix::sys::signal::Signal::SIGKILL);
@@ -177,8 +179,17 @@ fn the_shop_captured_answers_through_every_service_by_name_and_leaves_nothing() 
             "the killed up's namespace {id} is there for the next up to remove"
         );
     }
-    // The next `up` removes all of it before it starts, and its own when it stops.
-    let mut next = start_up(&host, cwd, &state, "up3.stderr");
+    // The next `up` removes all of it before it starts, and its own when it stops. This one
+    // is captured by the mesh file's switch instead of the flag.
+    let text = std::fs::read_to_string(&shop).unwrap();
+    let switched = text.replace(
+        "  trust_domain: shop.local\n",
+        "  trust_domain: shop.local\n  capture: { up: true }\n",
+    );
+    assert_ne!(switched, text, "the shop's mesh section moved");
+    let file = cwd.join("shop.yaml");
+    std::fs::write(&file, switched).unwrap();
+    let mut next = start_up(&host, cwd, &state, "up3.stderr", &file, &[]);
     assert_nothing_left(&host, &state, &crashed);
     let log = std::fs::read_to_string(cwd.join("up3.stderr")).unwrap();
     for id in &crashed {
