@@ -405,7 +405,7 @@ fn run_up(a: &hopwise_lab::up::UpArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_FINDINGS));
     }
     // What a crashed `hopwise run` left (docs/capture.md): its records say what is provably its.
-    for id in hopwise_lab::capture::sweep(std::path::Path::new(hopwise_lab::capture::STATE)) {
+    for id in hopwise_lab::capture::sweep(&a.state) {
         eprintln!("hopwise up: removed what the dead captured run {id} left");
     }
     hopwise_lab::up::run::up(a, &mesh, &file, &mut std::io::stdout())

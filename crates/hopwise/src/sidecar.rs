@@ -58,9 +58,10 @@ pub struct ProxyArgs {
     /// A local port for an upstream, `SERVICE=ADDR` (repeatable; overrides the mesh file).
     #[arg(long, value_parser = hopwise_lab::samples::apps::parse_upstream)]
     upstream: Vec<(String, std::net::SocketAddr)>,
-    /// A capture listener here (`hopwise run` sets it, docs/capture.md): connections the
-    /// namespace's rules redirect, sent on by their original destination (`--config` only).
-    #[arg(long, requires = "config")]
+    /// A capture listener here (`hopwise run` and a captured `hopwise up` set it,
+    /// docs/capture.md): connections the namespace's rules redirect, sent on by their original
+    /// destination (the services' addresses of the mesh file in force at start).
+    #[arg(long)]
     capture: Option<std::net::SocketAddr>,
     /// The network namespace the capture listener is bound in (`/run/netns/NAME`).
     #[arg(long, requires = "capture")]
@@ -163,6 +164,19 @@ fn note(text: &str) {
     eprintln!("hopwise: {text}");
 }
 
+/// The capture listener the command line asks for, mapping by `destinations`.
+fn capture(
+    a: &ProxyArgs,
+    destinations: hopwise_model::capture::Destinations,
+) -> Option<hopwise_proxy::config::CaptureConfig> {
+    a.capture
+        .map(|listen| hopwise_proxy::config::CaptureConfig {
+            netns: a.capture_netns.clone(),
+            listen,
+            destinations,
+        })
+}
+
 #[allow(clippy::print_stdout)]
 /// The proxy of one copy, until SIGTERM or Ctrl-C; then it leaves the endpoint sets and drains.
 pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
@@ -210,9 +224,12 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
                 health_path: a.health_path.clone(),
                 lease_ttl: a.lease_ttl.get(),
             };
-            let (config, session) = rt
+            let (mut config, session) = rt
                 .block_on(hopwise_proxy::control::bootstrap(opts))
                 .with_context(|| format!("cannot start the proxy of {}", a.service))?;
+            if a.capture.is_some() {
+                config.capture = capture(&a, session.destinations()?);
+            }
             (config, Some(session))
         }
         (true, Some(file)) => {
@@ -224,13 +241,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
                 &base,
                 a.certs.as_deref(),
             )?;
-            config.capture = a
-                .capture
-                .map(|listen| hopwise_proxy::config::CaptureConfig {
-                    netns: a.capture_netns.clone(),
-                    listen,
-                    destinations: hopwise_model::capture::Destinations::of(&mesh),
-                });
+            config.capture = capture(&a, hopwise_model::capture::Destinations::of(&mesh));
             (config, None)
         }
         (true, None) => anyhow::bail!("give --config FILE or --control URL"),

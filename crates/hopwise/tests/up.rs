@@ -9,17 +9,13 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
 use common::free;
-use common::up::Up;
-
-fn shop() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")
-}
+use common::up::{Up, shop};
 
 fn http(addr: SocketAddr, method: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();

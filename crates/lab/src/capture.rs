@@ -7,7 +7,8 @@
 //! crashed run left, the next `run` or `up` removes ([`record`]).
 //!
 //! The parts: [`plan`] (pure: names, addresses, commands, rules, hosts file), [`netns`] (runs
-//! them, and removes them), [`record`] (the run's record, and sweeping dead runs').
+//! them, and removes them), [`record`] (the run's record, and sweeping dead runs'), [`copy`]
+//! (one copy's namespace made and owned: what `run` and a captured `hopwise up` share).
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,10 +21,12 @@ use crate::error::{LabError, io};
 use crate::processes::parent::tie_to_parent;
 use crate::processes::supervisor::Supervisor;
 
+pub mod copy;
 pub mod netns;
 pub mod plan;
 pub mod record;
 
+pub use copy::CapturedCopy;
 pub use netns::Tools;
 
 /// Where runs are recorded unless `--state` says otherwise (emptied at boot).
@@ -61,20 +64,6 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// What a run made, removed on drop (the record last, so a crash half-way is still swept).
-struct Made<'a> {
-    names: plan::Names,
-    tools: &'a Tools,
-    state: &'a Path,
-}
-
-impl Drop for Made<'_> {
-    fn drop(&mut self) {
-        netns::remove(&self.names, self.tools);
-        record::forget(self.state, &self.names.id);
-    }
-}
-
 /// Runs `args.command` captured until it exits; its exit status. `hopwise` is the binary to
 /// start the proxy with.
 pub fn run(args: &RunArgs, mesh: &Mesh, hopwise: &Path) -> Result<ExitStatus, LabError> {
@@ -82,36 +71,30 @@ pub fn run(args: &RunArgs, mesh: &Mesh, hopwise: &Path) -> Result<ExitStatus, La
     for id in record::sweep(&args.state, &tools) {
         crate::progress(&format!("hopwise run: removed what the dead run {id} left"));
     }
-    let names = (0..8)
-        .map(|_| format!("{:08x}", fastrand::u32(..)))
-        .filter_map(|id| plan::Names::of(&id))
-        .find(|n| !Path::new(&n.netns_path()).exists())
-        .ok_or_else(|| LabError::Failed("no free run id".into()))?;
-    let plan = plan::plan(mesh, &args.service, args.copy, names.clone())
-        .map_err(|e| LabError::Failed(e.to_string()))?;
-    let me = std::process::id();
-    let mut rec = record::Record {
-        id: names.id.clone(),
-        service: args.service.clone(),
-        copy: args.copy,
-        pid: me,
-        started: record::start_time(me).unwrap_or_default(),
-        proxy: None,
-    };
-    record::write(&args.state, &rec)?;
-    let _made = Made {
-        names: names.clone(),
-        tools: &tools,
-        state: &args.state,
-    };
-    netns::build(&plan, &tools)?;
+    let app_port = mesh
+        .services
+        .get(&args.service)
+        .and_then(|s| s.copies.get(args.copy))
+        .and_then(|c| c.app)
+        .map(|a| a.port());
+    let mut made = CapturedCopy::make(
+        mesh,
+        &args.service,
+        args.copy,
+        app_port,
+        &args.state,
+        &tools,
+    )?;
     let sup = Supervisor::new("`run`")?;
-    let proxy = start_proxy(args, &plan, hopwise, &sup)?;
-    rec.proxy = record::start_time(proxy).map(|t| (proxy, t));
-    record::write(&args.state, &rec)?;
-    let mut app = Command::new(&tools.ip)
-        .args(["netns", "exec", &names.netns])
-        .args(&args.command)
+    let proxy = start_proxy(args, &made, hopwise, &sup)?;
+    made.proxy_started(proxy)?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| LabError::Failed("no command to run".into()))?;
+    let mut app = made
+        .command(program)
+        .args(rest)
         .spawn()
         .map_err(io(format!("cannot start {}", args.command.join(" "))))?;
     loop {
@@ -136,22 +119,17 @@ pub fn run(args: &RunArgs, mesh: &Mesh, hopwise: &Path) -> Result<ExitStatus, La
 /// it has bound every listener (it prints its line then).
 fn start_proxy(
     args: &RunArgs,
-    plan: &plan::Plan,
+    made: &CapturedCopy,
     hopwise: &Path,
     sup: &Supervisor,
 ) -> Result<u32, LabError> {
+    let plan = made.plan();
     let mut cmd = Command::new(hopwise);
     cmd.arg("proxy")
         .arg("--config")
         .arg(&args.config)
         .args(["--service", &args.service, "--copy", &args.copy.to_string()])
-        .arg("--capture")
-        .arg(format!("127.0.0.1:{}", plan::CAPTURE_PORT))
-        .arg("--capture-netns")
-        .arg(plan.names.netns_path());
-    if let Some(app) = plan.app_from_host {
-        cmd.arg("--app").arg(app.to_string());
-    }
+        .args(made.proxy_args());
     if let Some(c) = &args.certs {
         cmd.arg("--certs").arg(c);
     }

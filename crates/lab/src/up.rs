@@ -7,7 +7,9 @@
 //! The parts, one job each: [`plan`] (pure: mesh → processes and ports), [`run`] (the
 //! processes: start, wait until ready, stop), [`rundir`] (the run directory, stale processes),
 //! [`samples`] (writes the `samples.json` contract), [`load`] (steady requests into the entry
-//! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`), [`tap`] (`hopwise tap`). The sample apps and
+//! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`), [`tap`] (`hopwise
+//! tap`), [`captured`] (the samples run captured, each copy in its own network namespace). The
+//! sample apps and
 //! their knobs are [`crate::samples`]'s, the child processes [`crate::processes`]'. See
 //! docs/up.md.
 
@@ -16,6 +18,7 @@ use std::path::PathBuf;
 
 use hopwise_model::Dur;
 
+pub mod captured;
 pub mod fault;
 pub mod load;
 pub mod plan;
@@ -40,6 +43,14 @@ pub struct UpArgs {
     /// Where the control plane listens (TLS; loopback by default).
     #[arg(long, default_value = "127.0.0.1:7900")]
     pub control: SocketAddr,
+    /// Run every sample app captured, as `mesh.capture.up: true` does: each copy in its own
+    /// network namespace, calling its callees by name (root; docs/up.md).
+    #[arg(long)]
+    pub captured: bool,
+    /// Where captured copies are recorded, so a crashed run's leftovers can be found (as
+    /// `hopwise run --state`).
+    #[arg(long, default_value = crate::capture::STATE)]
+    pub state: PathBuf,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {

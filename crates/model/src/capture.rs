@@ -134,6 +134,8 @@ pub struct Capture {
     pub egress: Egress,
     pub skip_ports: Vec<u16>,
     pub skip_cidrs: Vec<Cidr>,
+    /// `mesh.capture.up`: `hopwise up` runs its sample apps captured.
+    pub up: bool,
 }
 
 impl Default for Capture {
@@ -146,6 +148,7 @@ impl Default for Capture {
             egress: Egress::Refuse,
             skip_ports: Vec::new(),
             skip_cidrs: Vec::new(),
+            up: false,
         }
     }
 }
@@ -278,6 +281,7 @@ pub(crate) fn resolve(
                 .iter()
                 .filter_map(|c| c.parse().ok())
                 .collect(),
+            up: raw.up.unwrap_or(d.up),
         },
     };
     let mut seen: Vec<(IpAddr, &str)> = Vec::new();

@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 pub mod etcd;
+pub mod netns;
 pub mod up;
 
 /// A loopback port nothing listens on (yet), never one this test process was given before.
@@ -29,6 +30,20 @@ pub fn free() -> SocketAddr {
         }
         held.push(listener);
     }
+}
+
+/// Every line `child` writes on its (piped) stdout, collected as it comes by a thread.
+pub fn collect_lines(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = child.stdout.take().unwrap();
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
 }
 
 /// A child process, killed when dropped (a failing test leaves nothing behind).

@@ -1,42 +1,52 @@
-//! A running `hopwise up` for the tests that start one (tests/up.rs, tests/shop_trace.rs).
+//! A running `hopwise up` for the tests that start one (`up.rs`, `up_captured.rs`): its stdout
+//! collected line by line, waited on, signalled, killed when dropped.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::free;
+/// The shop's mesh file.
+pub fn shop() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/shop/mesh.yaml")
+}
 
 /// A running `hopwise up`, its stdout collected line by line.
 pub struct Up {
     pub child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
+    pub lines: Arc<Mutex<Vec<String>>>,
+    /// Where its stderr goes, if to a file: shown when a line does not come.
+    pub log: Option<PathBuf>,
 }
 
 impl Up {
+    /// `hopwise up FILE EXTRA…` in `cwd` on free ports, once it is ready.
     pub fn start(cwd: &Path, file: &Path, extra: &[&str]) -> Up {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        let child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
             .current_dir(cwd)
             .arg("up")
             .arg(file)
-            .args(["--control", &free().to_string()])
-            .args(["--dashboard", &free().to_string()])
+            .args(["--control", &super::free().to_string()])
+            .args(["--dashboard", &super::free().to_string()])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { return };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let up = Up { child, lines };
+        Up::ready(child)
+    }
+
+    /// `child` (its stdout piped), once it printed that it is ready.
+    pub fn ready(child: Child) -> Up {
+        Up::ready_logged(child, None)
+    }
+
+    /// [`Up::ready`] for an `up` whose stderr goes to `log`.
+    pub fn ready_logged(mut child: Child, log: Option<PathBuf>) -> Up {
+        let lines = super::collect_lines(&mut child);
+        let up = Up { child, lines, log };
         up.wait_line(|l| l == "Ctrl-C stops everything.");
         up
     }
@@ -50,17 +60,25 @@ impl Up {
             }
             assert!(
                 start.elapsed() < Duration::from_secs(120),
-                "no such line from up; it printed:\n{}",
-                self.lines.lock().unwrap().join("\n")
+                "no such line from up; it printed:\n{}\nand on stderr:\n{}",
+                self.lines.lock().unwrap().join("\n"),
+                self.log
+                    .as_ref()
+                    .and_then(|l| std::fs::read_to_string(l).ok())
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    pub fn sigint(&mut self) -> std::process::ExitStatus {
+    pub fn signal(&mut self, s: nix::sys::signal::Signal) -> ExitStatus {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        nix::sys::signal::kill(pid, s).unwrap();
         self.child.wait().unwrap()
+    }
+
+    pub fn sigint(&mut self) -> ExitStatus {
+        self.signal(nix::sys::signal::Signal::SIGINT)
     }
 }
 

@@ -79,12 +79,28 @@ pub enum PlanError {
     },
 }
 
-/// The plan of copy `copy` of `service` for the run `names`.
+/// The plan of copy `copy` of `service` for the run `names`, its app on the port the mesh
+/// file gives the copy (`copies[].app`), if any.
 pub fn plan(mesh: &Mesh, service: &str, copy: usize, names: Names) -> Result<Plan, PlanError> {
     let s = mesh
         .services
         .get(service)
         .ok_or_else(|| PlanError::UnknownService(service.to_owned()))?;
+    let app_port = s.copies.get(copy).and_then(|c| c.app).map(|a| a.port());
+    plan_app(mesh, service, copy, app_port, names)
+}
+
+/// [`plan`] with the app's port given (`hopwise up` chooses its samples' ports itself).
+pub fn plan_app(
+    mesh: &Mesh,
+    service: &str,
+    copy: usize,
+    app_port: Option<u16>,
+    names: Names,
+) -> Result<Plan, PlanError> {
+    if !mesh.services.contains_key(service) {
+        return Err(PlanError::UnknownService(service.to_owned()));
+    }
     let net = mesh
         .copy_net(service, copy)
         .ok_or_else(|| PlanError::NoRoom {
@@ -92,7 +108,6 @@ pub fn plan(mesh: &Mesh, service: &str, copy: usize, names: Names) -> Result<Pla
             copy,
             range: mesh.capture.range.to_string(),
         })?;
-    let app_port = s.copies.get(copy).and_then(|c| c.app).map(|a| a.port());
     let service_addresses: Vec<IpAddr> = mesh.services.values().filter_map(|s| s.address).collect();
     Ok(Plan {
         app_from_host: app_port.map(|p| SocketAddr::new(IpAddr::V4(net.app), p)),

@@ -5,7 +5,8 @@
 //! no client socket can be given the port meanwhile; clearing it listens again.
 //!
 //! - `chain`: per request, calls each service in its `calls` (a call with routes: each route,
-//!   on its path with its method) through its proxy's local port for that service — real gRPC
+//!   on its path with its method) through its proxy's local port for that service, or by the
+//!   service's name when it runs captured ([`super::callee`]) — real gRPC
 //!   (tonic) when the callee speaks gRPC — and answers `{"service","copy","calls":[…]}`; 502
 //!   (gRPC: UNAVAILABLE) when a call failed.
 //! - `leaf`: answers `{"service","copy"}`.
@@ -36,6 +37,7 @@ use tokio_rustls::TlsAcceptor;
 use tonic::body::Body;
 use tonic::codegen::Service;
 
+use super::callee::Callee;
 use super::fee::FeeState;
 use super::knobs::{self, Knobs};
 use super::pb;
@@ -64,9 +66,15 @@ pub struct SampleArgs {
     /// The fault knobs' port.
     #[arg(long)]
     pub knobs: SocketAddr,
-    /// The proxy's local port for a service called, `SERVICE=ADDR` (repeatable).
-    #[arg(long, value_parser = parse_upstream)]
-    pub upstream: Vec<(String, SocketAddr)>,
+    /// The network namespace the knobs' port is bound in (`/proc/PID/ns/net`): a captured
+    /// copy's `up` keeps it on the host's loopback, where `hopwise fault` and the dashboard
+    /// reach it, while the app runs in the copy's namespace.
+    #[arg(long)]
+    pub knobs_netns: Option<PathBuf>,
+    /// How a service called is reached, repeatable: `SERVICE=IP:PORT`, its proxy's local port;
+    /// or `SERVICE=NAME[:PORT]`, by name (a captured copy: resolved in its namespace).
+    #[arg(long, value_parser = super::callee::parse_callee)]
+    pub upstream: Vec<(String, Callee)>,
     /// Where `<service>.pem` and `<service>-key.pem` are (the fee's TLS).
     #[arg(long)]
     pub certs: Option<PathBuf>,
@@ -92,7 +100,7 @@ struct Target {
     route: Option<String>,
     method: Method,
     path: String,
-    addr: SocketAddr,
+    addr: Callee,
     grpc: Option<pb::sample_client::SampleClient<tonic::transport::Channel>>,
 }
 
@@ -138,7 +146,7 @@ impl Core {
             };
             let grpc = match call.protocol {
                 Protocol::Grpc => Some(pb::sample_client::SampleClient::new(
-                    tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                    tonic::transport::Channel::from_shared(format!("http://{}", addr.authority()))
                         .map_err(|e| LabError::Failed(format!("--upstream {addr}: {e}")))?
                         .connect_lazy(),
                 )),
@@ -149,7 +157,7 @@ impl Core {
                 route: call.route.clone(),
                 method: Method::from_bytes(call.method.as_bytes()).unwrap_or(Method::GET),
                 path,
-                addr: *addr,
+                addr: addr.clone(),
                 grpc,
             });
         }
@@ -212,7 +220,7 @@ impl Core {
     async fn http_call(&self, t: &Target, context: &HeaderMap) -> (bool, String) {
         let req = Request::builder()
             .method(t.method.clone())
-            .uri(format!("http://{}{}", t.addr, t.path))
+            .uri(format!("http://{}{}", t.addr.authority(), t.path))
             .header(header::HOST, t.to.as_str())
             .body(Full::new(Bytes::new()));
         let Ok(mut req) = req else {
@@ -428,6 +436,18 @@ async fn serve_app(
     }
 }
 
+/// The knobs' listener, bound in `--knobs-netns` when given (in a runtime).
+fn knob_listener(args: &SampleArgs) -> Result<TcpListener, LabError> {
+    let what = format!("cannot listen on {} (knobs)", args.knobs);
+    let std = hopwise_proxy::capture::in_netns(args.knobs_netns.as_deref(), || {
+        std::net::TcpListener::bind(args.knobs)
+    })
+    .and_then(|r| r)
+    .and_then(|l| l.set_nonblocking(true).map(|()| l))
+    .map_err(io(what.clone()))?;
+    TcpListener::from_std(std).map_err(io(what))
+}
+
 /// Runs one sample copy until SIGTERM or Ctrl-C.
 pub fn run(args: &SampleArgs) -> Result<(), LabError> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -450,9 +470,7 @@ pub fn run(args: &SampleArgs) -> Result<(), LabError> {
             _ => None,
         };
         let knobs = Knobs::new();
-        let knob_listener = TcpListener::bind(args.knobs)
-            .await
-            .map_err(io(format!("cannot listen on {} (knobs)", args.knobs)))?;
+        let knob_listener = knob_listener(args)?;
         let _knob_server = knobs::serve(knob_listener, knobs.clone());
         let app = socket(args.listen)
             .and_then(|s| s.listen(1024))

@@ -32,11 +32,17 @@ pub struct Planned {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedCopy {
     pub copy: usize,
+    /// Where the app is reached from the host (a captured copy: its namespace's address,
+    /// while it listens on its own loopback on the same port, [`super::captured`]).
     pub app: SocketAddr,
     /// The sample's fault knobs; `None` for a user's app.
     pub knobs: Option<SocketAddr>,
     /// The sidecar; `None` for a service outside the mesh (the fee).
     pub proxy: Option<ProxyPorts>,
+    /// Run in its own network namespace ([`super::captured`]).
+    pub captured: bool,
+    /// The services a captured copy's app calls by name (theirs resolves in its namespace).
+    pub by_name: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +64,14 @@ pub enum PlanError {
         "services.{0}.copies[{1}]: no `app`, and the service has no `sample`: give every copy its app's address"
     )]
     CopyWithoutApp(String, usize),
+    #[error(
+        "services.{service}: copy {copy} has no address in mesh.capture.range ({range}) to run captured in: widen the range"
+    )]
+    NoCaptureRoom {
+        service: String,
+        copy: usize,
+        range: String,
+    },
     #[error(
         "services.{service}.external.address: `{address}` is not a local port `up` can serve the fee on ({why})"
     )]
@@ -84,6 +98,8 @@ impl Plan {
                             app: local_address(&s.name, &e.address)?,
                             knobs: Some(port()),
                             proxy: None,
+                            captured: false,
+                            by_name: Vec::new(),
                         }],
                     });
                 }
@@ -125,6 +141,8 @@ impl Plan {
                         admin: c.admin.unwrap_or_else(&mut *port),
                         upstreams,
                     }),
+                    captured: false,
+                    by_name: Vec::new(),
                 });
             }
             services.push(Planned {

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use hopwise_model::Mesh;
 
+use super::captured::{self, Namespaces};
 use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
 use super::rundir::{self, write};
@@ -41,12 +42,46 @@ struct Children {
     control: Vec<Proc>,
     apps: Vec<Proc>,
     proxies: Vec<Proc>,
+    /// The captured copies' namespaces: last, so that on every exit path the supervisor
+    /// (dropped first: fields drop in order) has killed what ran in them before they go.
+    nets: Option<Namespaces>,
 }
 
 impl Children {
     fn spawn(&mut self, name: &str, args: &[String]) -> Result<Proc, LabError> {
         let mut cmd = Command::new(&self.exe);
-        tie_to_parent(cmd.args(args));
+        cmd.args(args);
+        self.spawn_command(name, cmd)
+    }
+
+    /// Copy `c`'s sample app: in its namespace when it is captured (made here).
+    fn spawn_app(
+        &mut self,
+        mesh: &Mesh,
+        file: &Path,
+        svc: &Planned,
+        c: &PlannedCopy,
+    ) -> Result<Proc, LabError> {
+        let name = format!("{}-{}.app", svc.name, c.copy);
+        let mut args = app_args(file, &self.run, svc, c);
+        let Some(nets) = self.nets.as_mut().filter(|_| c.captured) else {
+            return self.spawn(&name, &args);
+        };
+        // The knobs stay on the host's loopback (up's own namespace), where `hopwise fault`
+        // and the dashboard reach them.
+        args.extend([
+            s("--knobs-netns"),
+            format!("/proc/{}/ns/net", std::process::id()),
+        ]);
+        let mut cmd = nets
+            .make(mesh, &svc.name, c.copy, c.app.port())?
+            .command(&self.exe);
+        cmd.args(&args);
+        self.spawn_command(&name, cmd)
+    }
+
+    fn spawn_command(&mut self, name: &str, mut cmd: Command) -> Result<Proc, LabError> {
+        tie_to_parent(&mut cmd);
         let log = self.run.join("logs").join(format!("{name}.stderr"));
         let (p, _) = self.sup.spawn(name, cmd, &log, false)?;
         let pids: String = self.sup.pids().iter().map(|p| format!("{p}\n")).collect();
@@ -66,6 +101,8 @@ impl Children {
             self.sup.terminate(&pids, grace);
         }
         let _ = std::fs::remove_file(self.run.join("pids"));
+        // Every process stopped: the namespaces, links, hosts files and records go.
+        self.nets = None;
     }
 }
 
@@ -155,7 +192,13 @@ fn up_in(
             .next()
             .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
     };
-    let plan = Plan::new(mesh, &mut next).map_err(|e| LabError::Failed(e.to_string()))?;
+    let mut plan = Plan::new(mesh, &mut next).map_err(|e| LabError::Failed(e.to_string()))?;
+    let nets = if args.captured || mesh.capture.up {
+        plan = captured::plan(plan, mesh).map_err(|e| LabError::Failed(e.to_string()))?;
+        Some(Namespaces::new(&args.state)?)
+    } else {
+        None
+    };
     let samples_file = run.join(samples::FILE);
     let text = serde_json::to_string_pretty(&samples::from_plan(file, &plan))
         .map_err(|e| LabError::Failed(format!("cannot render {}: {e}", samples::FILE)))?;
@@ -176,12 +219,13 @@ fn up_in(
         control: Vec::new(),
         apps: Vec::new(),
         proxies: Vec::new(),
+        nets,
     };
     // Children are spawned from this thread only: their parent-death signal follows the
     // thread that forked them.
     let ready = rt.block_on(async {
         tokio::select! {
-            r = start(&mut kids, args, file, &plan, dashboard) => r,
+            r = start(&mut kids, args, mesh, file, &plan, dashboard) => r,
             () = signals() => Err(LabError::Interrupted { who: "`up`" }),
         }
     });
@@ -240,6 +284,7 @@ fn up_in(
 async fn start(
     kids: &mut Children,
     args: &UpArgs,
+    mesh: &Mesh,
     file: &Path,
     plan: &Plan,
     dashboard: Option<SocketAddr>,
@@ -290,10 +335,7 @@ async fn start(
             continue;
         }
         for c in &svc.copies {
-            let p = kids.spawn(
-                &format!("{}-{}.app", svc.name, c.copy),
-                &app_args(file, &run, svc, c),
-            )?;
+            let p = kids.spawn_app(mesh, file, svc, c)?;
             let (app, knobs) = (c.app, c.knobs);
             wait_for(
                 &kids.sup,
@@ -331,8 +373,6 @@ async fn start(
                 s(proxy.inbound),
                 s("--admin"),
                 s(proxy.admin),
-                s("--app"),
-                s(c.app),
                 s("--cache"),
                 s(run
                     .join("cache")
@@ -345,7 +385,23 @@ async fn start(
             for (to, port) in &proxy.upstreams {
                 a.extend([s("--upstream"), format!("{to}={port}")]);
             }
+            let made = kids
+                .nets
+                .as_mut()
+                .and_then(|n| n.get_mut(&svc.name, c.copy));
+            match &made {
+                // Its capture listener in the namespace, and `--app` as the host reaches it.
+                Some(m) => a.extend(m.proxy_args()),
+                None => a.extend([s("--app"), s(c.app)]),
+            }
             let p = kids.spawn(&format!("{}-{}.proxy", svc.name, c.copy), &a)?;
+            if let Some(m) = kids
+                .nets
+                .as_mut()
+                .and_then(|n| n.get_mut(&svc.name, c.copy))
+            {
+                m.proxy_started(p.pid)?;
+            }
             let admin = proxy.admin;
             wait_for(
                 &kids.sup,
@@ -393,7 +449,11 @@ fn app_args(file: &Path, run: &Path, svc: &Planned, c: &PlannedCopy) -> Vec<Stri
         s("--copy"),
         s(c.copy),
         s("--listen"),
-        s(c.app),
+        s(if c.captured {
+            captured::inside(c.app)
+        } else {
+            c.app
+        }),
         s("--certs"),
         s(run.join("certs").display()),
         s("--run"),
@@ -404,6 +464,11 @@ fn app_args(file: &Path, run: &Path, svc: &Planned, c: &PlannedCopy) -> Vec<Stri
     }
     for (to, port) in c.proxy.iter().flat_map(|p| p.upstreams.iter()) {
         a.extend([s("--upstream"), format!("{to}={port}")]);
+    }
+    // By name: `inventory` resolves in the copy's namespace, whose rules take the
+    // connection to the proxy's capture listener.
+    for to in &c.by_name {
+        a.extend([s("--upstream"), format!("{to}={to}")]);
     }
     a
 }

@@ -25,6 +25,7 @@ pub fn text(
     for s in &plan.services {
         for c in &s.copies {
             let kind = match s.sample {
+                Some(k) if c.captured => format!("{} (captured)", k.name()),
                 Some(k) => k.name().to_owned(),
                 None => "your app".to_owned(),
             };

@@ -92,6 +92,22 @@ fn a_small_range_shifts_every_address_with_it() {
     assert_eq!(m.copy_net("a", 0).unwrap().app, Ipv4Addr::new(10, 9, 1, 2));
     assert_eq!(m.capture.skip_ports, [22]);
     assert_eq!(m.capture.skip_cidrs[0].to_string(), "10.0.0.0/8");
+    assert!(
+        !m.capture.up,
+        "up runs its samples captured only when asked"
+    );
+}
+
+#[test]
+fn up_runs_its_samples_captured_when_the_file_says_so() {
+    let m = mesh("mesh: { capture: { up: true } }\nservices: { a: {} }");
+    assert!(m.capture.up);
+    let p = problems("mesh:\n  capture:\n    up: yes please\nservices: { a: {} }\n");
+    assert_eq!(
+        p,
+        ["mesh.capture.up:3: expected `true` or `false`, found a string"],
+        "{p:?}"
+    );
 }
 
 fn problems(yaml: &str) -> Vec<String> {

@@ -1,6 +1,6 @@
 //! The mesh file's transparent-capture fields as written: `mesh.capture` (the address range of
 //! copies run in their own network namespace, what a destination outside the mesh meets, what
-//! is never captured) and `services.<name>.address` (the address an app reaches a service at).
+//! is never captured, whether `hopwise up` runs its samples captured) and `services.<name>.address` (the address an app reaches a service at).
 //! Their readers check each value where it stands, so a problem names its line; the meaning
 //! (which address belongs to whom) is [`crate::capture`]'s.
 
@@ -32,6 +32,11 @@ pub struct RawCapture {
     /// Destination ranges never captured (`a.b.c.d/n` or `::/n`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skip_cidrs: Vec<String>,
+    /// `hopwise up` runs every sample app captured, each copy in its own network namespace
+    /// calling its callees by name (needs root, `ip` and `nft`; `up --captured` does the same
+    /// for one run). Default `false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub up: Option<bool>,
 }
 
 pub(super) fn read_capture(r: &mut Reader, node: &Node, path: &str) -> Option<RawCapture> {
@@ -74,6 +79,7 @@ pub(super) fn read_capture(r: &mut Reader, node: &Node, path: &str) -> Option<Ra
                 })
             })
             .unwrap_or_default(),
+        up: f.get(r, "up", |r, n, p| r.bool(n, p)),
     };
     f.finish(r);
     Some(c)

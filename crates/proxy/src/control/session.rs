@@ -31,6 +31,17 @@ pub struct Session {
     server: usize,
 }
 
+impl Session {
+    /// The addresses of the mesh file in force at start (`Destinations::of`): what a capture
+    /// listener (`--capture`) maps connections by. Fixed for the process's life, as with
+    /// `--config` (docs/capture.md).
+    pub fn destinations(&self) -> Result<hopwise_model::capture::Destinations, ControlError> {
+        hopwise_model::Mesh::from_yaml(&self.cached.mesh_yaml)
+            .map(|m| hopwise_model::capture::Destinations::of(&m))
+            .map_err(|d| ControlError::Config(d.render("the control plane's mesh file")))
+    }
+}
+
 /// Gets a certificate and the first snapshot from the control plane — or, when it cannot be
 /// reached, the cached ones, so a restart during an outage still serves.
 pub async fn bootstrap(opts: ControlOptions) -> Result<(ProxyConfig, Session), ControlError> {

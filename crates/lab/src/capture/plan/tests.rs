@@ -128,3 +128,28 @@ fn unknown_services_and_copies_past_the_range_are_refused() {
         Err(PlanError::NoRoom { .. })
     ));
 }
+
+#[test]
+fn a_copy_whose_port_up_chose_lets_the_host_reach_that_port() {
+    // `probe` lists no copy, so no app port: `hopwise up` gives the one it chose.
+    let p = plan_app(
+        &mesh(),
+        "probe",
+        1,
+        Some(40123),
+        Names::of("00000003").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(p.app_port, Some(40123));
+    assert_eq!(p.app_from_host, Some("100.77.4.38:40123".parse().unwrap()));
+    assert!(
+        p.rules
+            .contains("ip saddr 100.77.4.37 tcp dport 40123 dnat to 127.0.0.1:40123"),
+        "{}",
+        p.rules
+    );
+    assert_eq!(
+        plan_app(&mesh(), "nope", 0, Some(1), Names::of("00000003").unwrap()),
+        Err(PlanError::UnknownService("nope".into()))
+    );
+}
