@@ -42,6 +42,7 @@ pub mod state;
 pub mod tcp;
 pub mod tls;
 pub mod trace;
+pub mod upgrade;
 pub mod upstream;
 pub mod worker;
 

@@ -85,6 +85,22 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// [`Admitted`] with its gauges owned ([`InboundGauges::admit_held`]).
+#[derive(Debug)]
+pub struct Held {
+    gauges: Arc<InboundGauges>,
+    caller: Option<CallerKey>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(Admitted {
+            gauges: &self.gauges,
+            caller: self.caller.take(),
+        });
+    }
+}
+
 impl InboundGauges {
     pub fn new(limits: InboundLimits) -> Arc<Self> {
         Arc::new(InboundGauges {
@@ -136,6 +152,19 @@ impl InboundGauges {
             guard.caller = Some(caller);
         }
         Ok(guard)
+    }
+
+    /// As [`admit`](Self::admit), the place held by an owner of the gauges: an upgraded
+    /// connection's own task keeps it for as long as the connection lives.
+    pub fn admit_held(self: &Arc<Self>, caller: Option<CallerKey>) -> Result<Held, &'static str> {
+        let admitted = self.admit(caller)?;
+        let caller = admitted.caller;
+        // Its place is handed to `Held`, whose drop gives it back the same way.
+        std::mem::forget(admitted);
+        Ok(Held {
+            gauges: self.clone(),
+            caller,
+        })
     }
 
     /// Callers with a request in flight (for tests: the table stays bounded).
