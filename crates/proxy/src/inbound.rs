@@ -7,6 +7,7 @@
 //! takes the same checks, then [`crate::upgrade::inbound`].
 
 pub mod limits;
+mod switch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
-use crate::upgrade::{self, Switch};
+use crate::upgrade::Switch;
 use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
 use limits::{CallerKey, InboundGauges};
@@ -311,55 +312,6 @@ impl Inbound {
             rm.answered(&resp, start.elapsed(), upstream_time);
         }
         resp
-    }
-
-    /// A protocol switch or CONNECT ([`crate::upgrade::inbound`]): the caller identified and
-    /// authorised as for any request (CONNECT, which has no path, by `allow` alone), its places
-    /// under the caps held for the connection's life, the identity header set; then carried.
-    async fn switch(
-        &self,
-        caller: &Caller,
-        switch: Switch,
-        mut req: Request<Incoming>,
-    ) -> Response<Body> {
-        let start = Instant::now();
-        strip_hop_by_hop(req.headers_mut());
-        let connect = switch == Switch::Connect;
-        if !connect && let Err(e) = normalize_path(&mut req) {
-            return self.refuse(None, ProxyError::BadPath(e), false, start);
-        }
-        let path = if connect { "" } else { req.uri().path() };
-        if let Some(err) = self.refused(caller, path) {
-            return self.refuse(None, err, false, start);
-        }
-        if matches!(caller, Caller::Plaintext) {
-            // Upgrades travel over mutual TLS only: without it there is nobody to check.
-            let err = ProxyError::UpgradeUnsupported(upgrade::NO_TLS);
-            return self.refuse(None, err, false, start);
-        }
-        let Some(addr) = self.app else {
-            let err = ProxyError::NoEndpoint(self.config.service.clone());
-            return self.refuse(None, err, false, start);
-        };
-        let held = match self.gauges.admit_held(caller.key()) {
-            Ok(h) => h,
-            Err(cap) => {
-                self.metrics.limit_tripped(&self.config.service, cap);
-                return self.refuse(None, ProxyError::InboundOverflow(cap), false, start);
-            }
-        };
-        set_identity(caller, req.headers_mut());
-        let app = upgrade::inbound::App {
-            addr,
-            upgrade: self.config.upgrade.as_ref(),
-            metrics: &self.metrics,
-            service: &self.config.service,
-            timeout: self.gauges.limits().timeout.map(|t| t.get()),
-        };
-        match upgrade::inbound::serve(app, switch, req, held).await {
-            Ok(resp) => resp,
-            Err(e) => self.refuse(None, e, false, start),
-        }
     }
 
     /// Why `caller` may not call `path`, if it may not: a caller the handshake could not

@@ -1,6 +1,6 @@
 //! The outbound request lifecycle, read top to bottom as the chart "The path of a request"
-//! in ARCHITECTURE.md: a protocol switch or CONNECT to [`crate::upgrade`] → strip hop-by-hop headers and make the path canonical →
-//! pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
+//! in ARCHITECTURE.md: a protocol switch or CONNECT to [`crate::upgrade`] → strip hop-by-hop
+//! headers and make the path canonical → pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
 //! decide the deadline, once (route timeout, trimmed to the caller's) → the limits (fail fast
 //! over a cap) → the tries ([`crate::attempts`]: pick a copy, send, classify, retry if the
 //! policy, the request's safety, the budget and the deadline allow) → record metrics → the
