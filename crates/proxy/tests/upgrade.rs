@@ -185,8 +185,8 @@ async fn a_switch_the_service_does_not_accept_or_a_caller_not_allowed_is_refused
     let to = a.bound.upstreams["plain"];
     let (status, reason) = refused_handshake(to, "ws://plain/echo").await;
     assert_eq!((status, reason.as_str()), (501, "upgrade-unsupported"));
-    let connect = "CONNECT plain:80 HTTP/1.1\r\nHost: plain:80\r\n\r\n";
-    let answer = raw(to, connect.as_bytes(), Duration::from_millis(500)).await;
+    let connect = "CONNECT plain:80 HTTP/1.1\r\nHost: plain:80\r\nConnection: close\r\n\r\n";
+    let answer = raw(to, connect.as_bytes(), LIMIT).await;
     assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
     assert!(answer.contains("connect-unsupported"), "{answer}");
     assert_eq!(plain.hits.load(Ordering::SeqCst), 0);
@@ -252,4 +252,24 @@ async fn a_connect_reaches_a_tcp_echo_and_carries_a_half_close() {
     wait_metric(&a, series, 23.0).await;
     let series = "hopwise_tcp_connections_total{direction=\"inbound\",service=\"pipe\"}";
     wait_metric(&b, series, 1.0).await;
+}
+
+#[tokio::test]
+async fn proxies_without_certificates_carry_no_upgrade() {
+    let f = Fixture::new(MESH);
+    let app = ws_echo().await;
+    let plaintext = |mut c: hopwise_proxy::ProxyConfig| {
+        c.plaintext = true;
+        c.certs = None;
+        c
+    };
+    let b = start(inbound(plaintext(f.config("chat")), app.addr)).await;
+    let peer = b.bound.inbound.unwrap();
+    let a = start(outbound(plaintext(f.config("a")), &[("chat", peer)])).await;
+    let (status, reason) = refused_handshake(a.bound.upstreams["chat"], "ws://chat/").await;
+    assert_eq!((status, reason.as_str()), (501, "upgrade-unsupported"));
+    // Nor does the callee's proxy carry one that reaches it in plain text.
+    let (status, reason) = refused_handshake(peer, "ws://chat/").await;
+    assert_eq!((status, reason.as_str()), (501, "upgrade-unsupported"));
+    assert_eq!(app.accepted.load(Ordering::SeqCst), 0);
 }
