@@ -300,7 +300,7 @@ impl Conn {
             let live = live.borrow_mut().load().clone();
             async move { Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await) }
         });
-        // Upgrades on: a request that does not ask for one costs nothing more (crate::upgrade).
+        // Upgrades on (crate::upgrade): hyper prepares one only for a request that asks for it.
         let conn = self
             .builder
             .serve_connection_with_upgrades(TokioIo::new(tcp), guard.track(svc));

@@ -187,6 +187,18 @@ mod tests {
     }
 
     #[test]
+    fn a_held_place_counts_until_it_is_dropped() {
+        let g = gauges(1, 1);
+        let a = CallerKey::of("spiffe://m/service/a");
+        let held = g.admit_held(Some(a)).unwrap();
+        assert_eq!(g.admit(Some(a)).unwrap_err(), MAX_REQUESTS);
+        assert_eq!(g.callers_in_flight(), 1);
+        drop(held);
+        assert_eq!(g.callers_in_flight(), 0);
+        assert!(g.admit(Some(a)).is_ok());
+    }
+
+    #[test]
     fn each_caller_is_capped_and_others_still_get_through() {
         let g = gauges(3, 2);
         let a = CallerKey::of("spiffe://m/service/a");
