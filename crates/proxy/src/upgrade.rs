@@ -142,12 +142,26 @@ pub(crate) struct Counted {
     pub idle: Option<Duration>,
 }
 
+/// A callee's side that a failure of the caller's is passed on to as a TCP reset: the app's
+/// own socket (CONNECT). An upgraded HTTP connection cannot be reset from here: it is closed.
+pub(crate) trait Reset {
+    fn reset(&self) {}
+}
+
+impl Reset for tokio::net::TcpStream {
+    fn reset(&self) {
+        crate::tcp::splice::reset(self);
+    }
+}
+
+impl<T> Reset for TokioIo<T> {}
+
 /// Carries one upgraded connection: `caller` (the side the request came from, upgraded once
 /// its answer is written) spliced to `callee` until both ways end, counted open, by bytes each
 /// way and by duration; `held` (caps, the copy's place) is given back when it ends.
-pub(crate) async fn carry<B, H>(caller: OnUpgrade, callee: B, counted: Counted, held: H) -> End
+pub(crate) async fn carry<B, H>(caller: OnUpgrade, mut callee: B, counted: Counted, held: H) -> End
 where
-    B: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin + Reset,
 {
     let Counted {
         metrics,
@@ -168,7 +182,10 @@ where
         to_callee: &handles.to_callee,
         to_caller: &handles.to_caller,
     };
-    let end = splice::splice(caller, callee, idle, counts).await;
+    let end = splice::splice(caller, &mut callee, idle, counts).await;
+    if end == End::Failed {
+        callee.reset();
+    }
     handles.closed(start.elapsed());
     drop(held);
     end

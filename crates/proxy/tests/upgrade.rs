@@ -273,3 +273,35 @@ async fn proxies_without_certificates_carry_no_upgrade() {
     assert_eq!((status, reason.as_str()), (501, "upgrade-unsupported"));
     assert_eq!(app.accepted.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn a_caller_that_resets_a_connect_resets_the_apps_connection() {
+    let f = Fixture::new(MESH);
+    // The app reports how its connection ended: an end of stream, or an error (a reset).
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = listener.local_addr().unwrap();
+    let (told, ended) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut buf = Vec::new();
+        let _ = told.send(tcp.read_to_end(&mut buf).await.map_err(|e| e.kind()));
+    });
+    let (a, _b) = through(&f, "a", "pipe", app).await;
+    let mut tcp = TcpStream::connect(a.bound.upstreams["pipe"]).await.unwrap();
+    tcp.write_all(b"CONNECT pipe:9 HTTP/1.1\r\nHost: pipe:9\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    bounded("CONNECT answer", tcp.read_exact(&mut head))
+        .await
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    tcp.write_all(b"some bytes").await.unwrap();
+    // A reset, not a close: SO_LINGER 0.
+    socket2::SockRef::from(&tcp)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(tcp);
+    let how = bounded("the app's end", ended).await.unwrap();
+    assert_eq!(how, Err(std::io::ErrorKind::ConnectionReset));
+}
