@@ -129,6 +129,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 allow_paths: Vec::new(),
                 inbound: Default::default(),
                 tcp: None,
+                upgrade: None,
                 // Istio's chain: apps pass nothing on (its retries have no mark to keep).
                 carries: Default::default(),
             },

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::fanout::FanoutRow;
 
 mod tcp;
+mod upgrade;
 use crate::timeouts::{CallTiming, EntryTiming, Timeouts};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -76,6 +77,7 @@ pub fn find(
             tcp::findings(&mut out, mesh, call, callee);
             continue;
         }
+        upgrade::findings(&mut out, mesh, call);
         caller_window(&mut out, mesh, call, t, opts);
         timeouts_unset(&mut out, call);
         unsafe_retries(&mut out, call);

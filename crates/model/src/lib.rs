@@ -24,6 +24,7 @@ pub mod read;
 pub mod tcp;
 pub mod timing;
 pub mod topology;
+pub mod upgrade;
 pub mod yaml;
 
 pub use backoff::{Backoff, Strategy};
@@ -39,6 +40,7 @@ pub use preset::Preset;
 pub use raw::SampleKind;
 pub use tcp::{Tcp, TcpPolicy};
 pub use topology::{Copy, External, ExternalTls};
+pub use upgrade::Upgrade;
 
 /// The JSON Schema of the mesh file, generated from the raw types.
 pub fn schema() -> schemars::Schema {

@@ -60,6 +60,8 @@ pub struct Service {
     pub inbound: InboundLimits,
     /// Opaque TCP ports of its app (`tcp`), if any.
     pub tcp: Option<crate::tcp::Tcp>,
+    /// Protocol switches and `CONNECT` its app accepts (`upgrade`), if any.
+    pub upgrade: Option<crate::upgrade::Upgrade>,
     /// What its app carries from a request to the calls it makes for it.
     pub carries: Carries,
 }
@@ -263,6 +265,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     .collect(),
                 inbound: inbound_limits(rs.inbound.as_ref()),
                 tcp: rs.tcp.as_ref().map(crate::tcp::Tcp::of),
+                upgrade: crate::upgrade::Upgrade::read(rs, name, &locations, diags),
                 carries: Carries::resolve(rs.carries.as_deref().unwrap_or_default(), &copies),
                 copies,
             },

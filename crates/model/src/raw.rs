@@ -22,6 +22,7 @@ mod read_policy;
 mod readers;
 mod services;
 mod tcp;
+mod upgrade;
 mod values;
 
 pub use calls::{
@@ -37,6 +38,7 @@ pub use services::{
     RawInbound, RawMesh, RawMeshInfo, RawService, SampleKind,
 };
 pub use tcp::RawTcp;
+pub use upgrade::RawUpgrade;
 
 /// The gRPC statuses a proxy may answer with when its own timeout fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]

@@ -144,6 +144,9 @@ pub struct ClusterState {
     /// An upstream with opaque TCP ports, between proxies with certificates: this worker's
     /// tunnel connections to its copies, and what a TCP call keeps of the policy.
     pub tunnels: Option<(Tunnels, hopwise_model::TcpPolicy)>,
+    /// An upstream that accepts protocol switches or CONNECT, between proxies with
+    /// certificates: HTTP/1.1 over mutual TLS, one connection per upgrade ([`crate::upgrade`]).
+    pub upgrades: Option<Connector>,
 }
 
 impl ClusterState {
@@ -192,8 +195,16 @@ impl ClusterState {
             // Tunnels are mutual TLS only: without certificates a TCP call is refused.
             _ => None,
         };
+        let upgrades = match (&cluster.upgrade, &cluster.target, certs) {
+            (Some(_), Target::Mesh { identity, .. }, Some(store)) => {
+                let tls = store.client_config(identity, b"http/1.1")?;
+                Some(Connector::tls(tls, None, connect_timeout, metrics.clone()))
+            }
+            _ => None,
+        };
         Ok(ClusterState {
             tunnels,
+            upgrades,
             cluster: cluster.clone(),
             h1,
             h2,

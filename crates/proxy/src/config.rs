@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hopwise_model::observe::{AccessLog, Tracing};
-use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy};
+use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy, Upgrade};
 use indexmap::IndexMap;
 use serde::Serialize;
 
@@ -107,6 +107,8 @@ pub struct Cluster {
     pub routes: Vec<Route>,
     /// The callee's opaque TCP ports (`services.<name>.tcp`), if it has any.
     pub tcp: Option<Tcp>,
+    /// Protocol switches and `CONNECT` the callee accepts (`services.<name>.upgrade`).
+    pub upgrade: Option<Upgrade>,
 }
 
 impl Cluster {
@@ -203,6 +205,8 @@ pub struct ProxyConfig {
     pub inbound_limits: InboundLimits,
     /// This service's opaque TCP ports, which tunnels may reach (`services.<name>.tcp`).
     pub tcp: Option<Tcp>,
+    /// Protocol switches and `CONNECT` this service's app accepts ([`crate::upgrade`]).
+    pub upgrade: Option<Upgrade>,
     /// `mesh.tracing`: sampling, and where spans go ([`crate::trace`]).
     pub tracing: Option<Tracing>,
     /// `services.<name>.access_log`, if this service logs its requests.
@@ -275,6 +279,7 @@ impl ProxyConfig {
                 },
                 routes: Vec::new(),
                 tcp: callee.tcp.clone(),
+                upgrade: callee.upgrade.clone(),
             });
             cluster.routes.push(Route {
                 name: call.route.clone().unwrap_or_else(|| call.to.clone()),
@@ -319,6 +324,7 @@ impl ProxyConfig {
             inbound_routes,
             inbound_limits: s.inbound,
             tcp: s.tcp.clone(),
+            upgrade: s.upgrade.clone(),
             tracing: mesh.observe.tracing.clone(),
             access_log: mesh.observe.access_logs.get(service).cloned(),
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),

@@ -225,6 +225,22 @@ where
     }
 }
 
+impl<I, S, E, B> Finish for hyper_util::server::conn::auto::UpgradeableConnection<'static, I, S, E>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Future: 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    E: hyper_util::server::conn::auto::HttpServerConnExec<S::Future, B>,
+{
+    fn finish(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
 /// One connection's timer: made at the accept, it counts the connection's requests and drives
 /// the connection to its end.
 #[derive(Debug)]

@@ -58,9 +58,11 @@ pub enum ProxyError {
     #[error("the upstream closed the connection before the request was sent")]
     ResetBeforeRequest,
     #[error(
-        "CONNECT tunnels are not proxied: call the service over plain HTTP and let the mesh encrypt"
+        "CONNECT is not carried to this service: its mesh file entry needs `upgrade: {{ connect: true }}`"
     )]
     ConnectMethod,
+    #[error("this protocol switch is not carried: {0}")]
+    UpgradeUnsupported(&'static str),
     #[error("the request this call was made for has ended: its caller went away")]
     CallerGone,
 }
@@ -88,6 +90,7 @@ impl ProxyError {
             ProxyError::Overflow(_) => "overflow",
             ProxyError::ResetBeforeRequest => "reset-before-request",
             ProxyError::ConnectMethod => "connect-unsupported",
+            ProxyError::UpgradeUnsupported(_) => "upgrade-unsupported",
             ProxyError::CallerGone => "caller-gone",
         }
     }
@@ -112,6 +115,7 @@ impl ProxyError {
             | ProxyError::InboundOverflow(_)
             | ProxyError::Draining
             | ProxyError::ConnectMethod
+            | ProxyError::UpgradeUnsupported(_)
             | ProxyError::CallerGone
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
         }
@@ -121,6 +125,7 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
             ProxyError::ConnectMethod => StatusCode::METHOD_NOT_ALLOWED,
+            ProxyError::UpgradeUnsupported(_) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Forbidden(_) | ProxyError::NoIdentity(_) => StatusCode::FORBIDDEN,
             ProxyError::BadPath(_) => StatusCode::BAD_REQUEST,
             ProxyError::PerTryTimeout

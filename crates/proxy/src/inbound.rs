@@ -3,9 +3,11 @@
 //! be) → who the caller is ([`Caller`], from the handshake; fail closed) → authorise it on the
 //! canonical path → the caps on requests to the app ([`limits`]) → `x-hopwise-peer-identity` set
 //! from the certificate alone → forward the canonical path to the local app in plain HTTP (h2c
-//! for gRPC), waiting at most `inbound.timeout` for its answer.
+//! for gRPC), waiting at most `inbound.timeout` for its answer. A protocol switch or CONNECT
+//! takes the same checks, then [`crate::upgrade::inbound`].
 
 pub mod limits;
+mod switch;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +32,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
+use crate::upgrade::Switch;
 use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
 use limits::{CallerKey, InboundGauges};
@@ -213,6 +216,9 @@ impl Inbound {
     }
 
     async fn forward(&self, caller: &Caller, mut req: Request<Incoming>) -> Response<Body> {
+        if let Some(switch) = Switch::of(&req) {
+            return self.switch(caller, switch, req).await;
+        }
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
         // Before anything of ours is added: nothing the caller sends can name our headers.

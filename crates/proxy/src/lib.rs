@@ -43,6 +43,7 @@ pub mod tap;
 pub mod tcp;
 pub mod tls;
 pub mod trace;
+pub mod upgrade;
 pub mod upstream;
 pub mod worker;
 

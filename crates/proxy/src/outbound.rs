@@ -1,6 +1,6 @@
 //! The outbound request lifecycle, read top to bottom as the chart "The path of a request"
-//! in ARCHITECTURE.md: refuse a tunnel → strip hop-by-hop headers and make the path canonical →
-//! pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
+//! in ARCHITECTURE.md: a protocol switch or CONNECT to [`crate::upgrade`] → strip hop-by-hop
+//! headers and make the path canonical → pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
 //! decide the deadline, once (route timeout, trimmed to the caller's) → the limits (fail fast
 //! over a cap) → the tries ([`crate::attempts`]: pick a copy, send, classify, retry if the
 //! policy, the request's safety, the budget and the deadline allow) → record metrics → the
@@ -32,6 +32,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError};
+use crate::upgrade::{self, Switch};
 
 /// Which outbound listener a request arrived on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +155,12 @@ impl Outbound {
 
     /// The lifecycle, one step per line of the chart.
     async fn forward(&self, dispatch: Dispatch, mut req: Request<Incoming>) -> Response<Body> {
+        // A protocol switch or CONNECT is carried, not forwarded: its own lifecycle.
+        if let Some(switch) = Switch::of(&req) {
+            let state = self.cluster(dispatch, &req);
+            return upgrade::outbound::serve(state, switch, req, &self.metrics, &self.service)
+                .await;
+        }
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
         if let Err(err) = arrive(&mut req) {
@@ -281,13 +288,11 @@ impl Outbound {
     }
 }
 
-/// The request as it arrives from the app: a tunnel refused (it would carry traffic past every
-/// policy), hop-by-hop headers stripped before anything of ours is added (nothing the app sends
-/// can name our headers), the path made canonical (routes match it, and it is what goes on).
+/// The request as it arrives from the app (CONNECT and protocol switches went to
+/// [`crate::upgrade`]): hop-by-hop headers stripped before anything of ours is added (nothing
+/// the app sends can name our headers), the path made canonical (routes match it, and it is
+/// what goes on).
 fn arrive(req: &mut Request<Incoming>) -> Result<(), ProxyError> {
-    if req.method() == http::Method::CONNECT {
-        return Err(ProxyError::ConnectMethod);
-    }
     strip_hop_by_hop(req.headers_mut());
     normalize_path(req).map_err(ProxyError::BadPath)
 }

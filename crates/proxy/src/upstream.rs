@@ -62,7 +62,7 @@ pub fn classify(err: &hyper_util::client::legacy::Error) -> ProxyError {
     }
 }
 
-fn classify_connect(c: &ConnectError) -> ProxyError {
+pub(crate) fn classify_connect(c: &ConnectError) -> ProxyError {
     match c {
         ConnectError::Refused(_) => ProxyError::ConnectRefused,
         ConnectError::Timeout(_) => ProxyError::ConnectTimeout,

@@ -300,9 +300,10 @@ impl Conn {
             let live = live.borrow_mut().load().clone();
             async move { Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await) }
         });
+        // Upgrades on (crate::upgrade): hyper prepares one only for a request that asks for it.
         let conn = self
             .builder
-            .serve_connection(TokioIo::new(tcp), guard.track(svc));
+            .serve_connection_with_upgrades(TokioIo::new(tcp), guard.track(svc));
         guard.drive(Box::pin(conn.into_owned()), drain).await;
     }
 
@@ -323,7 +324,7 @@ impl Conn {
         });
         let conn = self
             .builder
-            .serve_connection(TokioIo::new(tls), guard.track(svc));
+            .serve_connection_with_upgrades(TokioIo::new(tls), guard.track(svc));
         guard.drive(Box::pin(conn.into_owned()), drain).await;
     }
 

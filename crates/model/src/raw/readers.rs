@@ -148,6 +148,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             Some(i)
         }),
         tcp: f.get(r, "tcp", super::tcp::read_tcp),
+        upgrade: f.get(r, "upgrade", super::upgrade::read_upgrade),
         carries: f.get(r, "carries", super::carries::read_carries),
         access_log: f.get(r, "access_log", read_access_log),
         policy: read_policy(r, &mut f),

@@ -101,6 +101,10 @@ pub struct RawService {
     /// proxies over mutual TLS (docs/tcp.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp: Option<RawTcp>,
+    /// The app accepts HTTP/1.1 protocol switches (WebSocket) or `CONNECT`: the upgraded
+    /// connection carried both ways between proxies (docs/tcp.md). Default: both refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<super::RawUpgrade>,
     /// What the service's app carries from an inbound request to the calls it makes while
     /// serving it: `trace-context`, `hopwise-headers`, `grpc-deadline`. Default: nothing.
     #[serde(skip_serializing_if = "Option::is_none")]

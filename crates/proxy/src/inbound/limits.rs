@@ -85,6 +85,22 @@ impl Drop for Admitted<'_> {
     }
 }
 
+/// [`Admitted`] with its gauges owned ([`InboundGauges::admit_held`]).
+#[derive(Debug)]
+pub struct Held {
+    gauges: Arc<InboundGauges>,
+    caller: Option<CallerKey>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(Admitted {
+            gauges: &self.gauges,
+            caller: self.caller.take(),
+        });
+    }
+}
+
 impl InboundGauges {
     pub fn new(limits: InboundLimits) -> Arc<Self> {
         Arc::new(InboundGauges {
@@ -138,6 +154,19 @@ impl InboundGauges {
         Ok(guard)
     }
 
+    /// As [`admit`](Self::admit), the place held by an owner of the gauges: an upgraded
+    /// connection's own task keeps it for as long as the connection lives.
+    pub fn admit_held(self: &Arc<Self>, caller: Option<CallerKey>) -> Result<Held, &'static str> {
+        let admitted = self.admit(caller)?;
+        let caller = admitted.caller;
+        // Its place is handed to `Held`, whose drop gives it back the same way.
+        std::mem::forget(admitted);
+        Ok(Held {
+            gauges: self.clone(),
+            caller,
+        })
+    }
+
     /// Callers with a request in flight (for tests: the table stays bounded).
     pub fn callers_in_flight(&self) -> usize {
         self.callers().len()
@@ -155,6 +184,18 @@ mod tests {
             max_requests_per_caller,
             timeout: Some(Dur::from_millis(1000)),
         })
+    }
+
+    #[test]
+    fn a_held_place_counts_until_it_is_dropped() {
+        let g = gauges(1, 1);
+        let a = CallerKey::of("spiffe://m/service/a");
+        let held = g.admit_held(Some(a)).unwrap();
+        assert_eq!(g.admit(Some(a)).unwrap_err(), MAX_REQUESTS);
+        assert_eq!(g.callers_in_flight(), 1);
+        drop(held);
+        assert_eq!(g.callers_in_flight(), 0);
+        assert!(g.admit(Some(a)).is_ok());
     }
 
     #[test]

@@ -194,7 +194,7 @@ async fn stream_to_tcp(
 }
 
 /// Resolves once no byte moved either way for `idle` (never without one).
-async fn idle_watch(start: Instant, last: &AtomicU64, idle: Option<Duration>) {
+pub(crate) async fn idle_watch(start: Instant, last: &AtomicU64, idle: Option<Duration>) {
     let Some(idle) = idle else {
         return std::future::pending().await;
     };
