@@ -158,8 +158,15 @@ impl Outbound {
         // A protocol switch or CONNECT is carried, not forwarded: its own lifecycle.
         if let Some(switch) = Switch::of(&req) {
             let state = self.cluster(dispatch, &req);
-            return upgrade::outbound::serve(state, switch, req, &self.metrics, &self.service)
-                .await;
+            // Boxed, as inbound's: kept out of every request's future.
+            return Box::pin(upgrade::outbound::serve(
+                state,
+                switch,
+                req,
+                &self.metrics,
+                &self.service,
+            ))
+            .await;
         }
         let start = Instant::now();
         let grpc = is_grpc(req.headers());
