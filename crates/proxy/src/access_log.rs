@@ -2,10 +2,12 @@
 //! inbound and outbound, for the routes the file names. The lifecycles fill an [`LogEntry`] (an
 //! `Arc` in the request's extensions, only when the service logs) as the request goes — route,
 //! each try's copy and the condition that started it, a retry not made, the time upstream —
-//! and [`LogEntry::finish`] renders the line (`line.rs`) and hands it to a bounded queue
-//! ([`LogSink`]): never waits; a full queue drops the line and counts it in
-//! `hopwise_access_log_dropped_total`. A writer thread writes lines to stderr or a file, which
-//! it rotates by size (`<file>` → `<file>.1`). The same entry feeds the live tap (`tap.rs`):
+//! and [`LogEntry::finish`] hands the line to a bounded queue ([`LogSink`]): never waits; a
+//! full queue drops the line and counts it in `hopwise_access_log_dropped_total`. A writer
+//! thread renders the lines (`line.rs`) and writes them to stderr or a file, which it rotates by
+//! size (`<file>` → `<file>.1`), in batches: woken by the first line after a quiet spell, it
+//! waits [`BATCH`] before it drains the queue, so a busy proxy pays one wake-up and one write
+//! per batch instead of one per request. The same entry feeds the live tap (`tap.rs`):
 //! while someone taps, every request gets one, and its finished line (JSON) goes to the
 //! tappers of its route too.
 
@@ -29,15 +31,22 @@ use crate::tap::Tap;
 use crate::trace::ProxySpan;
 use line::{Line, logged_path};
 
+/// How long the writer lets lines gather after the first one wakes it. The queue must hold a
+/// batch: the default 4,096 lines is 400,000 requests a second.
+pub const BATCH: Duration = Duration::from_millis(10);
+
+/// A line as the request path leaves it: rendered by the writer, off the request path.
+type Queued = (Line, LogFormat);
+
 /// Where finished lines go: a bounded queue to the writer thread.
 #[derive(Debug, Clone)]
 pub struct LogSink {
-    tx: SyncSender<String>,
+    tx: SyncSender<Queued>,
     dropped: Counter,
 }
 
 impl LogSink {
-    fn send(&self, line: String) {
+    fn send(&self, line: Queued) {
         if self.tx.try_send(line).is_err() {
             self.dropped.inc();
         }
@@ -99,10 +108,12 @@ impl Out {
         })
     }
 
-    /// Writes lines until every sender is gone; flushes whenever the queue is empty.
-    fn run(&mut self, rx: &Receiver<String>) {
-        while let Ok(line) = rx.recv() {
-            self.write(&line);
+    /// Writes lines until every sender is gone, a batch at a time; flushes whenever the queue
+    /// is empty. While it sleeps nobody waits on the queue, so a send is no system call.
+    fn run(&mut self, rx: &Receiver<Queued>) {
+        while let Ok(first) = rx.recv() {
+            std::thread::sleep(BATCH);
+            self.write(&first);
             loop {
                 match rx.try_recv() {
                     Ok(line) => self.write(&line),
@@ -117,7 +128,8 @@ impl Out {
         }
     }
 
-    fn write(&mut self, line: &str) {
+    fn write(&mut self, (line, format): &Queued) {
+        let line = line.render(*format);
         match self {
             Out::Stderr => {
                 let _ = std::io::stderr().write_all(line.as_bytes());
@@ -294,11 +306,11 @@ impl LogEntry {
         l.bytes_out = resp.body().size_hint().exact();
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;
-        if let (Some(log), Some(sink)) = (logged, &self.sink) {
-            sink.send(l.render(log.format));
-        }
         if let Some(tap) = &self.tap {
             tap.publish(l.route.as_deref(), || l.render(LogFormat::Json));
+        }
+        if let (Some(log), Some(sink)) = (logged, &self.sink) {
+            sink.send((std::mem::take(&mut *l), log.format));
         }
     }
 }
