@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use hopwise_model::Mesh;
 
 use super::captured::{self, Namespaces};
+use super::command;
 use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
 use super::rundir::{self, write};
@@ -41,6 +42,8 @@ struct Children {
     exe: PathBuf,
     control: Vec<Proc>,
     apps: Vec<Proc>,
+    /// The users' commands (`run`), also in `apps`: watched for exits while `up` runs.
+    commands: Vec<Proc>,
     proxies: Vec<Proc>,
     /// The captured copies' namespaces: last, so that on every exit path the supervisor
     /// (dropped first: fields drop in order) has killed what ran in them before they go.
@@ -80,10 +83,56 @@ impl Children {
         self.spawn_command(&name, cmd)
     }
 
-    fn spawn_command(&mut self, name: &str, mut cmd: Command) -> Result<Proc, LabError> {
+    /// Copy `c`'s own command (`run`), in its namespace when it is captured (made with its
+    /// proxy, [`Children::namespace`]).
+    fn spawn_run(&mut self, file: &Path, svc: &Planned, c: &PlannedCopy) -> Result<Proc, LabError> {
+        let Some(run) = &svc.run else {
+            return Err(LabError::Failed(format!("{} has no command", svc.name)));
+        };
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        let launch = command::launch(run, dir, c);
+        let netns = self
+            .nets
+            .as_mut()
+            .and_then(|n| n.get_mut(&svc.name, c.copy));
+        let cmd = command::command(&self.exe, &launch, netns.map(|n| &*n));
+        let p = self.spawn_logged(&format!("{}-{}.run", svc.name, c.copy), cmd, true)?;
+        self.commands.push(p.clone());
+        Ok(p)
+    }
+
+    /// Makes the namespace of a captured copy whose app starts after its proxy (a `run`
+    /// command): the proxy's capture listener needs it first.
+    fn namespace(&mut self, mesh: &Mesh, svc: &Planned, c: &PlannedCopy) -> Result<(), LabError> {
+        if let Some(nets) = self
+            .nets
+            .as_mut()
+            .filter(|_| c.captured && svc.run.is_some())
+        {
+            nets.make(mesh, &svc.name, c.copy, c.app.port())?;
+        }
+        Ok(())
+    }
+
+    fn spawn_command(&mut self, name: &str, cmd: Command) -> Result<Proc, LabError> {
+        self.spawn_logged(name, cmd, false)
+    }
+
+    /// Starts `cmd` tied to `up`, its stderr (and with `stdout`, its stdout) in `logs/`.
+    fn spawn_logged(
+        &mut self,
+        name: &str,
+        mut cmd: Command,
+        stdout: bool,
+    ) -> Result<Proc, LabError> {
         tie_to_parent(&mut cmd);
-        let log = self.run.join("logs").join(format!("{name}.stderr"));
-        let (p, _) = self.sup.spawn(name, cmd, &log, false)?;
+        let logs = self.run.join("logs");
+        let (p, out) = self
+            .sup
+            .spawn(name, cmd, &logs.join(format!("{name}.stderr")), stdout)?;
+        if let Some(out) = out {
+            command::keep_stdout(out, &logs.join(format!("{name}.stdout")))?;
+        }
         let pids: String = self.sup.pids().iter().map(|p| format!("{p}\n")).collect();
         write(&self.run.join("pids"), &pids)?;
         Ok(p)
@@ -218,6 +267,7 @@ fn up_in(
         exe: exe.to_owned(),
         control: Vec::new(),
         apps: Vec::new(),
+        commands: Vec::new(),
         proxies: Vec::new(),
         nets,
     };
@@ -261,12 +311,12 @@ fn up_in(
                 let stats = load::Stats::new();
                 tokio::select! {
                     () = load::run(t, &stats, out) => {}
-                    () = signals() => {}
+                    () = command::until_signal(&kids.sup, &kids.commands) => {}
                 }
                 Some(stats)
             }
             None => {
-                signals().await;
+                command::until_signal(&kids.sup, &kids.commands).await;
                 None
             }
         }
@@ -382,6 +432,10 @@ async fn start(
             if svc.sample.is_some() {
                 a.extend([s("--health-path"), s(apps::HEALTH_PATH)]);
             }
+            if let Some(h) = svc.run.as_ref().and_then(|r| r.health_path.as_ref()) {
+                a.extend([s("--health-path"), s(h)]);
+            }
+            kids.namespace(mesh, svc, c)?;
             for (to, port) in &proxy.upstreams {
                 a.extend([s("--upstream"), format!("{to}={port}")]);
             }
@@ -415,6 +469,14 @@ async fn start(
             )
             .await?;
             kids.proxies.push(p);
+            if svc.run.is_some() {
+                // Its proxy is ready: the command may call its upstreams as it starts.
+                let p = kids.spawn_run(file, svc, c)?;
+                kids.apps.push(p.clone());
+                let app = c.app;
+                let what = "its command did not listen on its port";
+                wait_for(&kids.sup, &p, what, || listening(app)).await?;
+            }
         }
     }
     progress("proxies ready; waiting for every copy to be registered and healthy");
@@ -493,7 +555,7 @@ async fn registered(plan: &Plan, server: &str, state: &Path) -> Result<Option<St
             .map_or(0, |s| {
                 s.copies
                     .iter()
-                    .filter(|c| c.healthy || svc.sample.is_none())
+                    .filter(|c| c.healthy || !probed(svc))
                     .count()
             });
         if have < want {
@@ -504,4 +566,10 @@ async fn registered(plan: &Plan, server: &str, state: &Path) -> Result<Option<St
         }
     }
     Ok(None)
+}
+
+/// Whether `up` waits for the copies of `svc` to be healthy, not only registered: a sample's
+/// health path, or a command's declared one, is its own; a user's app may answer `/` anyhow.
+fn probed(svc: &Planned) -> bool {
+    svc.sample.is_some() || svc.run.as_ref().is_some_and(|r| r.health_path.is_some())
 }
