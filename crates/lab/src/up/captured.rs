@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use hopwise_model::{Mesh, SampleKind};
 
-use super::plan::{Plan, PlanError};
+use super::plan::{Plan, PlanError, Planned, PlannedCopy};
 use crate::capture::{CapturedCopy, Tools};
 use crate::error::LabError;
 
@@ -108,6 +108,21 @@ impl Namespaces {
         self.made.push(((service.to_owned(), copy), made));
         let last = self.made.len() - 1;
         Ok(&mut self.made[last].1)
+    }
+
+    /// Makes the namespace of copy `c` if it is captured and its app starts after its proxy
+    /// (a `run` command): the proxy's capture listener is bound in it. A sample's is made
+    /// with its app, before the proxies start.
+    pub fn before_proxy(
+        &mut self,
+        mesh: &Mesh,
+        svc: &Planned,
+        c: &PlannedCopy,
+    ) -> Result<(), LabError> {
+        if c.captured && svc.run.is_some() {
+            self.make(mesh, &svc.name, c.copy, c.app.port())?;
+        }
+        Ok(())
     }
 
     pub fn get_mut(&mut self, service: &str, copy: usize) -> Option<&mut CapturedCopy> {

@@ -85,6 +85,19 @@ pub enum PlanError {
     },
 }
 
+impl Planned {
+    /// The path its proxies probe, when `up` knows it: a sample's, or a command's declared
+    /// one. `up` then waits for its copies to be healthy, not only registered (a user's app
+    /// may answer the proxy's default `/` as it likes).
+    pub fn health_path(&self) -> Option<&str> {
+        match (&self.sample, &self.run) {
+            (Some(_), _) => Some(crate::samples::apps::HEALTH_PATH),
+            (None, Some(run)) => run.health_path.as_deref(),
+            (None, None) => None,
+        }
+    }
+}
+
 impl Plan {
     /// Plans `mesh`; `port` gives a free 127.0.0.1 address each time it is called.
     pub fn new(mesh: &Mesh, port: &mut dyn FnMut() -> SocketAddr) -> Result<Plan, PlanError> {

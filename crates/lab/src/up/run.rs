@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hopwise_model::Mesh;
+use hopwise_model::{Mesh, Run};
 
 use super::captured::{self, Namespaces};
 use super::command;
@@ -30,7 +30,7 @@ use crate::processes::parent::tie_to_parent;
 use crate::processes::ports::free_addrs;
 use crate::processes::supervisor::{Proc, Supervisor};
 use crate::progress;
-use crate::samples::{apps, wire};
+use crate::samples::wire;
 
 /// How long the whole mesh may take to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(40);
@@ -83,14 +83,16 @@ impl Children {
         self.spawn_command(&name, cmd)
     }
 
-    /// Copy `c`'s own command (`run`), in its namespace when it is captured (made with its
-    /// proxy, [`Children::namespace`]).
-    fn spawn_run(&mut self, file: &Path, svc: &Planned, c: &PlannedCopy) -> Result<Proc, LabError> {
-        let Some(run) = &svc.run else {
-            return Err(LabError::Failed(format!("{} has no command", svc.name)));
-        };
-        let dir = file.parent().unwrap_or(Path::new("/"));
-        let launch = command::launch(run, dir, c);
+    /// Copy `c`'s own command `run`, in its namespace when it is captured (made before its
+    /// proxy, [`Namespaces::before_proxy`]).
+    fn spawn_run(
+        &mut self,
+        file: &Path,
+        svc: &Planned,
+        run: &Run,
+        c: &PlannedCopy,
+    ) -> Result<Proc, LabError> {
+        let launch = command::launch(run, file.parent().unwrap_or(Path::new("/")), c);
         let netns = self
             .nets
             .as_mut()
@@ -99,19 +101,6 @@ impl Children {
         let p = self.spawn_logged(&format!("{}-{}.run", svc.name, c.copy), cmd, true)?;
         self.commands.push(p.clone());
         Ok(p)
-    }
-
-    /// Makes the namespace of a captured copy whose app starts after its proxy (a `run`
-    /// command): the proxy's capture listener needs it first.
-    fn namespace(&mut self, mesh: &Mesh, svc: &Planned, c: &PlannedCopy) -> Result<(), LabError> {
-        if let Some(nets) = self
-            .nets
-            .as_mut()
-            .filter(|_| c.captured && svc.run.is_some())
-        {
-            nets.make(mesh, &svc.name, c.copy, c.app.port())?;
-        }
-        Ok(())
     }
 
     fn spawn_command(&mut self, name: &str, cmd: Command) -> Result<Proc, LabError> {
@@ -429,13 +418,12 @@ async fn start(
                     .join(format!("{}-{}", svc.name, c.copy))
                     .display()),
             ];
-            if svc.sample.is_some() {
-                a.extend([s("--health-path"), s(apps::HEALTH_PATH)]);
-            }
-            if let Some(h) = svc.run.as_ref().and_then(|r| r.health_path.as_ref()) {
+            if let Some(h) = svc.health_path() {
                 a.extend([s("--health-path"), s(h)]);
             }
-            kids.namespace(mesh, svc, c)?;
+            if let Some(n) = kids.nets.as_mut() {
+                n.before_proxy(mesh, svc, c)?;
+            }
             for (to, port) in &proxy.upstreams {
                 a.extend([s("--upstream"), format!("{to}={port}")]);
             }
@@ -469,9 +457,9 @@ async fn start(
             )
             .await?;
             kids.proxies.push(p);
-            if svc.run.is_some() {
+            if let Some(run) = &svc.run {
                 // Its proxy is ready: the command may call its upstreams as it starts.
-                let p = kids.spawn_run(file, svc, c)?;
+                let p = kids.spawn_run(file, svc, run, c)?;
                 kids.apps.push(p.clone());
                 let app = c.app;
                 let what = "its command did not listen on its port";
@@ -555,7 +543,7 @@ async fn registered(plan: &Plan, server: &str, state: &Path) -> Result<Option<St
             .map_or(0, |s| {
                 s.copies
                     .iter()
-                    .filter(|c| c.healthy || !probed(svc))
+                    .filter(|c| c.healthy || svc.health_path().is_none())
                     .count()
             });
         if have < want {
@@ -566,10 +554,4 @@ async fn registered(plan: &Plan, server: &str, state: &Path) -> Result<Option<St
         }
     }
     Ok(None)
-}
-
-/// Whether `up` waits for the copies of `svc` to be healthy, not only registered: a sample's
-/// health path, or a command's declared one, is its own; a user's app may answer `/` anyhow.
-fn probed(svc: &Planned) -> bool {
-    svc.sample.is_some() || svc.run.as_ref().is_some_and(|r| r.health_path.is_some())
 }
