@@ -123,6 +123,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 copies: Vec::new(),
                 copies_counted: false,
                 sample: None,
+                run: None,
                 external: None,
                 address: None,
                 allow: hopwise_model::Allow::Any,

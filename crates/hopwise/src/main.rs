@@ -81,6 +81,10 @@ enum Command {
     /// One copy of a sample app (started by `hopwise up`).
     #[command(hide = true)]
     Sample(hopwise_lab::samples::apps::SampleArgs),
+    /// A service's own command (`run:`), started by `hopwise up`: tied to `up`, then replaced
+    /// by the command.
+    #[command(hide = true)]
+    Exec(hopwise_lab::up::command::ExecArgs),
     /// `hopwise control` (the control plane) and `hopwise status`.
     #[command(flatten)]
     Control(hopwise_control::cli::Command),
@@ -302,6 +306,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hopwise_lab::samples::apps::run(&a)?;
             Ok(ExitCode::SUCCESS)
         }
+        // Returns only if the command could not be started.
+        Command::Exec(a) => Err(hopwise_lab::up::command::exec(&a).into()),
         Command::Control(c) => control::run(c),
         Command::Certs {
             config,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::free;
-use common::up::{Up, shop};
+use common::up::{Up, addr, samples, shop, until_gone};
 
 fn http(addr: SocketAddr, method: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -47,36 +47,12 @@ fn metric(admin: SocketAddr, name: &str, labels: &[&str]) -> u64 {
         .sum()
 }
 
-fn samples(run: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("samples.json")).unwrap()).unwrap()
-}
-
-fn addr(v: &serde_json::Value) -> SocketAddr {
-    v.as_str().unwrap().parse().unwrap()
-}
-
 fn pids(run: &Path) -> Vec<u32> {
     std::fs::read_to_string(run.join("pids"))
         .unwrap()
         .lines()
         .map(|l| l.trim().parse().unwrap())
         .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie has exited; only its parent's wait is missing.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-    })
-}
-
-fn until_gone(pids: &[u32]) -> Vec<u32> {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) && pids.iter().any(|p| alive(*p)) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    pids.iter().copied().filter(|p| alive(*p)).collect()
 }
 
 fn ok_count(line: &str) -> u64 {

@@ -16,109 +16,12 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod common;
-use common::free;
+use common::captured::{assert_nothing_left, captured_to_services, get, recorded, start_up};
 use common::netns::Host;
-use common::up::{Up, shop};
+use common::up::shop;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
-
-/// `hopwise up FILE EXTRA…` inside `host`, in `cwd`, its records under `state` and its
-/// stderr in `cwd/log`; once it is ready.
-fn start_up(host: &Host, cwd: &Path, state: &Path, log: &str, file: &Path, extra: &[&str]) -> Up {
-    let (control, dashboard) = (free().to_string(), free().to_string());
-    let state = state.display().to_string();
-    let child = host
-        .hopwise(&["up", file.to_str().unwrap()])
-        .args(extra)
-        .args(["--control", &control, "--dashboard", &dashboard])
-        .args(["--state", &state])
-        .current_dir(cwd)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(cwd.join(log)).unwrap())
-        .spawn()
-        .unwrap();
-    Up::ready_logged(child, Some(cwd.join(log)))
-}
-
-/// `GET path` at `addr`, connected from inside `host`; the whole answer.
-fn get(host: &Host, addr: SocketAddr, path: &str) -> String {
-    let netns = PathBuf::from(format!("/run/netns/{}", host.name));
-    let mut s: TcpStream = hopwise_proxy::capture::in_netns(Some(&netns), || {
-        TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-    })
-    .unwrap()
-    .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
-/// Captured connections a proxy sent to a service (its `/metrics`).
-fn captured_to_services(host: &Host, admin: SocketAddr) -> u64 {
-    get(host, admin, "/metrics")
-        .lines()
-        .filter(|l| l.starts_with("hopwise_captured_connections_total"))
-        .filter(|l| l.contains("outcome=\"service\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u64)
-        .sum()
-}
-
-/// The ids of the captured copies recorded under `state` now.
-fn recorded(state: &Path) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(state.join("runs"))
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    name.strip_suffix(".json").map(str::to_owned)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort();
-    ids
-}
-
-/// What of run `id` is still there: its namespace, hosts directory, record, and the host's end
-/// of its link (in the test's host namespace or the machine's).
-fn left_of(host: &Host, state: &Path, id: &str) -> Vec<String> {
-    let mut left = Vec::new();
-    for p in [
-        format!("/run/netns/hopwise-{id}"),
-        format!("/etc/netns/hopwise-{id}"),
-        state.join(format!("runs/{id}.json")).display().to_string(),
-    ] {
-        if Path::new(&p).exists() {
-            left.push(p);
-        }
-    }
-    let link = format!("hw{id}h");
-    if host.links().contains(&link) || Path::new("/sys/class/net").join(&link).exists() {
-        left.push(format!("link {link}"));
-    }
-    left
-}
-
-/// Nothing of any of `ids` is left (namespaces go a moment after their last process: polled).
-fn assert_nothing_left(host: &Host, state: &Path, ids: &[String]) {
-    let all = || -> Vec<String> { ids.iter().flat_map(|id| left_of(host, state, id)).collect() };
-    let start = Instant::now();
-    while !all().is_empty() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(all(), Vec::<String>::new(), "left behind");
-}
+use std::net::SocketAddr;
+use std::path::Path;
 
 fn samples(cwd: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(cwd.join(".hopwise/shop/samples.json")).unwrap();

@@ -1,17 +1,16 @@
 //! `hopwise up FILE`: the whole mesh of a file on this machine — the control plane, a sample
-//! app per copy of every service with `sample:` (each with live fault knobs), a proxy per
-//! copy, optional load into the entry service — until Ctrl-C; and `hopwise fault`, which turns
-//! the knobs of a running `up`, and `hopwise tap`, which streams the requests through a
-//! service's proxies.
+//! app per copy of every service with `sample:` (each with live fault knobs) or its own
+//! command per copy (`run:`), a proxy per copy, optional load into the entry service — until
+//! Ctrl-C; and `hopwise fault`, which turns the knobs of a running `up`, and `hopwise tap`,
+//! which streams the requests through a service's proxies.
 //!
 //! The parts, one job each: [`plan`] (pure: mesh → processes and ports), [`run`] (the
 //! processes: start, wait until ready, stop), [`rundir`] (the run directory, stale processes),
 //! [`samples`] (writes the `samples.json` contract), [`load`] (steady requests into the entry
 //! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`), [`tap`] (`hopwise
-//! tap`), [`captured`] (the samples run captured, each copy in its own network namespace). The
-//! sample apps and
-//! their knobs are [`crate::samples`]'s, the child processes [`crate::processes`]'. See
-//! docs/up.md.
+//! tap`), [`captured`] (the samples run captured, each copy in its own network namespace),
+//! [`command`] (a service's own command, `run`, per copy). The sample apps and their knobs are
+//! [`crate::samples`]'s, the child processes [`crate::processes`]'. See docs/up.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +18,7 @@ use std::path::PathBuf;
 use hopwise_model::Dur;
 
 pub mod captured;
+pub mod command;
 pub mod fault;
 pub mod load;
 pub mod plan;

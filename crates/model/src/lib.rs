@@ -21,6 +21,7 @@ pub mod policy;
 pub mod preset;
 pub mod raw;
 pub mod read;
+pub mod run;
 pub mod tcp;
 pub mod timing;
 pub mod topology;
@@ -38,6 +39,7 @@ pub use policy::{
 };
 pub use preset::Preset;
 pub use raw::SampleKind;
+pub use run::Run;
 pub use tcp::{Tcp, TcpPolicy};
 pub use topology::{Copy, External, ExternalTls};
 pub use upgrade::Upgrade;

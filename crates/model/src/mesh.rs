@@ -49,6 +49,8 @@ pub struct Service {
     pub copies_counted: bool,
     /// The built-in sample app `hopwise up` runs for each copy, if any.
     pub sample: Option<SampleKind>,
+    /// The service's own command `hopwise up` runs for each copy (`run`), if any.
+    pub run: Option<crate::run::Run>,
     pub external: Option<External>,
     /// The address captured apps reach it at (declared, or the capture range's default).
     pub address: Option<std::net::IpAddr>,
@@ -255,6 +257,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 calls,
                 copies_counted: matches!(rs.copies, Some(RawCopies::Count(_))),
                 sample: rs.sample,
+                run: crate::run::Run::read(rs, name, &locations, diags),
                 external,
                 address,
                 allow,

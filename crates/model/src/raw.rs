@@ -5,6 +5,7 @@
 //! `services.rs`: the mesh, its services and their copies, entries, callers and inbound caps;
 //! `tcp.rs`: `services.<name>.tcp` (opaque TCP ports) and its reader;
 //! `carries.rs`: what a service's app carries on from a request to its calls;
+//! `run.rs`: `services.<name>.run`, the service's own command that `hopwise up` starts;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
 //! `capture.rs`: `mesh.capture` and services' addresses; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
@@ -20,6 +21,7 @@ mod carries;
 mod observe;
 mod read_policy;
 mod readers;
+mod run;
 mod services;
 mod tcp;
 mod upgrade;
@@ -33,6 +35,7 @@ pub use capture::RawCapture;
 pub use carries::Carry;
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use readers::read_mesh;
+pub use run::{RawRun, RawRunCommand};
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,
     RawInbound, RawMesh, RawMeshInfo, RawService, SampleKind,

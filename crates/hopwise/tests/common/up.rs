@@ -1,5 +1,6 @@
-//! A running `hopwise up` for the tests that start one (`up.rs`, `up_captured.rs`): its stdout
-//! collected line by line, waited on, signalled, killed when dropped.
+//! A running `hopwise up` for the tests that start one (`up.rs`, `up_captured.rs`,
+//! `up_command.rs`): its stdout collected line by line, waited on, signalled, killed when
+//! dropped; what it wrote in its run directory, and whether its children are gone.
 
 #![allow(clippy::unwrap_used)]
 
@@ -87,4 +88,31 @@ impl Drop for Up {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The run's `samples.json` (`run` is its run directory).
+pub fn samples(run: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("samples.json")).unwrap()).unwrap()
+}
+
+/// An address written in `samples.json`.
+pub fn addr(v: &serde_json::Value) -> std::net::SocketAddr {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+/// Whether process `pid` runs (a zombie has exited; only its parent's wait is missing).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Waits until none of `pids` is alive (at most 30 s); those still alive.
+pub fn until_gone(pids: &[u32]) -> Vec<u32> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) && pids.iter().any(|p| alive(*p)) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pids.iter().copied().filter(|p| alive(*p)).collect()
 }

@@ -1,9 +1,9 @@
 //! `hopwise up` with its sample apps captured (`mesh.capture.up: true`, or `up --captured`;
-//! docs/up.md): every copy of a `chain` or `leaf` sample runs in a network namespace of its
-//! own, made exactly as `hopwise run` makes one ([`CapturedCopy`]: recorded under `--state`,
-//! removed when `up` stops, swept by the next `up` or `run` after a crash), and calls its
-//! callees by name (`http://inventory/…`) through its proxy's capture listener instead of a
-//! local port per callee.
+//! docs/up.md): every copy of a `chain` or `leaf` sample, and of a service's own command
+//! (`run`), runs in a network namespace of its own, made exactly as `hopwise run` makes one
+//! ([`CapturedCopy`]: recorded under `--state`, removed when `up` stops, swept by the next `up`
+//! or `run` after a crash), and calls its callees by name (`http://inventory/…`) through its
+//! proxy's capture listener instead of a local port per callee.
 //!
 //! [`plan`] is pure: which copies are captured and where the host reaches their apps.
 //! [`Namespaces`] holds the namespaces of one run. Who starts what is `run.rs`'s.
@@ -13,18 +13,18 @@ use std::path::{Path, PathBuf};
 
 use hopwise_model::{Mesh, SampleKind};
 
-use super::plan::{Plan, PlanError};
+use super::plan::{Plan, PlanError, Planned, PlannedCopy};
 use crate::capture::{CapturedCopy, Tools};
 use crate::error::LabError;
 
-/// `plan` with every sample copy that has a proxy (`chain`, `leaf`) captured: the host reaches
-/// its app at its namespace's address on the port planned (inside, the app listens on its own
-/// loopback on that port: [`inside`]); it has no local port per callee. The fee (outside the
-/// mesh) and users' apps are left as they are. A copy the capture range has no room for is an
-/// error.
+/// `plan` with every copy that has a proxy and an app `up` starts (a `chain` or `leaf` sample,
+/// or a `run` command) captured: the host reaches its app at its namespace's address on the
+/// port planned (inside, the app listens on its own loopback on that port: [`inside`]); it has
+/// no local port per callee. The fee (outside the mesh) and apps `up` does not start are left
+/// as they are. A copy the capture range has no room for is an error.
 pub fn plan(mut plan: Plan, mesh: &Mesh) -> Result<Plan, PlanError> {
     for s in &mut plan.services {
-        if !matches!(s.sample, Some(SampleKind::Chain | SampleKind::Leaf)) {
+        if !matches!(s.sample, Some(SampleKind::Chain | SampleKind::Leaf)) && s.run.is_none() {
             continue;
         }
         for c in &mut s.copies {
@@ -108,6 +108,21 @@ impl Namespaces {
         self.made.push(((service.to_owned(), copy), made));
         let last = self.made.len() - 1;
         Ok(&mut self.made[last].1)
+    }
+
+    /// Makes the namespace of copy `c` if it is captured and its app starts after its proxy
+    /// (a `run` command): the proxy's capture listener is bound in it. A sample's is made
+    /// with its app, before the proxies start.
+    pub fn before_proxy(
+        &mut self,
+        mesh: &Mesh,
+        svc: &Planned,
+        c: &PlannedCopy,
+    ) -> Result<(), LabError> {
+        if c.captured && svc.run.is_some() {
+            self.make(mesh, &svc.name, c.copy, c.app.port())?;
+        }
+        Ok(())
     }
 
     pub fn get_mut(&mut self, service: &str, copy: usize) -> Option<&mut CapturedCopy> {

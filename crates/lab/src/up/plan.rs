@@ -3,14 +3,15 @@
 //!
 //! - a service with `sample: chain|leaf`: per copy, the sample app and its proxy;
 //! - a service with `sample: fee` (external): one fee app on the port of its `address`;
-//! - a service without `sample` whose copies give `app`: its proxy only (the user runs the app);
+//! - a service with `run` (the user's own command): per copy, the command and its proxy;
+//! - a service without either whose copies give `app`: its proxy only (the user runs the app);
 //! - an external service without `sample`: nothing (it runs elsewhere).
 //!
 //! Addresses written in the file are used as written; the rest come from the port source.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use hopwise_model::{Mesh, Protocol, SampleKind};
+use hopwise_model::{Mesh, Protocol, Run, SampleKind};
 
 /// Everything one `up` runs, in the mesh file's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,8 +24,10 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Planned {
     pub name: String,
-    /// `None`: the user's own app (only its proxy runs).
+    /// `None`: the user's own app (its command, or only its proxy, runs).
     pub sample: Option<SampleKind>,
+    /// The user's own command, run per copy ([`super::command`]).
+    pub run: Option<Run>,
     pub protocol: Protocol,
     pub copies: Vec<PlannedCopy>,
 }
@@ -57,11 +60,11 @@ pub struct ProxyPorts {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     #[error(
-        "services.{0}: no `sample` and no `copies[].app`: `hopwise up` has nothing to run for it (add `sample: chain` or `sample: leaf`, or the address of your app under `copies`)"
+        "services.{0}: no `sample`, no `run` and no `copies[].app`: `hopwise up` has nothing to run for it (add `sample: chain` or `sample: leaf`, your command as `run: [...]`, or the address of your app under `copies`)"
     )]
     NoApp(String),
     #[error(
-        "services.{0}.copies[{1}]: no `app`, and the service has no `sample`: give every copy its app's address"
+        "services.{0}.copies[{1}]: no `app`, and the service has no `sample` or `run`: give every copy its app's address"
     )]
     CopyWithoutApp(String, usize),
     #[error(
@@ -82,6 +85,19 @@ pub enum PlanError {
     },
 }
 
+impl Planned {
+    /// The path its proxies probe, when `up` knows it: a sample's, or a command's declared
+    /// one. `up` then waits for its copies to be healthy, not only registered (a user's app
+    /// may answer the proxy's default `/` as it likes).
+    pub fn health_path(&self) -> Option<&str> {
+        match (&self.sample, &self.run) {
+            (Some(_), _) => Some(crate::samples::apps::HEALTH_PATH),
+            (None, Some(run)) => run.health_path.as_deref(),
+            (None, None) => None,
+        }
+    }
+}
+
 impl Plan {
     /// Plans `mesh`; `port` gives a free 127.0.0.1 address each time it is called.
     pub fn new(mesh: &Mesh, port: &mut dyn FnMut() -> SocketAddr) -> Result<Plan, PlanError> {
@@ -92,6 +108,7 @@ impl Plan {
                     services.push(Planned {
                         name: s.name.clone(),
                         sample: s.sample,
+                        run: None,
                         protocol: s.protocol,
                         copies: vec![PlannedCopy {
                             copy: 0,
@@ -105,7 +122,8 @@ impl Plan {
                 }
                 continue;
             }
-            if s.sample.is_none() && s.copies.iter().all(|c| c.app.is_none()) {
+            let runs_here = s.sample.is_some() || s.run.is_some();
+            if !runs_here && s.copies.iter().all(|c| c.app.is_none()) {
                 return Err(PlanError::NoApp(s.name.clone()));
             }
             let listed = if s.copies.is_empty() {
@@ -115,10 +133,10 @@ impl Plan {
             };
             let mut copies = Vec::new();
             for (i, c) in listed.iter().enumerate() {
-                let app = match (c.app, s.sample) {
-                    (Some(a), _) => a,
-                    (None, Some(_)) => port(),
-                    (None, None) => return Err(PlanError::CopyWithoutApp(s.name.clone(), i)),
+                let app = match c.app {
+                    Some(a) => a,
+                    None if runs_here => port(),
+                    None => return Err(PlanError::CopyWithoutApp(s.name.clone(), i)),
                 };
                 let mut upstreams: Vec<(String, SocketAddr)> = Vec::new();
                 for call in &s.calls {
@@ -148,6 +166,7 @@ impl Plan {
             services.push(Planned {
                 name: s.name.clone(),
                 sample: s.sample,
+                run: s.run.clone(),
                 protocol: s.protocol,
                 copies,
             });

@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hopwise_model::Mesh;
+use hopwise_model::{Mesh, Run};
 
 use super::captured::{self, Namespaces};
+use super::command;
 use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
 use super::rundir::{self, write};
@@ -29,7 +30,7 @@ use crate::processes::parent::tie_to_parent;
 use crate::processes::ports::free_addrs;
 use crate::processes::supervisor::{Proc, Supervisor};
 use crate::progress;
-use crate::samples::{apps, wire};
+use crate::samples::wire;
 
 /// How long the whole mesh may take to be ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(40);
@@ -41,6 +42,8 @@ struct Children {
     exe: PathBuf,
     control: Vec<Proc>,
     apps: Vec<Proc>,
+    /// The users' commands (`run`), also in `apps`: watched for exits while `up` runs.
+    commands: Vec<Proc>,
     proxies: Vec<Proc>,
     /// The captured copies' namespaces: last, so that on every exit path the supervisor
     /// (dropped first: fields drop in order) has killed what ran in them before they go.
@@ -80,10 +83,45 @@ impl Children {
         self.spawn_command(&name, cmd)
     }
 
-    fn spawn_command(&mut self, name: &str, mut cmd: Command) -> Result<Proc, LabError> {
+    /// Copy `c`'s own command `run`, in its namespace when it is captured (made before its
+    /// proxy, [`Namespaces::before_proxy`]).
+    fn spawn_run(
+        &mut self,
+        file: &Path,
+        svc: &Planned,
+        run: &Run,
+        c: &PlannedCopy,
+    ) -> Result<Proc, LabError> {
+        let launch = command::launch(run, file.parent().unwrap_or(Path::new("/")), c);
+        let netns = self
+            .nets
+            .as_mut()
+            .and_then(|n| n.get_mut(&svc.name, c.copy));
+        let cmd = command::command(&self.exe, &launch, netns.map(|n| &*n));
+        let p = self.spawn_logged(&format!("{}-{}.run", svc.name, c.copy), cmd, true)?;
+        self.commands.push(p.clone());
+        Ok(p)
+    }
+
+    fn spawn_command(&mut self, name: &str, cmd: Command) -> Result<Proc, LabError> {
+        self.spawn_logged(name, cmd, false)
+    }
+
+    /// Starts `cmd` tied to `up`, its stderr (and with `stdout`, its stdout) in `logs/`.
+    fn spawn_logged(
+        &mut self,
+        name: &str,
+        mut cmd: Command,
+        stdout: bool,
+    ) -> Result<Proc, LabError> {
         tie_to_parent(&mut cmd);
-        let log = self.run.join("logs").join(format!("{name}.stderr"));
-        let (p, _) = self.sup.spawn(name, cmd, &log, false)?;
+        let logs = self.run.join("logs");
+        let (p, out) = self
+            .sup
+            .spawn(name, cmd, &logs.join(format!("{name}.stderr")), stdout)?;
+        if let Some(out) = out {
+            command::keep_stdout(out, &logs.join(format!("{name}.stdout")))?;
+        }
         let pids: String = self.sup.pids().iter().map(|p| format!("{p}\n")).collect();
         write(&self.run.join("pids"), &pids)?;
         Ok(p)
@@ -218,6 +256,7 @@ fn up_in(
         exe: exe.to_owned(),
         control: Vec::new(),
         apps: Vec::new(),
+        commands: Vec::new(),
         proxies: Vec::new(),
         nets,
     };
@@ -261,12 +300,12 @@ fn up_in(
                 let stats = load::Stats::new();
                 tokio::select! {
                     () = load::run(t, &stats, out) => {}
-                    () = signals() => {}
+                    () = command::until_signal(&kids.sup, &kids.commands) => {}
                 }
                 Some(stats)
             }
             None => {
-                signals().await;
+                command::until_signal(&kids.sup, &kids.commands).await;
                 None
             }
         }
@@ -379,8 +418,11 @@ async fn start(
                     .join(format!("{}-{}", svc.name, c.copy))
                     .display()),
             ];
-            if svc.sample.is_some() {
-                a.extend([s("--health-path"), s(apps::HEALTH_PATH)]);
+            if let Some(h) = svc.health_path() {
+                a.extend([s("--health-path"), s(h)]);
+            }
+            if let Some(n) = kids.nets.as_mut() {
+                n.before_proxy(mesh, svc, c)?;
             }
             for (to, port) in &proxy.upstreams {
                 a.extend([s("--upstream"), format!("{to}={port}")]);
@@ -415,6 +457,14 @@ async fn start(
             )
             .await?;
             kids.proxies.push(p);
+            if let Some(run) = &svc.run {
+                // Its proxy is ready: the command may call its upstreams as it starts.
+                let p = kids.spawn_run(file, svc, run, c)?;
+                kids.apps.push(p.clone());
+                let app = c.app;
+                let what = "its command did not listen on its port";
+                wait_for(&kids.sup, &p, what, || listening(app)).await?;
+            }
         }
     }
     progress("proxies ready; waiting for every copy to be registered and healthy");
@@ -493,7 +543,7 @@ async fn registered(plan: &Plan, server: &str, state: &Path) -> Result<Option<St
             .map_or(0, |s| {
                 s.copies
                     .iter()
-                    .filter(|c| c.healthy || svc.sample.is_none())
+                    .filter(|c| c.healthy || svc.health_path().is_none())
                     .count()
             });
         if have < want {

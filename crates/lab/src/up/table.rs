@@ -27,6 +27,8 @@ pub fn text(
             let kind = match s.sample {
                 Some(k) if c.captured => format!("{} (captured)", k.name()),
                 Some(k) => k.name().to_owned(),
+                None if s.run.is_some() && c.captured => "run (captured)".to_owned(),
+                None if s.run.is_some() => "run".to_owned(),
                 None => "your app".to_owned(),
             };
             let (inbound, admin, identity) = match &c.proxy {

@@ -86,6 +86,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             }
         }),
         sample: f.get(r, "sample", |r, n, p| r.word(n, p, &SampleKind::ALL)),
+        run: f.get(r, "run", super::run::read_run),
         external: f.get(r, "external", |r, n, p| {
             let mut f = r.fields(n, p)?;
             let e = RawExternal {

@@ -79,6 +79,12 @@ pub struct RawService {
     /// service: TLS, outside the mesh).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample: Option<SampleKind>,
+    /// The service's own app, which `hopwise up` starts for each copy: the program and its
+    /// arguments (`[node, loan-thin.mjs]`, no shell, run in the mesh file's directory), or
+    /// `{ command: [...], env: {...}, health_path: /healthz }`. It learns its port from `PORT`
+    /// (and `HOPWISE_APP`), its upstreams from `HOPWISE_UPSTREAM_<NAME>` (docs/up.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<super::RawRun>,
     /// A service outside the mesh (no proxy of its own), reached at this address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external: Option<RawExternal>,
