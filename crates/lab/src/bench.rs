@@ -43,6 +43,9 @@ pub enum Command {
 
 /// Between proxies: plain HTTP, mutual TLS 1.3, or opaque TCP (the same HTTP load carried as
 /// bytes: hopwise's CONNECT tunnels over mutual TLS, nginx's `stream` with TLS between sides).
+/// `captured`: the `mtls` chains with the client captured (hopwise only, as root): it runs in a
+/// network namespace of its own and calls the first callee by name, and nftables redirect the
+/// call to the first proxy's capture listener (docs/performance.md, "Captured").
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize,
 )]
@@ -51,6 +54,7 @@ pub enum Mode {
     Plain,
     Mtls,
     Tcp,
+    Captured,
 }
 
 impl Mode {
@@ -59,6 +63,7 @@ impl Mode {
             Mode::Plain => "plain",
             Mode::Mtls => "mtls",
             Mode::Tcp => "tcp",
+            Mode::Captured => "captured",
         }
     }
 }
@@ -89,7 +94,8 @@ pub struct HopsArgs {
     #[arg(long, default_value_t = 2)]
     pub workers: usize,
     /// Between proxies: plain HTTP, mutual TLS, opaque TCP over mutual TLS (`tcp`: hopwise and
-    /// nginx's `stream` only), any of them.
+    /// nginx's `stream` only), mutual TLS with the client captured (`captured`: hopwise only,
+    /// needs root, `ip` and `nft`), any of them.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "plain,mtls")]
     pub modes: Vec<Mode>,
     /// Pin every process (proxies, client, backend) to CPU 0 with `taskset -c 0`.
@@ -118,6 +124,10 @@ pub struct HopsArgs {
     /// 0–1), spans exported over OTLP/gRPC to a collector the bench runs itself.
     #[arg(long, value_delimiter = ',', value_name = "RATIO")]
     pub tracing: Vec<String>,
+    /// Where `--modes captured` records the namespaces it makes, so that a crashed bench's are
+    /// swept by the next (as `hopwise run --state`; its own directory, so it sweeps only its own).
+    #[arg(long, default_value = hops::CAPTURE_STATE)]
+    pub state: PathBuf,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -129,9 +139,13 @@ pub struct BackendArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ClientArgs {
-    /// Where to send requests (the first proxy of a chain, or the backend).
+    /// Where to send requests (the first proxy of a chain, or the backend): `IP:PORT`, or
+    /// `NAME:PORT` resolved once at the start (as a captured app resolves a service's name).
     #[arg(long)]
-    pub target: SocketAddr,
+    pub target: String,
+    /// The `Host` header of every request (a captured call's names the service).
+    #[arg(long, default_value = "backend")]
+    pub host: String,
     /// Latency mode: this many requests, one at a time on one connection.
     #[arg(long, conflicts_with = "rate")]
     pub requests: Option<u64>,

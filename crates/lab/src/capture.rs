@@ -41,6 +41,16 @@ pub fn sweep(state: &Path) -> Vec<String> {
     }
 }
 
+/// Is this process's effective uid 0 (`/proc/self/status`)? Capture needs root.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
+
 /// `hopwise run …`
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {

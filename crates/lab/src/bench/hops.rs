@@ -2,31 +2,33 @@
 //! each system × mode × 1..N hops) in a rotated order; per configuration: start the backend
 //! and the chain (each proxy side its own process), measure latency with one request at a
 //! time, then CPU per proxy at a fixed rate, then read each proxy's peak RSS, then stop
-//! everything. Numbers go to [`super::report`]; this file only runs things.
+//! everything. Numbers go to [`super::report`]; this file only runs things. The client
+//! phases are `hops/client.rs`'s; what `--modes captured` adds, `hops/captured.rs`'s.
 
-use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hopwise_model::Mesh;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::layout::{self, CALLEE, CALLER, HopCerts, HopPorts, Peer, Side};
-use super::load::ClientResult;
-use super::report::{self, Config, CpuSample, Plan, Report, Sample, System};
+use super::report::{self, Config, Plan, Report, Sample, System};
 use super::stats::rotation;
 use super::{HopsArgs, Mode};
 use crate::error::{LabError, io};
 use crate::processes::ports::free_ports;
-use crate::processes::procfs::{self, Ticks};
+use crate::processes::procfs;
 use crate::processes::supervisor::{Proc, Supervisor, find_program};
 use crate::samples::collector::Collector;
 
+mod captured;
+mod client;
 mod observe;
 mod plan;
 
+pub use captured::CAPTURE_STATE;
 pub use observe::Observe;
 pub use plan::{configurations, plan};
 use plan::{detect_peers, load_average, machine, peer_system};
@@ -67,6 +69,18 @@ pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
     } else {
         Vec::new()
     };
+    // Refused here, before anything starts, without root, `ip` or `nft`.
+    let capture = if plan.modes.contains(&Mode::Captured) {
+        let (c, swept) = captured::Capture::prepare(&a.state)?;
+        for id in swept {
+            crate::progress(&format!(
+                "hopwise bench: removed what the dead bench {id} left"
+            ));
+        }
+        Some(c)
+    } else {
+        None
+    };
     // Kept to the end of the run: its runtime serves the proxies' span exports.
     let receiver = observe::receiver(&plan.observe)?;
     let sup = Supervisor::new(WHO)?;
@@ -86,6 +100,7 @@ pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
             .map(|(p, path, _)| (*p, path.clone()))
             .collect(),
         collector: receiver.as_ref().map(|r| r.collector.clone()),
+        capture,
     };
     for hop in 1..=plan.max_hops {
         bench.write_certs(hop)?;
@@ -150,7 +165,23 @@ struct Bench<'a> {
     peers: Vec<(Peer, PathBuf)>,
     /// The collector spans are exported to, when a configuration traces.
     collector: Option<Collector>,
+    /// `--modes captured`'s tools and state.
+    capture: Option<captured::Capture>,
 }
+
+/// One hop being started: the configuration and its mode, the hop's number (1-based) and
+/// ports, the measurement's directory.
+#[derive(Clone, Copy)]
+struct HopAt<'a> {
+    c: &'a Config,
+    mode: Mode,
+    k: usize,
+    ports: &'a HopPorts,
+    dir: &'a Path,
+}
+
+/// Which process listens for which side of a hop (indices into `Running::procs`).
+type Started = Vec<(Side, usize)>;
 
 /// The processes of one measurement; all killed when it is dropped.
 struct Running<'a> {
@@ -158,6 +189,8 @@ struct Running<'a> {
     procs: Vec<Proc>,
     /// Indices into `procs` of the proxies, in chain order (out1, in1, out2, …).
     proxies: Vec<usize>,
+    /// A captured chain's copy: dropped (its namespace removed) after the processes are killed.
+    captured: Option<captured::Captured>,
 }
 
 impl Drop for Running<'_> {
@@ -165,6 +198,7 @@ impl Drop for Running<'_> {
         for p in &self.procs {
             self.sup.kill(p.pid);
         }
+        self.captured.take();
     }
 }
 
@@ -265,6 +299,7 @@ impl Bench<'_> {
             sup: self.sup,
             procs: Vec::new(),
             proxies: Vec::new(),
+            captured: None,
         };
         let backend = free_ports(1)?[0];
         let mut cmd = self.command(&self.exe);
@@ -286,7 +321,14 @@ impl Bench<'_> {
             let mode = c.mode.unwrap_or(Mode::Mtls);
             for (k0, hop) in hops.iter().enumerate() {
                 let k = k0 + 1;
-                for (side, i) in self.start_hop(&mut running, c, mode, k, hop, &cdir)? {
+                let at = HopAt {
+                    c,
+                    mode,
+                    k,
+                    ports: hop,
+                    dir: &cdir,
+                };
+                for (side, i) in self.start_hop(&mut running, &at)? {
                     waits.push((
                         i,
                         match side {
@@ -319,6 +361,17 @@ impl Bench<'_> {
                     .sum()
             })
             .collect();
+        let captured = match (&self.capture, &running.captured) {
+            (Some(cap), Some(c)) => Some((cap.counted(c)?, c.netns().to_owned())),
+            _ => None,
+        };
+        if captured.as_ref().is_some_and(|(n, _)| *n == 0) {
+            return Err(LabError::Failed(
+                "the first proxy counted no captured connection: the client's calls did not go \
+                 through capture"
+                    .into(),
+            ));
+        }
         let spans = match (&self.collector, spans_before) {
             (Some(col), Some(before)) if matches!(c.observe, Observe::Tracing { .. }) => {
                 // The exporters send a batch after 100 ms: let the last one arrive.
@@ -346,50 +399,87 @@ impl Bench<'_> {
                 .clone()
                 .or_else(|| rate_errors.and_then(|r| r.first_error)),
             spans,
+            captured: captured.as_ref().map(|(n, _)| *n),
+            netns: captured.map(|(_, ns)| ns),
         })
     }
 
-    /// Starts both sides of hop `k`; returns which process listens for which side.
-    fn start_hop(
+    /// Starts hopwise's two sides of a hop; for hop 1 of a captured chain, its captured copy
+    /// first (kept in `running`), the outbound side's capture listener inside it.
+    fn start_hopwise(
         &self,
         running: &mut Running<'_>,
-        c: &Config,
-        mode: Mode,
-        k: usize,
-        hop: &HopPorts,
-        cdir: &Path,
-    ) -> Result<Vec<(Side, usize)>, LabError> {
+        at: &HopAt<'_>,
+    ) -> Result<Started, LabError> {
+        let HopAt {
+            c,
+            mode,
+            k,
+            ports: hop,
+            dir: cdir,
+        } = *at;
         let certs = HopCerts::in_dir(&self.certs_dir(k));
+        let mesh = cdir.join(format!("hop-{k}.yaml"));
+        let mut text = layout::hop_mesh(k, hop, &certs.dir, mode == Mode::Tcp);
+        let collector = self.collector.as_ref().map(|col| col.addr);
+        let logs = cdir.join(format!("hop-{k}-logs"));
+        text = observe::with_observe(&text, c.observe, collector, &logs);
+        let capture = self
+            .capture
+            .as_ref()
+            .filter(|_| mode == Mode::Captured && k == 1);
+        if let Some(cap) = capture {
+            text = captured::mesh(&text);
+            running.captured = Some(cap.start(&text)?);
+        }
+        std::fs::create_dir_all(&logs)
+            .and_then(|()| std::fs::write(&mesh, text))
+            .map_err(io(format!("cannot write {}", mesh.display())))?;
         let workers = self.plan.workers.to_string();
         let mut started = Vec::new();
-        let system = c.system;
+        for (side, service) in [(Side::Out, CALLER), (Side::In, CALLEE)] {
+            let mut cmd = self.command(&self.exe);
+            cmd.arg("proxy").arg("--config").arg(&mesh).args([
+                "--service",
+                service,
+                "--workers",
+                &workers,
+            ]);
+            if mode == Mode::Plain {
+                cmd.arg("--plaintext");
+            }
+            let captured = running
+                .captured
+                .as_ref()
+                .filter(|_| side == Side::Out && k == 1);
+            if let Some(cap) = captured {
+                cmd.args(cap.proxy_args());
+            }
+            let name = format!("hopwise proxy (hop {k}, {} side)", side.name());
+            let log = cdir.join(format!("hop-{k}-{}.stderr", side.name()));
+            let i = self.spawn(running, name, cmd, &log, true)?;
+            let pid = running.procs[i].pid;
+            if let Some(cap) = running
+                .captured
+                .as_mut()
+                .filter(|_| side == Side::Out && k == 1)
+            {
+                cap.proxy_started(pid)?;
+            }
+            started.push((side, i));
+        }
+        Ok(started)
+    }
+
+    /// Starts both sides of a hop; returns which process listens for which side.
+    fn start_hop(&self, running: &mut Running<'_>, at: &HopAt<'_>) -> Result<Started, LabError> {
+        let (mode, k, hop, cdir) = (at.mode, at.k, at.ports, at.dir);
+        let certs = HopCerts::in_dir(&self.certs_dir(k));
+        let mut started = Vec::new();
+        let system = at.c.system;
         match system {
             System::Direct => {}
-            System::Hopwise => {
-                let mesh = cdir.join(format!("hop-{k}.yaml"));
-                let text = layout::hop_mesh(k, hop, &certs.dir, mode == Mode::Tcp);
-                let collector = self.collector.as_ref().map(|col| col.addr);
-                let logs = cdir.join(format!("hop-{k}-logs"));
-                let text = observe::with_observe(&text, c.observe, collector, &logs);
-                std::fs::create_dir_all(&logs)
-                    .and_then(|()| std::fs::write(&mesh, text))
-                    .map_err(io(format!("cannot write {}", mesh.display())))?;
-                for (side, service) in [(Side::Out, CALLER), (Side::In, CALLEE)] {
-                    let mut cmd = self.command(&self.exe);
-                    cmd.arg("proxy").arg("--config").arg(&mesh).args([
-                        "--service",
-                        service,
-                        "--workers",
-                        &workers,
-                    ]);
-                    if mode == Mode::Plain {
-                        cmd.arg("--plaintext");
-                    }
-                    let name = format!("hopwise proxy (hop {k}, {} side)", side.name());
-                    let log = cdir.join(format!("hop-{k}-{}.stderr", side.name()));
-                    started.push((side, self.spawn(running, name, cmd, &log, true)?));
-                }
-            }
+            System::Hopwise => started = self.start_hopwise(running, at)?,
             System::Nginx | System::Haproxy | System::Envoy => {
                 let Some((peer, program)) =
                     self.peers.iter().find(|(p, _)| peer_system(*p) == system)
@@ -421,149 +511,5 @@ impl Bench<'_> {
             }
         }
         Ok(started)
-    }
-
-    fn client_command(&self, entry: SocketAddr) -> Command {
-        let mut cmd = self.command(&self.exe);
-        cmd.args(["bench", "client", "--target"])
-            .arg(entry.to_string());
-        cmd
-    }
-
-    /// Runs the client to its end; its JSON result, or why it failed with the proxies' stderr.
-    fn finish_client(
-        &self,
-        running: &Running<'_>,
-        client: &Proc,
-        last_line: &str,
-    ) -> Result<ClientResult, LabError> {
-        let status = self.sup.wait(client.pid)?;
-        self.sup.check()?;
-        let failed = |why: String| {
-            LabError::Failed(format!(
-                "the bench client failed: {why}{}",
-                running.proxy_stderr()
-            ))
-        };
-        if !status.success() {
-            return Err(failed(format!(
-                "{status}: {}",
-                client.stderr_tail(10).trim()
-            )));
-        }
-        let r: ClientResult = serde_json::from_str(last_line.trim())
-            .map_err(|e| failed(format!("unreadable result `{}`: {e}", last_line.trim())))?;
-        // A rare failure is the chain's business (and reported); more than 1 % is broken.
-        if r.errors * 100 > r.requests + r.errors || r.requests == 0 {
-            return Err(failed(format!(
-                "{} of {} request(s) failed; the first: {}",
-                r.errors,
-                r.requests + r.errors,
-                r.first_error.as_deref().unwrap_or("?")
-            )));
-        }
-        Ok(r)
-    }
-
-    fn client_latency(
-        &self,
-        running: &Running<'_>,
-        entry: SocketAddr,
-        cdir: &Path,
-    ) -> Result<ClientResult, LabError> {
-        let mut cmd = self.client_command(entry);
-        cmd.arg("--requests")
-            .arg(self.plan.requests.to_string())
-            .arg("--warmup")
-            .arg(self.plan.warmup.to_string());
-        let (client, stdout) =
-            self.sup
-                .spawn("the bench client", cmd, &cdir.join("client.stderr"), true)?;
-        let mut text = String::new();
-        if let Some(mut s) = stdout {
-            let _ = s.read_to_string(&mut text);
-        }
-        let last = text.lines().last().unwrap_or_default().to_owned();
-        self.finish_client(running, &client, &last)
-    }
-
-    fn client_rate(
-        &self,
-        running: &Running<'_>,
-        entry: SocketAddr,
-        cdir: &Path,
-    ) -> Result<(CpuSample, ClientResult), LabError> {
-        let duration = Duration::from_secs_f64(self.plan.duration_s);
-        let warm = (duration / 5).min(Duration::from_secs(1));
-        let mut cmd = self.client_command(entry);
-        cmd.arg("--rate")
-            .arg(self.plan.rate.to_string())
-            .arg("--duration")
-            .arg(format!("{}us", duration.as_micros()))
-            .arg("--warmup-time")
-            .arg(format!("{}us", warm.as_micros()))
-            .arg("--connections")
-            .arg(self.plan.connections.to_string());
-        let (client, stdout) = self.sup.spawn(
-            "the bench client",
-            cmd,
-            &cdir.join("client-rate.stderr"),
-            true,
-        )?;
-        let trees: Vec<Vec<u32>> = running
-            .proxies
-            .iter()
-            .map(|&i| procfs::tree(running.procs[i].pid))
-            .collect();
-        let mut before = None;
-        let mut after = None;
-        let mut last = String::new();
-        if let Some(s) = stdout {
-            for line in BufReader::new(s).lines() {
-                let Ok(line) = line else { break };
-                if line.trim() == "start" {
-                    before = Some((
-                        Instant::now(),
-                        trees
-                            .iter()
-                            .map(|t| procfs::tree_cpu_ticks(t))
-                            .collect::<Vec<_>>(),
-                    ));
-                } else if line.trim_start().starts_with('{') {
-                    after = Some((
-                        Instant::now(),
-                        trees
-                            .iter()
-                            .map(|t| procfs::tree_cpu_ticks(t))
-                            .collect::<Vec<_>>(),
-                    ));
-                    last = line;
-                }
-            }
-        }
-        let r = self.finish_client(running, &client, &last)?;
-        let (Some((t0, b)), Some((t1, a))) = (before, after) else {
-            return Err(LabError::Failed(
-                "the bench client did not report its measured phase".into(),
-            ));
-        };
-        let wall = t1.duration_since(t0).as_secs_f64().max(1e-9);
-        let used: Vec<Ticks> = a.iter().zip(&b).map(|(a, b)| a.since(*b)).collect();
-        let cpu = CpuSample {
-            rate: r.requests as f64 / wall,
-            seconds: wall,
-            cores: used
-                .iter()
-                .map(|t| t.total() as f64 / self.clk_tck / wall)
-                .collect(),
-            kernel: used
-                .iter()
-                .map(|t| t.system as f64 / (t.total() as f64).max(1.0))
-                .collect(),
-            connections: r.connections,
-            missed: r.missed,
-            reconnects: r.reconnects,
-        };
-        Ok((cpu, r))
     }
 }

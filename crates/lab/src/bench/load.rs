@@ -100,12 +100,40 @@ pub struct ClientResult {
 
 type Sender = SendRequest<Empty<Bytes>>;
 
+/// Where the client connects and the `Host` it names (`'static`: a per-request header costs
+/// what the fixed `backend` always did).
+#[derive(Debug, Clone, Copy)]
+struct Target {
+    addr: SocketAddr,
+    host: &'static str,
+}
+
+impl Target {
+    /// `--target` resolved (`IP:PORT`, or a name through the resolver: a captured client's
+    /// hosts file), and `--host`.
+    fn of(args: &ClientArgs) -> Result<Target, LabError> {
+        use std::net::ToSocketAddrs as _;
+        let addr = args
+            .target
+            .to_socket_addrs()
+            .map_err(io(format!("cannot resolve --target {}", args.target)))?
+            .next()
+            .ok_or_else(|| LabError::Failed(format!("--target {}: no address", args.target)))?;
+        http::HeaderValue::from_str(&args.host)
+            .map_err(|_| LabError::Failed(format!("--host {}: not a header value", args.host)))?;
+        // Once per process: the client lives for one measurement.
+        let host = Box::leak(args.host.clone().into_boxed_str());
+        Ok(Target { addr, host })
+    }
+}
+
 fn histogram() -> Result<Histogram<u64>, LabError> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|e| LabError::Failed(format!("cannot make a histogram: {e}")))
 }
 
-async fn connect(target: SocketAddr) -> Result<Sender, String> {
+async fn connect(target: Target) -> Result<Sender, String> {
+    let target = target.addr;
     let tcp = TcpStream::connect(target)
         .await
         .map_err(|e| format!("cannot connect to {target}: {e}"))?;
@@ -128,12 +156,12 @@ enum Failure {
 }
 
 /// One request; `Err` with a readable reason unless the answer is 200.
-async fn request(send: &mut Sender) -> Result<(), Failure> {
+async fn request(send: &mut Sender, host: &'static str) -> Result<(), Failure> {
     send.ready()
         .await
         .map_err(|e| Failure::NotSent(format!("the connection closed: {e}")))?;
     let req = Request::get("/")
-        .header(header::HOST, "backend")
+        .header(header::HOST, host)
         .body(Empty::new())
         .map_err(|e| Failure::Failed(e.to_string()))?;
     let resp = send.send_request(req).await.map_err(|e| {
@@ -164,15 +192,15 @@ async fn request(send: &mut Sender) -> Result<(), Failure> {
 /// A request, sent once more on a new connection when the server had closed the kept-alive one
 /// before it went out — what pooled HTTP clients do (hyper's legacy client by default). `Ok`
 /// says whether it reconnected.
-async fn request_or_reconnect(send: &mut Sender, target: SocketAddr) -> Result<bool, String> {
-    match request(send).await {
+async fn request_or_reconnect(send: &mut Sender, target: Target) -> Result<bool, String> {
+    match request(send, target.host).await {
         Ok(()) => Ok(false),
         Err(Failure::Failed(e)) => Err(e),
         Err(Failure::NotSent(first)) => {
             *send = connect(target)
                 .await
                 .map_err(|e| format!("{first}; then {e}"))?;
-            match request(send).await {
+            match request(send, target.host).await {
                 Ok(()) => Ok(true),
                 Err(Failure::NotSent(e) | Failure::Failed(e)) => Err(e),
             }
@@ -212,12 +240,13 @@ fn emit(out: &mut dyn Write, line: &str) -> Result<(), LabError> {
 /// `hopwise bench client …`: latency mode (`--requests`) or rate mode (`--rate --duration`).
 pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), LabError> {
     let rt = runtime()?;
+    let target = Target::of(args)?;
     let r = match (args.requests, args.rate, args.duration) {
-        (Some(n), _, _) => rt.block_on(latency(args.target, args.warmup, n))?,
+        (Some(n), _, _) => rt.block_on(latency(target, args.warmup, n))?,
         (None, Some(rate), Some(d)) => {
             let warm = args.warmup_time.map(|d| d.get()).unwrap_or_default();
             let conns = args.connections.max(1);
-            rt.block_on(at_rate(args.target, rate, conns, warm, d.get(), out))?
+            rt.block_on(at_rate(target, rate, conns, warm, d.get(), out))?
         }
         _ => {
             return Err(LabError::Failed(
@@ -233,7 +262,7 @@ pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), LabError> {
 /// One request at a time on one connection: nothing queues, each time is the path's own.
 /// A failed request is counted (the parent decides how many are too many) and the
 /// connection is replaced if it closed.
-async fn latency(target: SocketAddr, warmup: u64, n: u64) -> Result<ClientResult, LabError> {
+async fn latency(target: Target, warmup: u64, n: u64) -> Result<ClientResult, LabError> {
     let mut h = histogram()?;
     let mut send = connect(target).await.map_err(LabError::Failed)?;
     let mut errors = 0;
@@ -303,7 +332,7 @@ impl RateState {
 /// Requests started on a fixed schedule (open loop), on as many kept-alive connections as are
 /// needed to keep it.
 async fn at_rate(
-    target: SocketAddr,
+    target: Target,
     rate: u64,
     connections: usize,
     warmup: Duration,
@@ -350,7 +379,7 @@ async fn at_rate(
 
 async fn phase(
     state: &Arc<RateState>,
-    target: SocketAddr,
+    target: Target,
     period: Duration,
     length: Duration,
     record: bool,

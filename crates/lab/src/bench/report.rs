@@ -1,7 +1,8 @@
 //! What `hopwise bench hops` reports: the per-run samples and their summary (per-hop slopes
 //! per system and mode, per-configuration medians); the JSON is serde of these structs. Pure.
 //! The text table is [`text`]'s (`report/text.rs`), the SVG plot of p50 latency against hops
-//! [`svg`]'s (`report/svg.rs`, which also writes it).
+//! [`svg`]'s (`report/svg.rs`, which also writes it); a captured hop's cost over the explicit
+//! one [`captured`]'s (`report/captured.rs`).
 
 use serde::Serialize;
 
@@ -139,6 +140,13 @@ pub struct Sample {
     /// With tracing: the spans the bench's collector received while this configuration ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spans: Option<u64>,
+    /// Captured: the connections hop 1's proxy took by capture and sent to a service
+    /// (`hopwise_captured_connections_total{outcome="service"}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub captured: Option<u64>,
+    /// Captured: the client's network namespace (removed after the measurement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
 }
 
 /// The per-hop cost of one system in one mode.
@@ -218,6 +226,9 @@ pub struct Report {
     pub options: Plan,
     pub per_hop: Vec<PerHop>,
     pub configs: Vec<ConfigSummary>,
+    /// With `captured` and `mtls` both measured: a captured hop's cost over the explicit one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub captured: Option<CapturedCost>,
     pub samples: Vec<Sample>,
 }
 
@@ -301,14 +312,17 @@ pub fn summarise(
         options,
         per_hop,
         configs: summaries,
+        captured: captured_cost(&samples),
         samples,
     }
 }
 
+mod captured;
 mod svg;
 #[cfg(test)]
 mod tests;
 mod text;
 
+pub use captured::{CapturedCost, captured_cost};
 pub use svg::{svg, write_svg};
 pub use text::{spread, text};

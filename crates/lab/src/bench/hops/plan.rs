@@ -64,7 +64,7 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
         return bad("--workers: choose 1 to 64");
     }
     if p.modes.is_empty() {
-        return bad("--modes: name plain, mtls, tcp or several");
+        return bad("--modes: name plain, mtls, tcp, captured or several");
     }
     Ok(p)
 }
@@ -83,9 +83,14 @@ pub fn configurations(
             if *m == Mode::Tcp && !matches!(s, System::Hopwise | System::Nginx) {
                 continue; // opaque TCP is compared with nginx's `stream` only
             }
+            if *m == Mode::Captured && *s != System::Hopwise {
+                continue; // capture is hopwise's (its proxies' capture listener)
+            }
             for o in observe {
-                // Only hopwise records, and an opaque tunnel has no requests to record.
-                if *o != Observe::Off && (*s != System::Hopwise || *m == Mode::Tcp) {
+                // Only hopwise records, and an opaque tunnel has no requests to record; a
+                // captured chain is compared with the mTLS one recording nothing.
+                let records_nothing = matches!(m, Mode::Tcp | Mode::Captured);
+                if *o != Observe::Off && (*s != System::Hopwise || records_nothing) {
                     continue;
                 }
                 for hops in 1..=max_hops {
@@ -202,6 +207,7 @@ mod tests {
             warmup: None,
             access_log: false,
             tracing: Vec::new(),
+            state: PathBuf::from("/run/hopwise/bench"),
         }
     }
 
@@ -250,6 +256,28 @@ mod tests {
         assert_eq!(c.iter().filter(|c| c.hops == 0).count(), 1);
         assert_eq!(c[1].label(), "hopwise plain 1 hop");
         assert_eq!(c[8].label(), "nginx mtls 2 hops");
+    }
+
+    #[test]
+    fn captured_chains_are_hopwise_s_and_record_nothing() {
+        let observe = [Observe::Off, Observe::AccessLog];
+        let c = configurations(
+            &[System::Hopwise, System::Nginx],
+            &[Mode::Mtls, Mode::Captured],
+            1,
+            &observe,
+        );
+        let labels: Vec<String> = c.iter().map(Config::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "direct, 0 hops",
+                "hopwise mtls 1 hop",
+                "hopwise mtls + access log 1 hop",
+                "hopwise captured 1 hop",
+                "nginx mtls 1 hop",
+            ]
+        );
     }
 
     #[test]

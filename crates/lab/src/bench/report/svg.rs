@@ -8,7 +8,7 @@ use super::{Config, Report};
 use crate::error::{LabError, io};
 
 /// The SVG plot: p50 (median of runs) against hops, one line per system and mode (mTLS solid,
-/// plain dashed), all starting from the shared 0-hop point.
+/// plain dashed, captured dotted), all starting from the shared 0-hop point.
 pub fn svg(r: &Report) -> String {
     let (w, h) = (760.0_f64, 460.0_f64);
     let (left, right, top, bottom) = (70.0, 190.0, 50.0, 55.0);
@@ -107,10 +107,10 @@ pub fn svg(r: &Report) -> String {
         );
         let colour = p.system.colour();
         let label = format!("{}{}", p.mode.name(), p.observe.suffix());
-        let dash = if p.mode == Mode::Plain {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
+        let dash = match p.mode {
+            Mode::Plain => r#" stroke-dasharray="6 4""#,
+            Mode::Captured => r#" stroke-dasharray="2 3""#,
+            _ => "",
         };
         let path: Vec<String> = pts
             .iter()

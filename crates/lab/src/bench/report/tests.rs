@@ -32,6 +32,8 @@ fn sample(run: usize, config: Config, p50: f64) -> Sample {
         errors: 0,
         first_error: None,
         spans: None,
+        captured: None,
+        netns: None,
     }
 }
 
@@ -212,4 +214,45 @@ fn ticks_are_round() {
     assert_eq!(nice_step(120.0), 200.0);
     assert_eq!(nice_step(0.0), 1.0);
     assert_eq!(fmt_tick(200.0), "200");
+}
+
+#[test]
+fn capture_s_extra_is_the_difference_at_equal_length_over_the_explicit_slope() {
+    let mut v = Vec::new();
+    for (run, extra) in [(0, 4.0), (1, 5.0), (2, 9.0)] {
+        v.push(sample(run, Config::DIRECT, 20.0));
+        for h in 1..=2 {
+            let mtls = 20.0 + 100.0 * h as f64;
+            v.push(sample(run, chain(System::Hopwise, Mode::Mtls, h), mtls));
+            let captured = chain(System::Hopwise, Mode::Captured, h);
+            v.push(sample(run, captured, mtls + extra));
+            // Another line never counts.
+            v.push(sample(run, chain(System::Hopwise, Mode::Plain, h), 1.0));
+        }
+    }
+    let c = captured_cost(&v).unwrap();
+    assert_eq!(c.explicit_p50_us.median, 100.0);
+    // The helper's p90 is 1.2 × p50: 120 µs a hop, 1.2 × the extra.
+    assert!((c.explicit_p90_us.median - 120.0).abs() < 1e-9);
+    let e = &c.extra_p50_us;
+    assert_eq!((e.median, e.min, e.max, e.n), (5.0, 4.0, 9.0, 3));
+    assert!((c.extra_p90_us.median - 6.0).abs() < 1e-9);
+    assert!((c.p50_percent.median - 5.0).abs() < 1e-9);
+    assert!((c.p90_percent.median - 5.0).abs() < 1e-9);
+}
+
+#[test]
+fn without_both_lines_there_is_no_captured_figure() {
+    let direct = sample(0, Config::DIRECT, 20.0);
+    for mode in [Mode::Mtls, Mode::Captured] {
+        let one = sample(0, chain(System::Hopwise, mode, 1), 120.0);
+        assert_eq!(captured_cost(&[direct.clone(), one]), None);
+    }
+    // The figures of a run without capture stay as they were.
+    assert_eq!(report().captured, None);
+    assert!(
+        !serde_json::to_string(&report())
+            .unwrap()
+            .contains("\"captured\"")
+    );
 }
