@@ -260,6 +260,11 @@ impl Guard {
     }
 
     /// `svc`, with its requests counted for this connection's timer.
+    /// When the first request's head must have arrived (counted from the accept).
+    pub fn header_deadline(&self) -> Instant {
+        self.accepted + self.limits.header_read
+    }
+
     pub fn track<S>(&self, svc: S) -> Tracked<S> {
         Tracked {
             inner: svc,

@@ -27,6 +27,7 @@ pub mod control;
 pub mod deadline;
 pub mod error;
 pub mod headers;
+pub mod http_conn;
 pub mod inbound;
 pub mod limits;
 pub mod link;

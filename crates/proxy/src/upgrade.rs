@@ -10,6 +10,7 @@
 
 pub mod inbound;
 pub mod outbound;
+pub mod side;
 pub mod splice;
 
 use std::sync::Arc;
@@ -20,7 +21,6 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
@@ -142,10 +142,10 @@ pub(crate) struct Counted {
     pub idle: Option<Duration>,
 }
 
-/// A callee's side that a failure of the caller's is passed on to as a TCP reset: the app's
-/// own socket (CONNECT). An upgraded HTTP connection cannot be reset from here: it is closed.
+/// A side that a failure of the other's is passed on to as a TCP reset: the app's own socket
+/// (CONNECT), or an upgraded connection taken back from hyper ([`side::Side`]).
 pub(crate) trait Reset {
-    fn reset(&self) {}
+    fn reset(&self);
 }
 
 impl Reset for tokio::net::TcpStream {
@@ -153,8 +153,6 @@ impl Reset for tokio::net::TcpStream {
         crate::tcp::splice::reset(self);
     }
 }
-
-impl<T> Reset for TokioIo<T> {}
 
 /// Carries one upgraded connection: `caller` (the side the request came from, upgraded once
 /// its answer is written) spliced to `callee` until both ways end, counted open, by bytes each
@@ -169,8 +167,8 @@ where
         service,
         idle,
     } = counted;
-    let caller = match caller.await {
-        Ok(c) => TokioIo::new(c),
+    let mut caller = match caller.await {
+        Ok(c) => side::Side::of(c),
         Err(e) => {
             tracing::debug!("upgrade to {service}: the caller's side did not switch: {e}");
             return End::Failed;
@@ -182,8 +180,10 @@ where
         to_callee: &handles.to_callee,
         to_caller: &handles.to_caller,
     };
-    let end = splice::splice(caller, &mut callee, idle, counts).await;
+    let end = splice::splice(&mut caller, &mut callee, idle, counts).await;
     if end == End::Failed {
+        // Whichever side failed, the other learns it as its peer would have: a reset.
+        caller.reset();
         callee.reset();
     }
     handles.closed(start.elapsed());

@@ -7,6 +7,8 @@
 
 use std::cell::RefCell;
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -14,8 +16,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
@@ -23,12 +23,14 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin;
 use crate::capture;
 use crate::conn::{self, Guard};
+use crate::http_conn::{Proto, Servers, Settings};
 use crate::inbound::Caller;
 use crate::listeners::ConnCap;
-use crate::metrics::Direction;
+use crate::metrics::{Direction, Metrics};
 use crate::opaque;
 use crate::outbound::{Dispatch, Entry, Outbound};
 use crate::state::State;
+use crate::tcp::detect::Prefixed;
 use crate::tls::{CertStore, TUNNEL_ALPN};
 
 /// Largest request head (request line and headers) accepted; beyond it: 431.
@@ -87,7 +89,12 @@ impl Worker {
         // Every connection task holds a sender: when all are gone, the worker has drained.
         let (open, mut drained) = mpsc::channel::<()>(1);
         let mut tasks = tokio::task::JoinSet::new();
-        let builder = Arc::new(server_builder(self.header_read));
+        let servers = Arc::new(Servers::new(&Settings {
+            header_read: self.header_read,
+            max_head: MAX_HEAD,
+            ping_interval: H2_PING_INTERVAL,
+            ping_timeout: H2_PING_TIMEOUT,
+        }));
         let listeners: Vec<_> = self
             .listeners
             .into_iter()
@@ -108,7 +115,7 @@ impl Worker {
                 limits: self.limits,
                 acceptor: self.acceptor.clone(),
                 state: self.state.clone(),
-                builder: builder.clone(),
+                servers: servers.clone(),
             };
             let accepting = accept(listener, cap, ctx, open.clone(), self.shutdown.clone());
             tasks.spawn(accepting);
@@ -177,22 +184,6 @@ async fn reload(certs: Arc<CertStore>, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-fn server_builder(header_read: Duration) -> auto::Builder<TokioExecutor> {
-    let mut b = auto::Builder::new(TokioExecutor::new());
-    b.http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_read)
-        .max_buf_size(MAX_HEAD)
-        .keep_alive(true);
-    b.http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size(MAX_HEAD as u32)
-        // A peer that stops answering pings is gone: closed, whatever its streams.
-        .keep_alive_interval(H2_PING_INTERVAL)
-        .keep_alive_timeout(H2_PING_TIMEOUT);
-    b
-}
-
 #[derive(Clone)]
 struct Conn {
     kind: Kind,
@@ -204,7 +195,7 @@ struct Conn {
     limits: conn::Limits,
     acceptor: Option<TlsAcceptor>,
     state: Arc<State>,
-    builder: Arc<auto::Builder<TokioExecutor>>,
+    servers: Arc<Servers>,
 }
 
 impl Conn {
@@ -220,57 +211,105 @@ impl Conn {
         if self.kind != Kind::Admin {
             metrics.connection_opened(direction);
         }
+        // Each kind's work is a future of its own on the heap: the task stays small, and a
+        // connection holds only its own kind's state (an HTTP connection does not carry the
+        // opaque splice's or the handshake's, ~8 KiB inline).
         match self.kind {
-            Kind::Admin => self.serve_admin(tcp, guard, drain).await,
-            Kind::Outbound => self.serve_outbound(tcp, guard, drain).await,
-            Kind::Capture => {
-                let live = self.state.live();
-                if let Some((tcp, to)) = capture::admit(tcp, &live.config, &metrics).await {
-                    let to = opaque::captured::Destination {
-                        service: to.service,
-                        port: to.port,
-                    };
-                    let http = |prefixed| self.serve_outbound(prefixed, guard, drain);
-                    opaque::captured::serve(&live, self.worker, &metrics, tcp, to, http).await;
-                }
+            Kind::Admin => Box::pin(self.serve_admin(tcp, guard, drain)).await,
+            Kind::Outbound => {
+                let proto = Proto::sniff(&tcp, guard.header_deadline()).await;
+                Box::pin(self.serve_outbound(tcp, proto, guard, drain)).await;
             }
+            Kind::Capture => Box::pin(self.serve_captured(tcp, guard, drain, &metrics)).await,
             Kind::Tcp => {
                 let (live, dispatch) =
                     (self.state.live(), self.dispatch.unwrap_or(Dispatch::ByHost));
                 let state = live.worker(self.worker).outbound.cluster_of(dispatch);
-                opaque::outbound::serve(state, tcp, Bytes::new(), None, &metrics).await;
+                Box::pin(opaque::outbound::serve(
+                    state,
+                    tcp,
+                    Bytes::new(),
+                    None,
+                    &metrics,
+                ))
+                .await;
             }
             Kind::Inbound => match &self.acceptor {
                 Some(acceptor) => {
-                    let timeout = self.header_read;
-                    let tls = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => tls,
-                        Ok(Err(e)) => {
-                            metrics.handshake(Direction::Inbound, false);
-                            tracing::debug!("inbound handshake refused: {e}");
-                            metrics.connection_closed(direction);
-                            return;
-                        }
-                        Err(_) => {
-                            metrics.handshake(Direction::Inbound, false);
-                            metrics.connection_closed(direction);
-                            return;
-                        }
-                    };
-                    metrics.handshake(Direction::Inbound, true);
-                    if tls.get_ref().1.alpn_protocol() == Some(TUNNEL_ALPN) {
-                        let caller = Caller::of_tls(tls.get_ref().1.peer_certificates());
-                        let state = self.state.clone();
-                        opaque::inbound::serve(tls, caller, state, self.limits, drain).await;
-                    } else {
-                        self.serve_tls(tls, guard, drain).await;
-                    }
+                    self.serve_inbound(acceptor, tcp, guard, drain, &metrics)
+                        .await
                 }
-                None => self.serve_plain_inbound(tcp, guard, drain).await,
+                None => Box::pin(self.serve_plain_inbound(tcp, guard, drain)).await,
             },
         }
         if self.kind != Kind::Admin {
             metrics.connection_closed(direction);
+        }
+    }
+
+    /// The inbound port: the handshake within the header-read allowance, then the tunnel
+    /// (its ALPN) or HTTP. The TLS stream is boxed at once and never bound across an await
+    /// here: moved through futures by value, each would keep a dead copy of it.
+    async fn serve_inbound(
+        &self,
+        acceptor: &TlsAcceptor,
+        tcp: TcpStream,
+        guard: Guard,
+        drain: watch::Receiver<bool>,
+        metrics: &Metrics,
+    ) {
+        let handshake = Box::pin(tokio::time::timeout(self.header_read, acceptor.accept(tcp)));
+        let served: Pin<Box<dyn Future<Output = ()> + Send + '_>> = match handshake.await {
+            Ok(Ok(tls)) => {
+                metrics.handshake(Direction::Inbound, true);
+                let tls = Box::new(tls);
+                if tls.get_ref().1.alpn_protocol() == Some(TUNNEL_ALPN) {
+                    let caller = Caller::of_tls(tls.get_ref().1.peer_certificates());
+                    let state = self.state.clone();
+                    Box::pin(opaque::inbound::serve(
+                        *tls,
+                        caller,
+                        state,
+                        self.limits,
+                        drain,
+                    ))
+                } else {
+                    Box::pin(self.serve_tls(tls, guard, drain))
+                }
+            }
+            Ok(Err(e)) => {
+                metrics.handshake(Direction::Inbound, false);
+                tracing::debug!("inbound handshake refused: {e}");
+                return;
+            }
+            Err(_) => {
+                metrics.handshake(Direction::Inbound, false);
+                return;
+            }
+        };
+        served.await;
+    }
+
+    /// A captured connection: where it was going decides the service; detection decides
+    /// between the HTTP path and opaque TCP.
+    async fn serve_captured(
+        &self,
+        tcp: TcpStream,
+        guard: Guard,
+        drain: watch::Receiver<bool>,
+        metrics: &Metrics,
+    ) {
+        let live = self.state.live();
+        if let Some((tcp, to)) = capture::admit(tcp, &live.config, metrics).await {
+            let to = opaque::captured::Destination {
+                service: to.service,
+                port: to.port,
+            };
+            let http = |prefixed: Prefixed| {
+                let proto = Proto::of_prefix(prefixed.first());
+                self.serve_outbound(prefixed, proto, guard, drain)
+            };
+            opaque::captured::serve(&live, self.worker, metrics, tcp, to, http).await;
         }
     }
 
@@ -280,16 +319,22 @@ impl Conn {
             let state = state.clone();
             async move { Ok::<_, Infallible>(admin::handle(&state, req)) }
         });
-        let conn = self
-            .builder
-            .serve_connection(TokioIo::new(tcp), guard.track(svc));
-        guard.drive(Box::pin(conn.into_owned()), drain).await;
+        let svc = guard.track(svc);
+        let servers = &self.servers;
+        servers
+            .serve(tcp, Proto::Unknown, false, svc, guard, drain)
+            .await;
     }
 
     /// The HTTP path of an outbound connection: an accepted one, or (capture) one whose first
     /// bytes detection read ([`crate::tcp::detect::Prefixed`]).
-    async fn serve_outbound<I>(&self, tcp: I, guard: Guard, drain: watch::Receiver<bool>)
-    where
+    async fn serve_outbound<I>(
+        &self,
+        tcp: I,
+        proto: Proto,
+        guard: Guard,
+        drain: watch::Receiver<bool>,
+    ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let live = RefCell::new(self.state.cache());
@@ -301,31 +346,30 @@ impl Conn {
             async move { Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await) }
         });
         // Upgrades on (crate::upgrade): hyper prepares one only for a request that asks for it.
-        let conn = self
-            .builder
-            .serve_connection_with_upgrades(TokioIo::new(tcp), guard.track(svc));
-        guard.drive(Box::pin(conn.into_owned()), drain).await;
+        let svc = guard.track(svc);
+        let servers = &self.servers;
+        servers.serve(tcp, proto, true, svc, guard, drain).await;
     }
 
     /// The inbound port after its handshake: the caller is who its certificate names (a
     /// certificate from the CA that names nobody is kept as such: refused).
     async fn serve_tls(
         &self,
-        tls: tokio_rustls::server::TlsStream<TcpStream>,
+        tls: Box<tokio_rustls::server::TlsStream<TcpStream>>,
         guard: Guard,
         drain: watch::Receiver<bool>,
     ) {
         let caller = Arc::new(Caller::of_tls(tls.get_ref().1.peer_certificates()));
+        let proto = Proto::of_alpn(tls.get_ref().1.alpn_protocol());
         let (live, w) = (RefCell::new(self.state.cache()), self.worker);
         let svc = service_fn(move |req: hyper::Request<Incoming>| {
             let live = live.borrow_mut().load().clone();
             let caller = caller.clone();
             async move { Ok::<_, Infallible>(live.worker(w).inbound.handle(&caller, req).await) }
         });
-        let conn = self
-            .builder
-            .serve_connection_with_upgrades(TokioIo::new(tls), guard.track(svc));
-        guard.drive(Box::pin(conn.into_owned()), drain).await;
+        let svc = guard.track(svc);
+        let servers = &self.servers;
+        servers.serve(tls, proto, true, svc, guard, drain).await;
     }
 
     /// The inbound port of a proxy without TLS (`--plaintext`): nobody to identify.
@@ -342,9 +386,9 @@ impl Conn {
                 Ok::<_, Infallible>(live.worker(w).inbound.handle(&Caller::Plaintext, req).await)
             }
         });
-        let conn = self
-            .builder
-            .serve_connection(TokioIo::new(tcp), guard.track(svc));
-        guard.drive(Box::pin(conn.into_owned()), drain).await;
+        let proto = Proto::sniff(&tcp, guard.header_deadline()).await;
+        let svc = guard.track(svc);
+        let servers = &self.servers;
+        servers.serve(tcp, proto, false, svc, guard, drain).await;
     }
 }

@@ -305,3 +305,76 @@ async fn a_caller_that_resets_a_connect_resets_the_apps_connection() {
     let how = bounded("the app's end", ended).await.unwrap();
     assert_eq!(how, Err(std::io::ErrorKind::ConnectionReset));
 }
+
+/// An app that takes one connection, reads `first` bytes and then resets it (SO_LINGER 0).
+async fn resetting_app(first: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut got = vec![0u8; first];
+        tcp.read_exact(&mut got).await.unwrap();
+        socket2::SockRef::from(&tcp)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    });
+    addr
+}
+
+#[tokio::test]
+async fn an_app_that_resets_a_connect_resets_the_callers_connection() {
+    let f = Fixture::new(MESH);
+    let (a, _b) = through(&f, "a", "pipe", resetting_app(4).await).await;
+    let mut tcp = TcpStream::connect(a.bound.upstreams["pipe"]).await.unwrap();
+    tcp.write_all(b"CONNECT pipe:9 HTTP/1.1\r\nHost: pipe:9\r\n\r\n")
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut one = [0u8; 1];
+        bounded("CONNECT answer", tcp.read_exact(&mut one))
+            .await
+            .unwrap();
+        head.push(one[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"));
+    tcp.write_all(b"ping").await.unwrap();
+    // Through the callee's proxy and the mutual-TLS connection to the caller's, a reset
+    // each time: the app's caller learns what a direct caller would have.
+    let mut rest = Vec::new();
+    let how = bounded("the caller's end", tcp.read_to_end(&mut rest)).await;
+    assert_eq!(
+        how.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionReset)
+    );
+}
+
+#[tokio::test]
+async fn an_app_that_resets_a_websocket_resets_the_callers_connection() {
+    let f = Fixture::new(MESH);
+    // The app answers the handshake, reads one message, and resets the connection.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let _ = ws.next().await;
+        socket2::SockRef::from(ws.get_ref())
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    });
+    let (a, _b) = through(&f, "a", "chat", app).await;
+    let tcp = TcpStream::connect(a.bound.upstreams["chat"]).await.unwrap();
+    let (mut ws, _) = bounded(
+        "handshake",
+        tokio_tungstenite::client_async("ws://chat/", tcp),
+    )
+    .await
+    .unwrap();
+    ws.send(Message::text("hello")).await.unwrap();
+    let got = bounded("the caller's end", ws.next()).await;
+    match got {
+        Some(Err(WsError::Io(e))) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset),
+        other => panic!("a reset expected, got {other:?}"),
+    }
+}

@@ -111,6 +111,13 @@ pub struct Prefixed {
     pub tcp: TcpStream,
 }
 
+impl Prefixed {
+    /// The bytes read ahead and not yet read again.
+    pub fn first(&self) -> &[u8] {
+        &self.first
+    }
+}
+
 impl AsyncRead for Prefixed {
     fn poll_read(
         self: Pin<&mut Self>,

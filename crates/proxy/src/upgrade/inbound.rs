@@ -16,6 +16,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::side::Side;
 use super::{Counted, Switch, carry, send};
 use crate::body::Body;
 use crate::error::ProxyError;
@@ -83,7 +84,7 @@ pub async fn serve<H: Send + 'static>(
     tokio::spawn(async move {
         match app_side.await {
             Ok(upgraded) => {
-                carry(caller_side, TokioIo::new(upgraded), counted, held).await;
+                carry(caller_side, Side::of(upgraded), counted, held).await;
             }
             Err(e) => tracing::debug!("upgrade to the app: no connection: {e}"),
         }

@@ -17,6 +17,7 @@ use hyper_util::rt::TokioIo;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::side::Side;
 use super::{Counted, Switch, carry, send};
 use crate::balance::{Endpoints, InFlight};
 use crate::body::Body;
@@ -95,7 +96,7 @@ pub async fn serve(
     tokio::spawn(async move {
         match callee_side.await {
             Ok(callee) => {
-                carry(app_side, TokioIo::new(callee), counted, (slot, in_flight)).await;
+                carry(app_side, Side::of(callee), counted, (slot, in_flight)).await;
             }
             Err(e) => tracing::debug!("upgrade to {}: no connection: {e}", counted.service),
         }
