@@ -138,6 +138,11 @@ pub struct ControlArgs {
     /// request; a missing file shows no knobs). Used by the dashboard.
     #[arg(long, requires = "dashboard")]
     pub samples: Option<PathBuf>,
+    /// The dashboard's OTLP trace receiver (gRPC, plain h2c, loopback only): proxies whose
+    /// `mesh.tracing.collector` names it send their spans here, and the page shows the recent
+    /// traces as waterfalls. Off when absent.
+    #[arg(long, requires = "dashboard")]
+    pub traces_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, clap::Subcommand)]

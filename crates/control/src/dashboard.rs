@@ -14,6 +14,9 @@
 //! | `calc.rs` | the calculators over `hopwise-analyze` (pure) |
 //! | `policy.rs` | effective policy and findings (pure) |
 //! | `samples.rs` | the `--samples` file of `hopwise up`: where the fault knobs are |
+//! | `trace_api.rs` | the OTLP receiver feeding the store; `/api/traces…` |
+//! | `traces.rs` | the recent traces the OTLP receiver was sent, bounded (pure) |
+//! | `waterfall.rs` | one trace laid out, each span's proxies' and app's time (pure) |
 //! | `assets/` | `index.html`, `app.js`, `style.css`, embedded |
 
 pub mod assets;
@@ -25,6 +28,9 @@ pub mod samples;
 pub mod scrape;
 pub mod server;
 pub mod timeline;
+pub mod trace_api;
+pub mod traces;
+pub mod waterfall;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,12 +47,18 @@ pub struct Dashboard {
     pub addr: SocketAddr,
     server: JoinHandle<()>,
     scraper: JoinHandle<()>,
+    /// Its OTLP receiver's address, when it has one.
+    pub traces: Option<SocketAddr>,
+    receiver: Option<tokio::task::AbortHandle>,
 }
 
 impl Dashboard {
     pub fn stop(self) {
         self.server.abort();
         self.scraper.abort();
+        if let Some(r) = self.receiver {
+            r.abort();
+        }
     }
 }
 
@@ -57,7 +69,21 @@ pub fn spawn(
     listener: tokio::net::TcpListener,
     samples: Option<PathBuf>,
 ) -> std::io::Result<Dashboard> {
+    spawn_with_traces(plane, listener, samples, None)
+}
+
+/// [`spawn`], with an OTLP trace receiver on `traces` whose spans the page shows as a
+/// waterfall (`hopwise control --traces-listen`).
+pub fn spawn_with_traces(
+    plane: PlaneHandle,
+    listener: tokio::net::TcpListener,
+    samples: Option<PathBuf>,
+    traces: Option<tokio::net::TcpListener>,
+) -> std::io::Result<Dashboard> {
     let addr = listener.local_addr()?;
+    let traces = traces
+        .map(|l| trace_api::start(l, crate::otlp_receiver::Limits::default()))
+        .transpose()?;
     let scraped = scrape::Shared::default();
     let scraper = tokio::spawn(scrape::run(plane.clone(), scraped.clone()));
     let app = Arc::new(server::App {
@@ -65,8 +91,11 @@ pub fn spawn(
         scraped,
         samples,
         port: addr.port(),
+        traces,
     });
+    let served = app.clone();
     let server = tokio::spawn(async move {
+        let app = served;
         loop {
             match listener.accept().await {
                 Ok((tcp, _)) => {
@@ -83,5 +112,7 @@ pub fn spawn(
         addr,
         server,
         scraper,
+        traces: app.traces.as_ref().map(|t| t.receiver.addr),
+        receiver: app.traces.as_ref().map(|t| t.receiver.abort_handle()),
     })
 }

@@ -9,7 +9,8 @@
 //! API without a clock or a socket, [`api`] serves it over gRPC on TLS 1.3 ([`tls`]: its own
 //! `/control` certificate; [`conn`]: what bounds its connections), and [`client`] and [`cli`] are
 //! the command line's side (`hopwise-lab` measures it at scale: `hopwise control bench`);
-//! [`dashboard`] serves a web page over the running plane (`hopwise control --dashboard`). See
+//! [`dashboard`] serves a web page over the running plane (`hopwise control --dashboard`), with
+//! the recent traces its OTLP receiver ([`otlp_receiver`]) was sent. See
 //! docs/control.md and docs/dashboard.md.
 
 pub mod api;
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod client;
 pub mod conn;
 pub mod dashboard;
+pub mod otlp_receiver;
 pub mod plane;
 pub mod registry;
 pub mod store;

@@ -466,21 +466,7 @@ fn the_dashboard_api_shows_what_the_proxies_count() {
 }
 
 fn browser_tools(root: &Path) -> Result<(), String> {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    if !Path::new(&chromium).exists() {
-        return Err(format!("{chromium} is missing (apt-get install chromium)"));
-    }
-    if !root
-        .join("tests/browser/node_modules/playwright-core")
-        .exists()
-    {
-        return Err("tests/browser/node_modules is missing (npm ci in tests/browser)".into());
-    }
-    Command::new("node")
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("node: {e}"))?;
-    Ok(())
+    common::browser_missing(root).map_or(Ok(()), Err)
 }
 
 fn repo() -> PathBuf {

@@ -9,8 +9,9 @@
 //! [`samples`] (writes the `samples.json` contract), [`load`] (steady requests into the entry
 //! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`), [`tap`] (`hopwise
 //! tap`), [`captured`] (the samples run captured, each copy in its own network namespace),
-//! [`command`] (a service's own command, `run`, per copy). The sample apps and their knobs are
-//! [`crate::samples`]'s, the child processes [`crate::processes`]'. See docs/up.md.
+//! [`command`] (a service's own command, `run`, per copy), [`traces`] (the proxies' spans to the
+//! dashboard). The sample apps and their knobs are [`crate::samples`]'s, the child processes
+//! [`crate::processes`]'. See docs/up.md.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,6 +28,7 @@ pub mod rundir;
 pub mod samples;
 pub mod table;
 pub mod tap;
+pub mod traces;
 
 /// `hopwise up FILE …`
 #[derive(Debug, Clone, clap::Args)]
@@ -51,6 +53,10 @@ pub struct UpArgs {
     /// `hopwise run --state`).
     #[arg(long, default_value = crate::capture::STATE)]
     pub state: PathBuf,
+    /// When the file has no `mesh.tracing`: the share of requests traced to the dashboard
+    /// (`1`, `10%`; `0`: none). A file's own `mesh.tracing` is kept (docs/up.md).
+    #[arg(long, default_value = "1", value_parser = traces::parse_ratio)]
+    pub traces: f64,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {

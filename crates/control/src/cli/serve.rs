@@ -80,6 +80,14 @@ pub fn start(args: ControlArgs) -> Result<Serving, CliError> {
              (127.0.0.1 or [::1])"
         )));
     }
+    if let Some(t) = args.traces_listen
+        && !t.ip().is_loopback()
+    {
+        return Err(CliError::Usage(format!(
+            "--traces-listen {t}: the trace receiver has no authentication, so it listens on a \
+             loopback address only"
+        )));
+    }
     let options = options(&args)?;
     let spec = shared_store(&args)?;
     // The runtime comes first: the etcd store is opened on it, and `Plane::start` (on this
@@ -206,9 +214,25 @@ async fn listen(
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|source| CliError::Listen { addr, source })?;
-            let d = dashboard::spawn(running.handle(), listener, args.samples.clone())
-                .map_err(|source| CliError::Listen { addr, source })?;
+            let traces = match args.traces_listen {
+                Some(t) => Some(
+                    tokio::net::TcpListener::bind(t)
+                        .await
+                        .map_err(|source| CliError::Listen { addr: t, source })?,
+                ),
+                None => None,
+            };
+            let d = dashboard::spawn_with_traces(
+                running.handle(),
+                listener,
+                args.samples.clone(),
+                traces,
+            )
+            .map_err(|source| CliError::Listen { addr, source })?;
             text.push_str(&format!("dashboard: http://{}/\n", d.addr));
+            if let Some(t) = d.traces {
+                text.push_str(&format!("dashboard traces (OTLP/gRPC): {t}\n"));
+            }
             Some(d)
         }
         None => None,

@@ -6,3 +6,5 @@ pub const APP_JS: &str = include_str!("assets/app.js");
 /// The charts over time (`/api/timeline`), drawn as inline SVG.
 pub const CHARTS_JS: &str = include_str!("assets/charts.js");
 pub const STYLE_CSS: &str = include_str!("assets/style.css");
+/// The recent traces and the chosen one's waterfall (`/api/traces`), drawn in the DOM.
+pub const TRACES_JS: &str = include_str!("assets/traces.js");

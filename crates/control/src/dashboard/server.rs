@@ -3,9 +3,11 @@
 //!
 //! | route | answer |
 //! | --- | --- |
-//! | `GET /`, `/app.js`, `/charts.js`, `/style.css` | the page (embedded; no CDN, no build step) |
+//! | `GET /`, `/app.js`, `/charts.js`, `/traces.js`, `/style.css` | the page (embedded; no CDN, no build step) |
 //! | `GET /api/graph` | services, copies, edges with live numbers ([`super::edges`]) |
 //! | `GET /api/timeline[?since=MS]` | each edge's points over the last 15 min ([`super::timeline`]) |
+//! | `GET /api/traces` | the recent traces, and where spans go ([`super::trace_api`]) |
+//! | `GET /api/traces/<id>` | one trace as a waterfall ([`super::waterfall`]) |
 //! | `GET /api/policy` | each service's calls with the policy its proxy applies |
 //! | `GET /api/findings` | `hopwise check` on the mesh file in force |
 //! | `GET /api/calc/samples` | the seed's samples for both calculators |
@@ -35,14 +37,14 @@ use serde_json::{Value, json};
 use super::calc::{self, FanoutInput, TimeoutInput};
 use super::samples::{self, Knob};
 use super::scrape::{self, Shared};
-use super::{assets, edges, policy, timeline};
+use super::{assets, edges, policy, timeline, trace_api};
 use crate::api::PlaneHandle;
 
 /// The largest request body read.
 const MAX_REQUEST: usize = 64 * 1024;
 
 /// What every request handler reads.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct App {
     pub plane: PlaneHandle,
     pub scraped: Shared,
@@ -50,6 +52,8 @@ pub struct App {
     pub samples: Option<PathBuf>,
     /// The port this server listens on: the only one its `Host` and `Origin` may name.
     pub port: u16,
+    /// The OTLP receiver and the traces it keeps (`--traces-listen`).
+    pub traces: Option<super::trace_api::Traces>,
 }
 
 type Body = Full<Bytes>;
@@ -148,6 +152,11 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
             "text/javascript; charset=utf-8",
             assets::CHARTS_JS,
         ),
+        (&Method::GET, ["traces.js"]) => respond(
+            StatusCode::OK,
+            "text/javascript; charset=utf-8",
+            assets::TRACES_JS,
+        ),
         (&Method::GET, ["app.js"]) => respond(
             StatusCode::OK,
             "text/javascript; charset=utf-8",
@@ -158,6 +167,17 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
         }
         (&Method::GET, ["api", "graph"]) => json_response(StatusCode::OK, &graph(app)),
         (&Method::GET, ["api", "timeline"]) => json_response(StatusCode::OK, &timeline(app, &req)),
+        (&Method::GET, ["api", "traces"]) => {
+            let mesh = app.plane.read(|p| p.mesh().clone());
+            json_response(StatusCode::OK, &trace_api::list(app.traces.as_ref(), &mesh))
+        }
+        (&Method::GET, ["api", "traces", id]) => match trace_api::one(app.traces.as_ref(), id) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error(
+                StatusCode::NOT_FOUND,
+                "no such trace here (evicted, or never sent)",
+            ),
+        },
         (&Method::GET, ["api", "policy"]) => {
             let mesh = app.plane.read(|p| p.mesh().clone());
             json_response(StatusCode::OK, &policy::policy(&mesh))

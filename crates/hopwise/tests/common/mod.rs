@@ -228,3 +228,23 @@ pub fn metric(admin: SocketAddr, name_and_labels: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
+
+/// Why the browser tests cannot run here (`None`: they can): Debian's chromium, the
+/// playwright-core of `tests/browser/node_modules` and node (scripts/test installs them).
+pub fn browser_missing(root: &std::path::Path) -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !std::path::Path::new(&chromium).exists() {
+        return Some(format!("{chromium} is missing (apt-get install chromium)"));
+    }
+    if !root
+        .join("tests/browser/node_modules/playwright-core")
+        .exists()
+    {
+        return Some("tests/browser/node_modules is missing (npm ci in tests/browser)".into());
+    }
+    Command::new("node")
+        .arg("--version")
+        .output()
+        .err()
+        .map(|e| format!("node: {e}"))
+}

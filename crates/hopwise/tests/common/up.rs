@@ -25,12 +25,22 @@ pub struct Up {
 impl Up {
     /// `hopwise up FILE EXTRA…` in `cwd` on free ports, once it is ready.
     pub fn start(cwd: &Path, file: &Path, extra: &[&str]) -> Up {
+        Up::start_with_dashboard(cwd, file, super::free(), extra)
+    }
+
+    /// [`Up::start`] with its dashboard on `dashboard`.
+    pub fn start_with_dashboard(
+        cwd: &Path,
+        file: &Path,
+        dashboard: std::net::SocketAddr,
+        extra: &[&str],
+    ) -> Up {
         let child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
             .current_dir(cwd)
             .arg("up")
             .arg(file)
             .args(["--control", &super::free().to_string()])
-            .args(["--dashboard", &super::free().to_string()])
+            .args(["--dashboard", &dashboard.to_string()])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

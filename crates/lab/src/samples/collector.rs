@@ -2,10 +2,10 @@
 //! `TraceService/Export` over gRPC (h2c), or `POST /v1/traces` with a protobuf body (OTLP/HTTP),
 //! on a loopback port. It keeps every span it is sent (or, for the bench, only counts them). No
 //! collector is packaged in Debian, so the tests and `bench hops --tracing` run this one. It
-//! serves until its runtime ends; connections are loopback and their number is not capped (it
-//! is a test's and a benchmark's receiver, never a listener on the network).
+//! serves until its runtime ends. The gRPC side is the control plane's receiver
+//! (`hopwise_control::otlp_receiver`, the dashboard's too); the HTTP side, a test's and a
+//! benchmark's only, decodes with the same code and does not cap its connections.
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,39 +13,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use hopwise_control::otlp_receiver::{self, Limits};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 use tokio::net::TcpListener;
 
-/// One span as received, with ids in hex.
-#[derive(Debug, Clone)]
-pub struct Got {
-    /// The resource's `service.name`: which proxy sent it.
-    pub service: String,
-    pub trace_id: String,
-    pub span_id: String,
-    /// Empty for a root span.
-    pub parent: String,
-    pub name: String,
-    pub kind: i32,
-    pub error: bool,
-    pub attributes: BTreeMap<String, String>,
-}
-
-impl Got {
-    pub fn attr(&self, key: &str) -> &str {
-        self.attributes.get(key).map_or("", String::as_str)
-    }
-}
+/// One span as received, with ids in hex (the control plane's receiver's).
+pub use hopwise_control::otlp_receiver::ReceivedSpan as Got;
 
 /// The receiver: its address, and what it was sent.
 #[derive(Debug, Clone)]
@@ -55,35 +31,6 @@ pub struct Collector {
     keep: bool,
     spans: Arc<Mutex<Vec<Got>>>,
     count: Arc<AtomicU64>,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn value_text(v: &Value) -> String {
-    match v {
-        Value::StringValue(s) => s.clone(),
-        Value::IntValue(i) => i.to_string(),
-        other => format!("{other:?}"),
-    }
-}
-
-fn got(service: &str, s: opentelemetry_proto::tonic::trace::v1::Span) -> Got {
-    Got {
-        service: service.to_owned(),
-        trace_id: hex(&s.trace_id),
-        span_id: hex(&s.span_id),
-        parent: hex(&s.parent_span_id),
-        name: s.name,
-        kind: s.kind,
-        error: s.status.is_some_and(|st| st.code == 2),
-        attributes: s
-            .attributes
-            .into_iter()
-            .filter_map(|kv| Some((kv.key, value_text(kv.value.as_ref()?.value.as_ref()?))))
-            .collect(),
-    }
 }
 
 impl Collector {
@@ -97,22 +44,14 @@ impl Collector {
     }
 
     fn take(&self, req: ExportTraceServiceRequest) {
-        let mut out = self.spans.lock().unwrap_or_else(|p| p.into_inner());
-        for rs in req.resource_spans {
-            let service = rs
-                .resource
-                .iter()
-                .flat_map(|r| &r.attributes)
-                .find(|kv| kv.key == "service.name")
-                .and_then(|kv| kv.value.as_ref()?.value.as_ref())
-                .map(value_text)
-                .unwrap_or_default();
-            for s in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
-                self.count.fetch_add(1, Ordering::Relaxed);
-                if self.keep {
-                    out.push(got(&service, s));
-                }
-            }
+        if self.keep {
+            let spans = otlp_receiver::spans_of(req);
+            self.count.fetch_add(spans.len() as u64, Ordering::Relaxed);
+            let mut out = self.spans.lock().unwrap_or_else(|p| p.into_inner());
+            out.extend(spans);
+        } else {
+            let n = otlp_receiver::span_count(&req);
+            self.count.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 
@@ -137,21 +76,18 @@ impl Collector {
         self.spans()
     }
 
-    /// OTLP/gRPC: `TraceService/Export` in h2c on 127.0.0.1:0, keeping (`keep`) or counting.
+    /// OTLP/gRPC: `TraceService/Export` in h2c on 127.0.0.1:0, keeping (`keep`) or counting;
+    /// the control plane's receiver ([`otlp_receiver`]) with its default limits.
     pub async fn grpc(keep: bool) -> std::io::Result<Collector> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let c = Collector::new(listener.local_addr()?, keep);
-        let service = TraceServiceServer::new(c.clone());
-        tokio::spawn(async move {
-            while let Ok((tcp, _)) = listener.accept().await {
-                let svc = TowerToHyperService::new(service.clone());
-                tokio::spawn(async move {
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tcp), svc)
-                        .await;
-                });
-            }
-        });
+        let sink = c.clone();
+        // Served until the runtime ends.
+        let _running = otlp_receiver::spawn(
+            listener,
+            Limits::default(),
+            Arc::new(move |req| sink.take(req)),
+        )?;
         Ok(c)
     }
 
@@ -197,17 +133,6 @@ impl Collector {
         let mut resp = http::Response::new(Full::new(Bytes::new()));
         *resp.status_mut() = status;
         resp
-    }
-}
-
-#[tonic::async_trait]
-impl TraceService for Collector {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        self.take(request.into_inner());
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
     }
 }
 

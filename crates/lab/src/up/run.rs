@@ -245,6 +245,9 @@ fn up_in(
     hopwise_proxy::certs::write_dev_certs(mesh, &certs)
         .map_err(|e| LabError::Failed(format!("cannot write the run's certificates: {e}")))?;
     let dashboard = control_has_dashboard(exe).then_some(args.dashboard);
+    let traces = dashboard
+        .map(|_| super::traces::Prepared::new(file, run, args.traces))
+        .transpose()?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -264,7 +267,7 @@ fn up_in(
     // thread that forked them.
     let ready = rt.block_on(async {
         tokio::select! {
-            r = start(&mut kids, args, mesh, file, &plan, dashboard) => r,
+            r = start(&mut kids, args, mesh, file, &plan, (dashboard, traces.as_ref())) => r,
             () = signals() => Err(LabError::Interrupted { who: "`up`" }),
         }
     });
@@ -290,6 +293,15 @@ fn up_in(
         run,
     );
     let _ = out.write_all(shown.as_bytes());
+    if let Some(t) = &traces {
+        let _ = writeln!(out, "{}", t.note);
+        rt.spawn(super::traces::follow(
+            file.to_owned(),
+            t.file.clone(),
+            t.receiver,
+            args.traces,
+        ));
+    }
     let _ = out.flush();
     if args.load.is_some() && load_target.is_none() {
         let _ = writeln!(out, "load: no entry service runs here; no load is sent");
@@ -326,7 +338,7 @@ async fn start(
     mesh: &Mesh,
     file: &Path,
     plan: &Plan,
-    dashboard: Option<SocketAddr>,
+    (dashboard, traces): (Option<SocketAddr>, Option<&super::traces::Prepared>),
 ) -> Result<(), LabError> {
     let run = kids.run.clone();
     let state = run.join("state");
@@ -334,7 +346,7 @@ async fn start(
     let mut control_args = vec![
         s("control"),
         s("--config"),
-        s(file.display()),
+        s(traces.map_or(file, |t| t.file.as_path()).display()),
         s("--state"),
         s(state.display()),
         s("--listen"),
@@ -351,6 +363,7 @@ async fn start(
             s("--samples"),
             s(run.join(samples::FILE).display()),
         ]);
+        control_args.extend(traces.iter().flat_map(|t| t.control_args()));
     }
     progress(&format!("starting the control plane on {}", args.control));
     let cp = kids.spawn("control", &control_args)?;

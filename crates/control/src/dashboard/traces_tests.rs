@@ -1,0 +1,109 @@
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn span(trace: u128, id: u64, parent: u64, service: &str, start: u64, end: u64) -> ReceivedSpan {
+    ReceivedSpan {
+        service: service.into(),
+        trace_id: trace_hex(trace),
+        span_id: format!("{id:016x}"),
+        parent: if parent == 0 {
+            String::new()
+        } else {
+            format!("{parent:016x}")
+        },
+        name: format!("{service} inbound"),
+        kind: KIND_SERVER,
+        error: false,
+        start,
+        end,
+        attributes: BTreeMap::from([("hopwise.route".to_owned(), "inbound".to_owned())]),
+    }
+}
+
+#[test]
+fn the_oldest_trace_is_evicted_past_the_cap() {
+    let mut store = Store::default();
+    for t in 1..=(MAX_TRACES as u128 + 5) {
+        store.add(&[span(t, 1, 0, "a", 10, 20)]);
+    }
+    assert_eq!(store.len(), MAX_TRACES);
+    for gone in 1..=5 {
+        assert!(
+            store.get(&trace_hex(gone)).is_none(),
+            "trace {gone} evicted"
+        );
+    }
+    assert!(store.get(&trace_hex(6)).is_some());
+    let recent = store.recent();
+    assert_eq!(recent.len(), MAX_TRACES);
+    assert_eq!(
+        recent[0].id,
+        trace_hex(MAX_TRACES as u128 + 5),
+        "newest first"
+    );
+    // A span of a kept trace adds to it and evicts nothing.
+    store.add(&[span(6, 2, 1, "b", 12, 18)]);
+    assert_eq!(store.len(), MAX_TRACES);
+    assert_eq!(store.get(&trace_hex(6)).unwrap().spans.len(), 2);
+}
+
+#[test]
+fn a_traces_spans_arrive_in_several_exports_in_any_order() {
+    let mut store = Store::default();
+    // The callee's proxy exports first, then the caller's; one span is sent twice.
+    store.add(&[span(7, 3, 2, "b", 120, 180)]);
+    store.add(&[span(7, 1, 0, "a", 100, 200), span(7, 3, 2, "b", 120, 180)]);
+    let t = store.get(&trace_hex(7)).unwrap();
+    assert_eq!(t.spans.len(), 2, "the span sent twice is kept once");
+    let s = &store.recent()[0];
+    assert_eq!(
+        (s.service.as_str(), s.route.as_deref()),
+        ("a", Some("inbound"))
+    );
+    assert_eq!((s.start, s.duration_ns, s.spans), (100, 100, 2));
+}
+
+#[test]
+fn a_span_whose_parent_is_not_here_still_names_the_trace() {
+    let mut store = Store::default();
+    // Its parent (an outside client's span, or one lost) never comes.
+    store.add(&[span(8, 5, 4, "b", 50, 90), span(8, 6, 5, "b", 60, 70)]);
+    let s = &store.recent()[0];
+    assert_eq!((s.service.as_str(), s.start, s.duration_ns), ("b", 50, 40));
+}
+
+#[test]
+fn a_trace_keeps_at_most_its_cap_and_counts_the_rest() {
+    let mut store = Store::default();
+    let spans: Vec<_> = (1..=MAX_SPANS as u64 + 3)
+        .map(|i| span(9, i, 0, "a", i, i + 1))
+        .collect();
+    store.add(&spans);
+    assert_eq!(store.get(&trace_hex(9)).unwrap().spans.len(), MAX_SPANS);
+    assert_eq!(store.dropped_spans, 3);
+}
+
+#[test]
+fn bad_ids_are_refused_and_long_texts_cut() {
+    let mut store = Store::default();
+    let mut bad = span(1, 1, 0, "a", 1, 2);
+    bad.trace_id = "zz".into();
+    let mut zero = span(1, 1, 0, "a", 1, 2);
+    zero.span_id = "0000000000000000".into();
+    let mut long = span(2, 1, 0, "a", 1, 2);
+    long.attributes
+        .insert("url.path".into(), format!("/{}é", "x".repeat(MAX_TEXT - 2)));
+    store.add(&[bad, zero, long]);
+    assert_eq!(store.refused_spans, 2);
+    let path = store.get(&trace_hex(2)).unwrap().spans[0]
+        .path
+        .clone()
+        .unwrap();
+    assert_eq!(
+        path.len(),
+        MAX_TEXT - 1,
+        "cut at a character boundary: {path}"
+    );
+    assert!(store.get("not-hex").is_none());
+}
