@@ -116,7 +116,24 @@ pub struct TraceContext {
 impl TraceContext {
     /// The context a request's headers carry, if any format holds a valid one.
     pub fn extract(headers: &HeaderMap) -> Option<Self> {
+        Self::extract_present(headers, parse::present(headers).formats)
+    }
+
+    /// The context the headers carry, or else the sampling decision sent without ids
+    /// ([`Self::sampling_hint`]): [`Self::extract`] and then that, in one pass over the header
+    /// names, looking up only the trace headers that are there.
+    pub fn arrived(headers: &HeaderMap) -> Result<Self, Option<bool>> {
         let present = parse::present(headers);
+        if let Some(c) = Self::extract_present(headers, present.formats) {
+            return Ok(c);
+        }
+        Err(present
+            .hint
+            .then(|| parse::sampling_only(headers))
+            .flatten())
+    }
+
+    fn extract_present(headers: &HeaderMap, present: Formats) -> Option<Self> {
         if present.is_empty() {
             return None;
         }
@@ -207,7 +224,7 @@ impl TraceContext {
         hex_into(&mut v[36..52], &self.span_id.0);
         v[52] = b'-';
         v[53..].copy_from_slice(if self.is_sampled() { b"01" } else { b"00" });
-        parse::header_value(std::str::from_utf8(&v).unwrap_or_default())
+        parse::header_bytes(&v)
     }
 
     fn trace_id_b3(&self) -> String {
@@ -278,14 +295,24 @@ pub fn remove_all(headers: &mut HeaderMap) {
     }
 }
 
-/// Lowercase hex of `bytes` into `out` (twice as long).
+/// Lowercase hex of `bytes` into `out` (twice as long): a load of both digits per byte.
 fn hex_into(out: &mut [u8], bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 0xf)];
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
     }
 }
+
+/// Each byte's two lowercase hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = [HEX[b >> 4], HEX[b & 0xf]];
+        b += 1;
+    }
+    t
+};
 
 fn write_hex<const N: usize>(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
     let mut buf = [0u8; N];

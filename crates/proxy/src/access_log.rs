@@ -7,11 +7,14 @@
 //! thread renders the lines (`line.rs`) and writes them to stderr or a file, which it rotates by
 //! size (`<file>` → `<file>.1`), in batches: woken by the first line after a quiet spell, it
 //! waits [`BATCH`] before it drains the queue, so a busy proxy pays one wake-up and one write
-//! per batch instead of one per request. The same entry feeds the live tap (`tap.rs`):
+//! per batch instead of one per request. The entry holds only what the request already had
+//! (names copied inline, the request's own method, authority and path as refcounted clones):
+//! the text is made by the writer, by hand, into one buffer it reuses (`line.rs`). The same entry feeds the live tap (`tap.rs`):
 //! while someone taps, every request gets one, and its finished line (JSON) goes to the
 //! tappers of its route too.
 
 pub mod line;
+pub mod text;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -29,7 +32,8 @@ use tokio::time::Instant;
 use crate::config::ProxyConfig;
 use crate::tap::Tap;
 use crate::trace::ProxySpan;
-use line::{Line, logged_path};
+use line::{Clock, Line};
+use text::{Name, Text};
 
 /// How long the writer lets lines gather after the first one wakes it. The queue must hold a
 /// batch: the default 4,096 lines is 400,000 requests a second.
@@ -69,7 +73,7 @@ pub fn start(log: &AccessLog, dropped: Counter) -> Result<LogSink, LogError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(log.queue.max(1) as usize);
     let mut out = match &log.file {
         Some(f) => Out::file(PathBuf::from(f), log.max_bytes)?,
-        None => Out::Stderr,
+        None => Out::stderr(),
     };
     std::thread::Builder::new()
         .name("hopwise-access-log".to_owned())
@@ -79,7 +83,7 @@ pub fn start(log: &AccessLog, dropped: Counter) -> Result<LogSink, LogError> {
 }
 
 enum Out {
-    Stderr,
+    Stderr(std::io::BufWriter<std::io::Stderr>),
     File {
         path: PathBuf,
         file: std::io::BufWriter<std::fs::File>,
@@ -89,6 +93,10 @@ enum Out {
 }
 
 impl Out {
+    fn stderr() -> Out {
+        Out::Stderr(std::io::BufWriter::new(std::io::stderr()))
+    }
+
     fn file(path: PathBuf, max: u64) -> Result<Out, LogError> {
         let err = |source| LogError::Open {
             file: path.clone(),
@@ -111,12 +119,20 @@ impl Out {
     /// Writes lines until every sender is gone, a batch at a time; flushes whenever the queue
     /// is empty. While it sleeps nobody waits on the queue, so a send is no system call.
     fn run(&mut self, rx: &Receiver<Queued>) {
+        // One buffer for every line, and the calendar of the last second written.
+        let mut buf = Vec::with_capacity(1024);
+        let mut clock = Clock::default();
+        let mut write = |out: &mut Out, (line, format): Queued| {
+            buf.clear();
+            line.render(format, &mut clock, &mut buf);
+            out.write(&buf);
+        };
         while let Ok(first) = rx.recv() {
             std::thread::sleep(BATCH);
-            self.write(&first);
+            write(self, first);
             loop {
                 match rx.try_recv() {
-                    Ok(line) => self.write(&line),
+                    Ok(line) => write(self, line),
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => {
                         self.flush();
@@ -128,11 +144,10 @@ impl Out {
         }
     }
 
-    fn write(&mut self, (line, format): &Queued) {
-        let line = line.render(*format);
+    fn write(&mut self, line: &[u8]) {
         match self {
-            Out::Stderr => {
-                let _ = std::io::stderr().write_all(line.as_bytes());
+            Out::Stderr(err) => {
+                let _ = err.write_all(line);
             }
             Out::File {
                 path,
@@ -161,7 +176,7 @@ impl Out {
                         }
                     }
                 }
-                if file.write_all(line.as_bytes()).is_ok() {
+                if file.write_all(line).is_ok() {
                     *written += len;
                 }
             }
@@ -169,9 +184,10 @@ impl Out {
     }
 
     fn flush(&mut self) {
-        if let Out::File { file, .. } = self {
-            let _ = file.flush();
-        }
+        let _ = match self {
+            Out::Stderr(err) => err.flush(),
+            Out::File { file, .. } => file.flush(),
+        };
     }
 }
 
@@ -184,8 +200,15 @@ pub struct LogEntry {
     /// The tappers, when someone tapped as the request arrived.
     tap: Option<Arc<Tap>>,
     started: Instant,
-    line: Mutex<Line>,
-    upstream_time: Mutex<Duration>,
+    /// Set by the request's one task as it goes; the lock is never contended.
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    line: Line,
+    /// The time spent waiting for upstream (or the app).
+    upstream: Duration,
 }
 
 /// The access-log hook: an [`LogEntry`] for the request when this service logs or someone taps
@@ -196,7 +219,7 @@ pub fn begin<B>(
     sink: Option<&LogSink>,
     tap: &Arc<Tap>,
     direction: &'static str,
-    caller: Option<&str>,
+    caller: Option<&Arc<str>>,
     req: &mut Request<B>,
 ) -> Option<Arc<LogEntry>> {
     let log = config.access_log.as_ref();
@@ -205,23 +228,19 @@ pub fn begin<B>(
     if sink.is_none() && tap.is_none() {
         return None;
     }
-    let query = log.is_some_and(|l| l.query);
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let line = Line {
         time: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64),
         direction,
-        service: config.service.clone(),
-        caller: caller.map(str::to_owned),
-        method: req.method().to_string(),
+        service: Name::new(&config.service),
+        caller: caller.cloned(),
+        method: req.method().clone(),
         authority: authority(req),
-        path: logged_path(path, query),
+        path: req.uri().path_and_query().cloned(),
+        query: log.is_some_and(|l| l.query),
         bytes_in: header_number(req.headers(), &http::header::CONTENT_LENGTH),
-        trace_id: req
-            .extensions()
-            .get::<ProxySpan>()
-            .map(|s| s.trace_id().to_string()),
+        trace_id: req.extensions().get::<ProxySpan>().map(ProxySpan::trace_id),
         ..Line::default()
     };
     let entry = Arc::new(LogEntry {
@@ -229,19 +248,20 @@ pub fn begin<B>(
         sink: sink.cloned(),
         tap,
         started: Instant::now(),
-        line: Mutex::new(line),
-        upstream_time: Mutex::new(Duration::ZERO),
+        state: Mutex::new(State {
+            line,
+            upstream: Duration::ZERO,
+        }),
     });
     req.extensions_mut().insert(entry.clone());
     Some(entry)
 }
 
-fn authority<B>(req: &Request<B>) -> Option<String> {
-    let from_uri = req.uri().authority().map(|a| a.as_str().to_owned());
-    from_uri.or_else(|| {
-        let host = req.headers().get(http::header::HOST)?;
-        Some(host.to_str().ok()?.to_owned())
-    })
+fn authority<B>(req: &Request<B>) -> Option<Text> {
+    match req.uri().authority() {
+        Some(a) => Some(Text::Authority(a.clone())),
+        None => Text::header(req.headers().get(http::header::HOST)?),
+    }
 }
 
 /// A header's value read as a number (`content-length`, `grpc-status`), if it is one.
@@ -257,33 +277,33 @@ impl LogEntry {
         extensions.get::<Arc<LogEntry>>()
     }
 
-    fn line(&self) -> std::sync::MutexGuard<'_, Line> {
-        self.line.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The route matched, and outbound the upstream.
     pub fn route(&self, upstream: Option<&str>, route: &str) {
-        let mut l = self.line();
-        l.upstream = upstream.map(str::to_owned);
-        l.route = Some(route.to_owned());
+        let l = &mut self.state().line;
+        l.upstream = upstream.map(Name::new);
+        l.route = Some(Name::new(route));
     }
 
     /// A try ended at `copy`; `started_by`: the retry condition that made it.
     pub fn tried(&self, copy: Option<SocketAddr>, started_by: Option<&'static str>) {
-        let mut l = self.line();
+        let l = &mut self.state().line;
         l.tries += 1;
-        l.copy = copy.map(|c| c.to_string());
+        l.copy = copy;
         l.retries.extend(started_by);
     }
 
     /// A retry a condition allowed was not made, and why.
     pub fn skipped(&self, reason: Option<&'static str>) {
-        self.line().retry_skipped = reason;
+        self.state().line.retry_skipped = reason;
     }
 
     /// The time spent waiting for upstream (or the app).
     pub fn upstream(&self, time: Duration) {
-        *self.upstream_time.lock().unwrap_or_else(|p| p.into_inner()) = time;
+        self.state().upstream = time;
     }
 
     /// The answer's head is out: the line goes to the writer if its route is logged, and to
@@ -291,9 +311,11 @@ impl LogEntry {
     pub fn finish<B: http_body::Body>(&self, resp: &Response<B>) {
         let log = self.config.access_log.as_ref();
         let total = self.started.elapsed();
-        let upstream = *self.upstream_time.lock().unwrap_or_else(|p| p.into_inner());
-        let mut l = self.line();
-        let logged = log.filter(|log| log.logs(l.route.as_deref().unwrap_or("-")));
+        let mut state = self.state();
+        let upstream = state.upstream;
+        let l = &mut state.line;
+        let route = l.route.as_ref().map(Name::as_str);
+        let logged = log.filter(|log| log.logs(route.unwrap_or("-")));
         if logged.is_none() && self.tap.is_none() {
             return;
         }
@@ -302,15 +324,15 @@ impl LogEntry {
         l.local_reply = resp
             .headers()
             .get(hopwise_api::names::ERROR)
-            .and_then(|v| Some(v.to_str().ok()?.to_owned()));
+            .and_then(Text::header);
         l.bytes_out = resp.body().size_hint().exact();
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;
         if let Some(tap) = &self.tap {
-            tap.publish(l.route.as_deref(), || l.render(LogFormat::Json));
+            tap.publish(l.route.as_ref().map(Name::as_str), || l.json_line());
         }
         if let (Some(log), Some(sink)) = (logged, &self.sink) {
-            sink.send((std::mem::take(&mut *l), log.format));
+            sink.send((std::mem::take(l), log.format));
         }
     }
 }

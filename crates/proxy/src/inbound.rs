@@ -176,7 +176,7 @@ impl Inbound {
         let service = &self.config.service;
         let rec = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
         let peer = match caller {
-            Caller::Verified(p) => Some(&*p.id),
+            Caller::Verified(p) => Some(&p.id),
             _ => None,
         };
         let log = access_log::begin(

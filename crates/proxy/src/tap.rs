@@ -102,7 +102,7 @@ impl Tap {
 
     /// A request of `route` finished: its line (rendered by `line`, once, only if a tapper
     /// wants it) to every tapper of that route, never waiting; a full queue drops and counts.
-    pub fn publish(&self, route: Option<&str>, line: impl FnOnce() -> String) {
+    pub fn publish(&self, route: Option<&str>, line: impl FnOnce() -> Vec<u8>) {
         let tappers = self.tappers();
         let wants = |t: &Tapper| t.route.is_none() || t.route.as_deref() == route;
         if !tappers.iter().any(|(t, _)| wants(t)) {
@@ -206,7 +206,7 @@ mod tests {
         let t = Arc::new(Tap::new(dropped.clone()));
         let mut s = t.subscribe(None).unwrap();
         for i in 0..QUEUE + 5 {
-            t.publish(None, || format!("{i}\n"));
+            t.publish(None, || format!("{i}\n").into_bytes());
         }
         assert_eq!(dropped.get(), 5);
         assert_eq!(next(&mut s).await.as_deref(), Some("{\"dropped\":5}\n"));

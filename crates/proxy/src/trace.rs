@@ -87,10 +87,10 @@ pub fn outbound(tracing: Option<&Tracing>, headers: &mut HeaderMap) -> Option<Pr
 
 /// The context continued or started, with its sampling decided; `true`: continued.
 fn arrive(tracing: Option<&Tracing>, headers: &HeaderMap) -> Option<(ProxySpan, bool)> {
-    let arrived = TraceContext::extract(headers);
-    let continued = arrived.is_some();
+    let arrived = TraceContext::arrived(headers);
+    let continued = arrived.is_ok();
     let context = match arrived {
-        Some(parent) => {
+        Ok(parent) => {
             let child = parent.child(SpanId::random());
             // B3 may leave the decision to us; without `mesh.tracing` it stays left.
             match (parent.sampled, tracing) {
@@ -98,11 +98,10 @@ fn arrive(tracing: Option<&Tracing>, headers: &HeaderMap) -> Option<(ProxySpan, 
                 _ => child,
             }
         }
-        None => {
+        Err(hint) => {
             let t = tracing?;
             let trace_id = TraceId::random();
-            let sampled =
-                TraceContext::sampling_hint(headers).unwrap_or_else(|| sample(t.ratio, trace_id));
+            let sampled = hint.unwrap_or_else(|| sample(t.ratio, trace_id));
             TraceContext::root(trace_id, SpanId::random(), sampled, Formats::W3C)
         }
     };

@@ -19,22 +19,34 @@ pub(super) struct Parsed {
     pub short_trace_id: bool,
 }
 
-/// The formats whose headers are there at all, valid or not: each is rewritten on inject.
+/// Which trace headers a request has at all, valid or not.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Present {
+    /// The formats whose ids are there: each is rewritten on inject.
+    pub formats: Formats,
+    /// A header that can carry a sampling decision without ids (`b3`, `X-B3-Sampled`,
+    /// `X-B3-Flags`): without one, [`sampling_only`] has nothing to read.
+    pub hint: bool,
+}
+
 /// One pass over the request's few header names rather than a hashed lookup per trace header:
 /// this runs for every request, and most carry no trace context at all.
-pub(super) fn present(headers: &HeaderMap) -> Formats {
-    let mut formats = Formats::NONE;
+pub(super) fn present(headers: &HeaderMap) -> Present {
+    let mut p = Present::default();
     for name in headers.keys() {
         let name = name.as_str();
         if name == TRACEPARENT.as_str() {
-            formats = formats.with(Formats::W3C);
+            p.formats = p.formats.with(Formats::W3C);
         } else if name == B3.as_str() {
-            formats = formats.with(Formats::B3_SINGLE);
+            p.formats = p.formats.with(Formats::B3_SINGLE);
+            p.hint = true;
         } else if name == B3_TRACE_ID.as_str() || name == B3_SPAN_ID.as_str() {
-            formats = formats.with(Formats::B3_MULTI);
+            p.formats = p.formats.with(Formats::B3_MULTI);
+        } else if name == B3_SAMPLED.as_str() || name == B3_FLAGS.as_str() {
+            p.hint = true;
         }
     }
-    formats
+    p
 }
 
 /// `version-traceid-parentid-flags`. Version `00` is exactly 55 bytes; a later version may
@@ -122,7 +134,12 @@ pub(super) fn sampling_only(headers: &HeaderMap) -> Option<bool> {
 
 /// A value we wrote: lowercase hex and dashes only.
 pub(super) fn header_value(text: &str) -> HeaderValue {
-    HeaderValue::from_str(text).expect("hex digits and dashes are a valid header value")
+    header_bytes(text.as_bytes())
+}
+
+/// The same from bytes (no UTF-8 check first: `HeaderValue` checks each byte anyway).
+pub(super) fn header_bytes(text: &[u8]) -> HeaderValue {
+    HeaderValue::from_bytes(text).expect("hex digits and dashes are a valid header value")
 }
 
 /// The header's one value; two values of a trace header are a conflict, read as none.
@@ -201,11 +218,29 @@ fn fill(out: &mut [u8], text: &[u8]) -> Option<()> {
 }
 
 fn hex_byte(pair: &[u8]) -> Option<u8> {
-    Some(nibble(pair[0])? << 4 | nibble(pair[1])?)
+    let (hi, lo) = (NIBBLES[usize::from(pair[0])], NIBBLES[usize::from(pair[1])]);
+    // Both valid: neither has the high bit of `NOT_HEX`.
+    ((hi | lo) & NOT_HEX == 0).then_some(hi << 4 | lo)
 }
 
+const NOT_HEX: u8 = 0x80;
+
+/// Each byte's value as a lowercase hex digit, or [`NOT_HEX`]: a load per digit, not a match
+/// (every traced request reads 48 digits).
+const NIBBLES: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut c = 0;
+    while c < 256 {
+        if let Some(n) = nibble(c as u8) {
+            t[c] = n;
+        }
+        c += 1;
+    }
+    t
+};
+
 /// Lowercase only: W3C tells a reader to ignore uppercase, and B3 is specified lowercase.
-fn nibble(c: u8) -> Option<u8> {
+const fn nibble(c: u8) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),

@@ -289,4 +289,24 @@ proptest! {
             }
         }
     }
+
+    /// `arrived` says what `extract`, then `sampling_hint`, say, whatever trace headers came.
+    #[test]
+    fn arrived_is_extract_then_the_hint(
+        values in proptest::collection::vec(
+            (0..7usize, prop_oneof![Just("0".to_owned()), Just("1".to_owned()), Just("d".to_owned()),
+                Just(format!("{TRACE}-{SPAN}")), Just(format!("00-{TRACE}-{SPAN}-01")),
+                Just(SPAN.to_owned()), Just(TRACE.to_owned())]),
+            0..4,
+        ),
+    ) {
+        const NAMES: [&str; 7] = ["traceparent", "b3", "x-b3-traceid", "x-b3-spanid",
+            "x-b3-sampled", "x-b3-flags", "accept"];
+        let mut h = HeaderMap::new();
+        for (name, value) in &values {
+            h.append(HeaderName::from_static(NAMES[*name]), HeaderValue::from_str(value).unwrap());
+        }
+        let want = TraceContext::extract(&h).ok_or_else(|| TraceContext::sampling_hint(&h));
+        prop_assert_eq!(TraceContext::arrived(&h), want);
+    }
 }

@@ -1,9 +1,20 @@
-//! One access-log line, as JSON or in the common log format with hopwise's fields after it.
-//! Pure: the time comes in as Unix nanoseconds, and nothing here reads a clock.
+//! One access-log line, as JSON or in the common log format with hopwise's fields after it,
+//! written by hand into the writer's one buffer. A [`Line`] holds what the request path
+//! already had — names copied inline ([`Name`]), the request's own method, authority and path
+//! (refcounted clones), the copy's address and the trace id as they are — so taking it
+//! allocates nothing; everything textual happens here, on the writer thread. Pure: the time
+//! comes in as Unix nanoseconds, and nothing here reads a clock; [`Clock`] only remembers the
+//! calendar of the last second written.
 
-use std::fmt::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
+use hopwise_api::trace_context::TraceId;
 use hopwise_model::raw::LogFormat;
+use http::Method;
+use http::uri::PathAndQuery;
+
+use super::text::{self, Name, Text, escape, json_opt, padded, uint, uint_or};
 
 /// What one line says about one request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -12,15 +23,17 @@ pub struct Line {
     pub time: u64,
     pub direction: &'static str,
     /// The proxy's service, and outbound the upstream called.
-    pub service: String,
-    pub upstream: Option<String>,
-    pub route: Option<String>,
+    pub service: Name,
+    pub upstream: Option<Name>,
+    pub route: Option<Name>,
     /// Inbound: the caller's verified identity.
-    pub caller: Option<String>,
-    pub method: String,
-    pub authority: Option<String>,
-    /// The path, and the query as logged (`?…` unless `access_log.query`).
-    pub path: String,
+    pub caller: Option<Arc<str>>,
+    pub method: Method,
+    pub authority: Option<Text>,
+    /// The path and query as received (`None`: `/`).
+    pub path: Option<PathAndQuery>,
+    /// The query is logged as it came (`access_log.query`); otherwise it is written `?…`.
+    pub query: bool,
     pub status: u16,
     pub grpc_status: Option<u32>,
     pub tries: u32,
@@ -29,104 +42,262 @@ pub struct Line {
     /// Why a retry a condition allowed was not made (`budget`, `deadline`, …).
     pub retry_skipped: Option<&'static str>,
     /// The copy the last try went to.
-    pub copy: Option<String>,
+    pub copy: Option<SocketAddr>,
     /// A reply the proxy made itself: its `x-hopwise-error` reason.
-    pub local_reply: Option<String>,
+    pub local_reply: Option<Text>,
     /// Body bytes as their `content-length` says (`None`: streamed, not counted).
     pub bytes_in: Option<u64>,
     pub bytes_out: Option<u64>,
     pub duration_us: u64,
     /// The proxy's own time: the whole, less the time spent waiting for upstream or the app.
     pub proxy_us: u64,
-    pub trace_id: Option<String>,
+    pub trace_id: Option<TraceId>,
+}
+
+/// The calendar of the last second a line was written in: a busy log works out the date once a
+/// second, not once a line.
+#[derive(Debug, Default)]
+pub struct Clock {
+    second: Option<u64>,
+    /// `2026-12-01T16:07:06`
+    rfc3339: Vec<u8>,
+    /// `01/Dec/2026:16:07:06 +0000`
+    clf: Vec<u8>,
+}
+
+impl Clock {
+    fn at(&mut self, nanos: u64) -> &Self {
+        let second = nanos / 1_000_000_000;
+        if self.second != Some(second) {
+            self.second = Some(second);
+            self.set(second);
+        }
+        self
+    }
+
+    fn set(&mut self, second: u64) {
+        const MONTHS: [&[u8]; 12] = [
+            b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+            b"Dec",
+        ];
+        let (y, mo, d, h, mi, s) = civil(second);
+        let (y, mo, d) = (y.max(0) as u64, u64::from(mo), u64::from(d));
+        let r = &mut self.rfc3339;
+        r.clear();
+        for (n, w, sep) in [
+            (y, 4, b'-'),
+            (mo, 2, b'-'),
+            (d, 2, b'T'),
+            (h, 2, b':'),
+            (mi, 2, b':'),
+        ] {
+            padded(r, n, w);
+            r.push(sep);
+        }
+        padded(r, s, 2);
+        let c = &mut self.clf;
+        c.clear();
+        padded(c, d, 2);
+        c.push(b'/');
+        c.extend_from_slice(MONTHS[(mo as usize).clamp(1, 12) - 1]);
+        c.push(b'/');
+        padded(c, y, 4);
+        for n in [h, mi, s] {
+            c.push(b':');
+            padded(c, n, 2);
+        }
+        c.extend_from_slice(b" +0000");
+    }
 }
 
 impl Line {
-    /// The line, ending in `\n`.
-    pub fn render(&self, format: LogFormat) -> String {
+    /// Appends the line, ending in `\n`, to `out`.
+    pub fn render(&self, format: LogFormat, clock: &mut Clock, out: &mut Vec<u8>) {
         match format {
-            LogFormat::Json => self.json(),
-            LogFormat::Common => self.common(),
+            LogFormat::Json => self.json(clock, out),
+            LogFormat::Common => self.common(clock, out),
         }
     }
 
-    fn json(&self) -> String {
-        let opt = |v: &Option<String>| v.as_deref().map_or(serde_json::Value::Null, Into::into);
-        let value = serde_json::json!({
-            "time": rfc3339(self.time),
-            "direction": self.direction,
-            "service": self.service,
-            "upstream": opt(&self.upstream),
-            "route": opt(&self.route),
-            "caller": opt(&self.caller),
-            "method": self.method,
-            "authority": opt(&self.authority),
-            "path": self.path,
-            "status": self.status,
-            "grpc_status": self.grpc_status,
-            "tries": self.tries,
-            "retries": self.retries,
-            "retry_skipped": self.retry_skipped,
-            "copy": opt(&self.copy),
-            "local_reply": opt(&self.local_reply),
-            "bytes_in": self.bytes_in,
-            "bytes_out": self.bytes_out,
-            "duration_us": self.duration_us,
-            "proxy_us": self.proxy_us,
-            "trace_id": opt(&self.trace_id),
-        });
-        let mut out = value.to_string();
-        out.push('\n');
+    /// The line as JSON, in a buffer of its own (the tap's).
+    pub fn json_line(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(512);
+        self.json(&mut Clock::default(), &mut out);
         out
+    }
+
+    /// The path as logged, in two pieces: the path (and query, if logged) and `?…` when the
+    /// query is redacted.
+    pub fn logged_path(&self) -> (&str, &'static str) {
+        let full = self.path.as_ref().map_or("/", PathAndQuery::as_str);
+        match full.split_once('?') {
+            Some((path, _)) if !self.query => (path, "?…"),
+            _ => (full, ""),
+        }
+    }
+
+    fn json(&self, clock: &mut Clock, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"time\":\"");
+        out.extend_from_slice(&clock.at(self.time).rfc3339);
+        out.push(b'.');
+        padded(out, self.time % 1_000_000_000 / 1000, 6);
+        out.extend_from_slice(b"Z\"");
+        self.fields(Form::Json, out);
+        out.extend_from_slice(b"}\n");
     }
 
     /// `host ident user [time] "request" status bytes`, then `key=value` pairs; `-` for none.
-    fn common(&self) -> String {
-        let dash = |v: Option<&str>| v.unwrap_or("-").to_owned();
-        let num = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |n| n.to_string());
-        let mut out = format!(
-            "- - {} [{}] \"{} {}\" {} {}",
-            dash(self.caller.as_deref()),
-            clf_time(self.time),
-            self.method,
-            self.path,
-            self.status,
-            num(self.bytes_out),
-        );
-        let retries = if self.retries.is_empty() {
-            "-".to_owned()
-        } else {
-            self.retries.join(",")
-        };
-        let pairs = [
-            ("direction", self.direction.to_owned()),
-            ("service", self.service.clone()),
-            ("upstream", dash(self.upstream.as_deref())),
-            ("route", dash(self.route.as_deref())),
-            ("authority", dash(self.authority.as_deref())),
-            ("grpc_status", num(self.grpc_status.map(u64::from))),
-            ("tries", self.tries.to_string()),
-            ("retries", retries),
-            ("retry_skipped", dash(self.retry_skipped)),
-            ("copy", dash(self.copy.as_deref())),
-            ("local_reply", dash(self.local_reply.as_deref())),
-            ("bytes_in", num(self.bytes_in)),
-            ("duration_us", self.duration_us.to_string()),
-            ("proxy_us", self.proxy_us.to_string()),
-            ("trace_id", dash(self.trace_id.as_deref())),
-        ];
-        for (k, v) in pairs {
-            let _ = write!(out, " {k}={v}");
+    fn common(&self, clock: &mut Clock, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"- - ");
+        Form::Common.str(out, self.caller.as_deref());
+        out.extend_from_slice(b" [");
+        out.extend_from_slice(&clock.at(self.time).clf);
+        out.extend_from_slice(b"] \"");
+        out.extend_from_slice(self.method.as_str().as_bytes());
+        out.push(b' ');
+        let (path, redacted) = self.logged_path();
+        out.extend_from_slice(path.as_bytes());
+        out.extend_from_slice(redacted.as_bytes());
+        out.extend_from_slice(b"\" ");
+        uint(out, u64::from(self.status));
+        out.push(b' ');
+        uint_or(out, self.bytes_out, b"-");
+        self.fields(Form::Common, out);
+        out.push(b'\n');
+    }
+
+    /// Every field after the time in JSON; after the common log format's own in the common form.
+    fn fields(&self, form: Form, out: &mut Vec<u8>) {
+        let json = form == Form::Json;
+        form.key(out, "direction");
+        form.str(out, Some(self.direction));
+        form.key(out, "service");
+        form.str(out, Some(self.service.as_str()));
+        form.key(out, "upstream");
+        form.str(out, self.upstream.as_ref().map(Name::as_str));
+        form.key(out, "route");
+        form.str(out, self.route.as_ref().map(Name::as_str));
+        if json {
+            form.key(out, "caller");
+            form.str(out, self.caller.as_deref());
+            form.key(out, "method");
+            form.str(out, Some(self.method.as_str()));
         }
-        out.push('\n');
-        out
+        form.key(out, "authority");
+        form.str(out, self.authority.as_ref().map(Text::as_str));
+        if json {
+            out.extend_from_slice(b",\"path\":\"");
+            let (path, redacted) = self.logged_path();
+            escape(out, path);
+            out.extend_from_slice(redacted.as_bytes());
+            out.push(b'"');
+            form.key(out, "status");
+            uint(out, u64::from(self.status));
+        }
+        form.key(out, "grpc_status");
+        form.num(out, self.grpc_status.map(u64::from));
+        form.key(out, "tries");
+        uint(out, u64::from(self.tries));
+        form.key(out, "retries");
+        self.retries(form, out);
+        form.key(out, "retry_skipped");
+        form.str(out, self.retry_skipped);
+        form.key(out, "copy");
+        form.with(out, self.copy, text::addr);
+        form.key(out, "local_reply");
+        form.str(out, self.local_reply.as_ref().map(Text::as_str));
+        form.key(out, "bytes_in");
+        form.num(out, self.bytes_in);
+        if json {
+            form.key(out, "bytes_out");
+            form.num(out, self.bytes_out);
+        }
+        form.key(out, "duration_us");
+        uint(out, self.duration_us);
+        form.key(out, "proxy_us");
+        uint(out, self.proxy_us);
+        form.key(out, "trace_id");
+        form.with(out, self.trace_id, |out, id| text::hex(out, &id.to_bytes()));
+    }
+
+    /// JSON: `["5xx","reset"]`; the common form: `5xx,reset`, or `-` for none.
+    fn retries(&self, form: Form, out: &mut Vec<u8>) {
+        let json = form == Form::Json;
+        if json {
+            out.push(b'[');
+        } else if self.retries.is_empty() {
+            out.push(b'-');
+        }
+        for (i, r) in self.retries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            form.str(out, Some(r));
+        }
+        if json {
+            out.push(b']');
+        }
     }
 }
 
-/// Unix nanoseconds → (year, month, day, hours, minutes, seconds, microseconds), UTC.
-fn civil(nanos: u64) -> (i64, u32, u32, u64, u64, u64, u64) {
-    let secs = nanos / 1_000_000_000;
-    let micros = (nanos % 1_000_000_000) / 1000;
+/// How a field is written: JSON's `,"key":value` (strings quoted and escaped, `null` for none)
+/// or the common form's ` key=value` (as they are, `-` for none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Json,
+    Common,
+}
+
+impl Form {
+    fn key(self, out: &mut Vec<u8>, key: &str) {
+        match self {
+            Form::Json => {
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(b"\":");
+            }
+            Form::Common => {
+                out.push(b' ');
+                out.extend_from_slice(key.as_bytes());
+                out.push(b'=');
+            }
+        }
+    }
+
+    fn none(self) -> &'static [u8] {
+        match self {
+            Form::Json => b"null",
+            Form::Common => b"-",
+        }
+    }
+
+    fn str(self, out: &mut Vec<u8>, v: Option<&str>) {
+        match (self, v) {
+            (Form::Json, v) => json_opt(out, v),
+            (Form::Common, Some(v)) => out.extend_from_slice(v.as_bytes()),
+            (Form::Common, None) => out.push(b'-'),
+        }
+    }
+
+    fn num(self, out: &mut Vec<u8>, v: Option<u64>) {
+        uint_or(out, v, self.none());
+    }
+
+    /// `v` written by `write` (plain text: quoted in JSON), or none.
+    fn with<T>(self, out: &mut Vec<u8>, v: Option<T>, write: impl FnOnce(&mut Vec<u8>, T)) {
+        let Some(v) = v else {
+            out.extend_from_slice(self.none());
+            return;
+        };
+        let quote: &[u8] = if self == Form::Json { b"\"" } else { b"" };
+        out.extend_from_slice(quote);
+        write(out, v);
+        out.extend_from_slice(quote);
+    }
+}
+
+/// A Unix second → (year, month, day, hours, minutes, seconds), UTC.
+pub fn civil(secs: u64) -> (i64, u32, u32, u64, u64, u64) {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's days-to-civil.
@@ -139,117 +310,9 @@ fn civil(nanos: u64) -> (i64, u32, u32, u64, u64, u64, u64) {
     let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        year,
-        month,
-        day,
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        micros,
-    )
-}
-
-/// `2026-12-01T16:07:06.123456Z`.
-pub fn rfc3339(nanos: u64) -> String {
-    let (y, mo, d, h, mi, s, us) = civil(nanos);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}Z")
-}
-
-/// `01/Dec/2026:16:07:06 +0000`.
-fn clf_time(nanos: u64) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let (y, mo, d, h, mi, s, _) = civil(nanos);
-    let month = MONTHS[(mo as usize).clamp(1, 12) - 1];
-    format!("{d:02}/{month}/{y:04}:{h:02}:{mi:02}:{s:02} +0000")
-}
-
-/// The path as logged: the query replaced by `?…` unless it is asked for.
-pub fn logged_path(path_and_query: &str, query: bool) -> String {
-    match path_and_query.split_once('?') {
-        Some((path, _)) if !query => format!("{path}?…"),
-        _ => path_and_query.to_owned(),
-    }
+    (year, month, day, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line() -> Line {
-        Line {
-            // 2026-12-01T16:07:06.5Z
-            time: 1_796_141_226_500_000_000,
-            direction: "outbound",
-            service: "a".into(),
-            upstream: Some("b".into()),
-            route: Some("quote".into()),
-            method: "GET".into(),
-            authority: Some("b".into()),
-            path: "/quote/1?…".into(),
-            status: 200,
-            tries: 2,
-            retries: vec!["5xx"],
-            copy: Some("127.0.0.1:7001".into()),
-            bytes_out: Some(12),
-            duration_us: 1500,
-            proxy_us: 40,
-            trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn times_are_utc_calendar_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000Z");
-        assert_eq!(
-            rfc3339(1_796_141_226_500_000_000),
-            "2026-12-01T16:07:06.500000Z"
-        );
-        // A leap day.
-        assert_eq!(
-            rfc3339(951_782_400_000_000_000),
-            "2000-02-29T00:00:00.000000Z"
-        );
-        assert_eq!(clf_time(0), "01/Jan/1970:00:00:00 +0000");
-    }
-
-    #[test]
-    fn json_lines_hold_every_field() {
-        let text = line().render(LogFormat::Json);
-        assert!(text.ends_with('\n'));
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["time"], "2026-12-01T16:07:06.500000Z");
-        assert_eq!(v["retries"], serde_json::json!(["5xx"]));
-        assert_eq!(v["caller"], serde_json::Value::Null);
-        assert_eq!(v["bytes_in"], serde_json::Value::Null);
-        assert_eq!(v["proxy_us"], 40);
-        assert_eq!(v.as_object().unwrap().len(), 21);
-    }
-
-    #[test]
-    fn the_common_form_starts_as_the_common_log_format() {
-        let text = line().render(LogFormat::Common);
-        assert!(
-            text.starts_with("- - - [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?…\" 200 12 direction=outbound service=a upstream=b route=quote"),
-            "{text}"
-        );
-        assert!(
-            text.contains(" tries=2 retries=5xx retry_skipped=- copy=127.0.0.1:7001 "),
-            "{text}"
-        );
-        assert!(
-            text.trim_end()
-                .ends_with("trace_id=4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-    }
-
-    #[test]
-    fn the_query_is_redacted_unless_asked_for() {
-        assert_eq!(logged_path("/a?token=x", false), "/a?…");
-        assert_eq!(logged_path("/a?token=x", true), "/a?token=x");
-        assert_eq!(logged_path("/a", false), "/a");
-    }
-}
+#[path = "line_tests.rs"]
+mod tests;

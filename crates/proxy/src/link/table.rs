@@ -1,8 +1,16 @@
 //! The table behind [`super::Links`]: inbound requests in flight by (trace id, span id), and per
 //! trace id how many there are, so a call whose span the proxy never saw is matched on its
 //! trace alone only when that names one request. Pure (no clock, no I/O).
+//!
+//! Hashing. Every traced inbound request inserts and removes one entry of each map, and SipHash
+//! was most of what the link cost. Both maps hash with a wide multiply by a secret random odd
+//! factor ([`Seeded`], as foldhash and ahash do), a few instructions a word. `by_span` hashes a
+//! key's span bits alone: the proxy's own random id. Trace ids are the caller's; not knowing the
+//! factor, it cannot aim them at one bucket, and the table holds at most `cap` entries anyway.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
 
 use hopwise_api::trace_context::{SpanId, TraceId};
@@ -10,7 +18,7 @@ use hopwise_api::trace_context::{SpanId, TraceId};
 use super::Served;
 
 /// A request's place in its trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Key {
     trace: TraceId,
     span: SpanId,
@@ -19,6 +27,68 @@ pub(super) struct Key {
 impl Key {
     pub(super) fn new(trace: TraceId, span: SpanId) -> Key {
         Key { trace, span }
+    }
+}
+
+/// Only the span's bits (keys equal in full are equal in these): see the module's hashing.
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(bits(self.span));
+    }
+}
+
+/// The tables' hash: each word mixed in by a wide multiply by a secret factor, folded.
+#[derive(Debug, Clone, Copy)]
+struct Seeded {
+    seed: u64,
+    factor: u64,
+}
+
+impl Default for Seeded {
+    fn default() -> Seeded {
+        // The standard library's per-process random keys, drawn through its own hash.
+        let random = RandomState::new();
+        Seeded {
+            seed: random.hash_one(0u64),
+            factor: random.hash_one(1u64) | 1,
+        }
+    }
+}
+
+impl BuildHasher for Seeded {
+    type Hasher = SeededHasher;
+    fn build_hasher(&self) -> SeededHasher {
+        SeededHasher {
+            h: self.seed,
+            factor: self.factor,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct SeededHasher {
+    h: u64,
+    factor: u64,
+}
+
+impl Hasher for SeededHasher {
+    fn write_u64(&mut self, n: u64) {
+        let p = u128::from(n ^ self.h) * u128::from(self.factor);
+        self.h = (p as u64) ^ ((p >> 64) as u64);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // A trace id: two words.
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.h
     }
 }
 
@@ -32,8 +102,8 @@ struct Trace {
 
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    by_span: HashMap<Key, Arc<Served>>,
-    by_trace: HashMap<TraceId, Trace>,
+    by_span: HashMap<Key, Arc<Served>, Seeded>,
+    by_trace: HashMap<TraceId, Trace, Seeded>,
 }
 
 fn bits(s: SpanId) -> u64 {
@@ -53,10 +123,13 @@ impl Table {
     /// Adds a request unless the table holds `cap` already or the key is taken (a span id
     /// drawn twice in one trace: the second goes unlinked rather than replace the first).
     pub(super) fn insert(&mut self, key: Key, served: Arc<Served>, cap: usize) -> bool {
-        if self.by_span.len() >= cap || self.by_span.contains_key(&key) {
+        if self.by_span.len() >= cap {
             return false;
         }
-        self.by_span.insert(key, served);
+        match self.by_span.entry(key) {
+            Entry::Occupied(_) => return false,
+            Entry::Vacant(v) => v.insert(served),
+        };
         let t = self
             .by_trace
             .entry(key.trace)
@@ -70,11 +143,12 @@ impl Table {
         if self.by_span.remove(&key).is_none() {
             return;
         }
-        if let Some(t) = self.by_trace.get_mut(&key.trace) {
+        if let Entry::Occupied(mut e) = self.by_trace.entry(key.trace) {
+            let t = e.get_mut();
             t.count -= 1;
             t.spans ^= bits(key.span);
             if t.count == 0 {
-                self.by_trace.remove(&key.trace);
+                e.remove();
             }
         }
     }
