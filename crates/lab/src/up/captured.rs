@@ -49,16 +49,6 @@ pub fn inside(app: SocketAddr) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), app.port())
 }
 
-/// Is this process's effective uid 0 (`/proc/self/status`)?
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
-        t.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    })
-}
-
 /// The namespaces of one run's captured copies; each is removed when this is dropped (after
 /// the processes in it are stopped: `run.rs` keeps it behind its supervisor).
 #[derive(Debug)]
@@ -72,7 +62,7 @@ impl Namespaces {
     /// Capture needs root, `ip` and `nft`: an error naming what is missing.
     pub fn new(state: &Path) -> Result<Namespaces, LabError> {
         let tools = Tools::find()?;
-        if !root() {
+        if !crate::capture::is_root() {
             return Err(LabError::Failed(
                 "captured sample apps run in network namespaces: run `hopwise up` as root, or without capture (no --captured, no mesh.capture.up)".into(),
             ));
