@@ -107,6 +107,9 @@ impl Servers {
         h1.timer(TokioTimer::new())
             .header_read_timeout(s.header_read)
             .max_buf_size(s.max_head)
+            // The head's own limit (431): the read buffer's alone let a 100 KiB head through
+            // here (tests/failures.rs), where hyper-util's detection path refused it.
+            .max_header_size(s.max_head)
             .keep_alive(true);
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
