@@ -5,7 +5,8 @@
 //!   in parent order — frontend's call, its try, checkout's inbound span, … down to
 //!   inventory's — each row's proxies' and app's time checked against the spans' own start and
 //!   end (a row with one child placed where its clock put it: its own time, less the child's,
-//!   is its proxy's — or, inbound, its app's — and the rest is the child's split);
+//!   is its proxy's — or, inbound, its app's less what its proxy took besides waiting for the
+//!   app (`app_time_ns`) — and the rest is the child's split);
 //! - in headless Chromium (`tests/browser/traces.mjs`) the page lists the trace, and its
 //!   waterfall shows one row per span in that order, each bar's proxies' and app's segments
 //!   carrying (and drawn in proportion to) what the API reported.
@@ -57,18 +58,26 @@ fn check_rows(rows: &[Value]) {
             .iter()
             .filter(|c| c["parent"] == r["span_id"])
             .collect();
+        // An inbound span says how long its proxy waited for the app: the rest is the proxy's.
+        let inbound_proxy = |own: u64| {
+            let app = n(&r["app_time_ns"]);
+            assert!(app <= dur, "the app's wait inside its span: {r}");
+            (dur - app).min(own)
+        };
         match kids.as_slice() {
             [] => {
-                // The bottom: inventory's inbound span, the app's time only.
+                // The bottom: inventory's inbound span, its proxy's own time and the app's.
                 assert_eq!(r["direction"], "inbound", "{r}");
-                assert_eq!((n(&r["proxy_ns"]), n(&r["app_ns"])), (0, dur), "{r}");
+                let p = inbound_proxy(dur);
+                assert_eq!((n(&r["proxy_ns"]), n(&r["app_ns"])), (p, dur - p), "{r}");
             }
             [c] if c["shift_ns"] == 0 && c["drawn_ns"] == c["duration_ns"] => {
                 assert!(n(&c["start_unix_nano"]) >= n(&r["start_unix_nano"]));
                 assert!(n(&c["end_unix_nano"]) <= n(&r["end_unix_nano"]));
                 let own = dur - n(&c["duration_ns"]);
                 let want = if r["direction"] == "inbound" {
-                    (n(&c["proxy_ns"]), own + n(&c["app_ns"]))
+                    let p = inbound_proxy(own);
+                    (p + n(&c["proxy_ns"]), own - p + n(&c["app_ns"]))
                 } else {
                     (own + n(&c["proxy_ns"]), n(&c["app_ns"]))
                 };

@@ -237,7 +237,8 @@ impl Inbound {
         if let Some(rm) = rm {
             rm.request();
         }
-        if let Some(r) = Recording::of(req.extensions()) {
+        let recording = Recording::of(req.extensions()).cloned();
+        if let Some(r) = &recording {
             let peer = match caller {
                 Caller::Verified(p) => Some(&*p.id),
                 _ => None,
@@ -295,6 +296,9 @@ impl Inbound {
         let upstream_time = sent.elapsed();
         if let Some(l) = log {
             l.upstream(upstream_time);
+        }
+        if let Some(r) = recording {
+            r.app_time(upstream_time);
         }
         let resp = match result {
             Ok(resp) => {

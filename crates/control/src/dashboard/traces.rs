@@ -57,6 +57,9 @@ pub struct Span {
     pub copy: Option<String>,
     pub outcome: Option<String>,
     pub retry_condition: Option<String>,
+    /// Inbound: how long the app took to answer (`hopwise.app_time_ns`), which tells the
+    /// inbound proxy's own time from the app's.
+    pub app_time_ns: Option<u64>,
     /// Unix nanoseconds, as the span's proxy read its clock.
     #[serde(rename = "start_unix_nano")]
     pub start: u64,
@@ -119,6 +122,7 @@ impl Span {
             copy: text(s.attr("server.address")),
             outcome: text(s.attr("hopwise.outcome")),
             retry_condition: text(s.attr("hopwise.retry_condition")),
+            app_time_ns: s.attr("hopwise.app_time_ns").parse().ok(),
             start: s.start,
             end: s.end.max(s.start),
         };

@@ -7,9 +7,9 @@
 //! - a try's own time (less the called side's inbound span) is the wire and the proxies around
 //!   it; a try with no span from the called side (an app outside the mesh, or a span lost) is
 //!   the called side's, the app's, and marked `unseen` — unless it never connected;
-//! - an inbound span's own time (less the app's outbound calls) is the app's: the inbound proxy
-//!   sends no span of its own toward the app, so its few µs (`hopwise_proxy_added_time`) are
-//!   counted in the app's.
+//! - an inbound span's own time (less the app's outbound calls) is the app's, except what the
+//!   span says the inbound proxy itself took: its duration less `hopwise.app_time_ns` (the
+//!   wait for the app's answer). A span without it (an older proxy) counts it all as the app's.
 //!
 //! The time the children cover is shared out as the children's own splits are, so each row's
 //! proxies' time plus app's time is its duration, and the root's is the whole request's.
@@ -203,10 +203,15 @@ fn split_of(s: &Span, drawn: (u64, u64), children: &[Part]) -> (u64, u64) {
         Direction::Inbound => false,
         Direction::Try => !children.is_empty() || s.outcome.as_deref() == Some("connect-failure"),
     };
+    // The inbound proxy's own part: what it did besides waiting for its app.
+    let inbound_proxy = match (s.direction, s.app_time_ns) {
+        (Direction::Inbound, Some(app)) => dur.saturating_sub(app).min(own),
+        _ => 0,
+    };
     if own_is_proxy {
         (own + under_proxy, under_app)
     } else {
-        (under_proxy, own + under_app)
+        (inbound_proxy + under_proxy, own - inbound_proxy + under_app)
     }
 }
 

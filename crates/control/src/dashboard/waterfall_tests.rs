@@ -17,6 +17,7 @@ fn span(id: u64, parent: u64, service: &str, direction: Direction, start: u64, e
         copy: None,
         outcome: (direction == Direction::Try).then(|| "response".to_owned()),
         retry_condition: None,
+        app_time_ns: None,
         start,
         end,
     }
@@ -47,6 +48,29 @@ fn chain() -> Vec<Span> {
         span(7, 6, "c", Inbound, 320, 580),
         span(5, 4, "b", Outbound, 300, 600),
     ]
+}
+
+#[test]
+fn an_inbound_span_that_says_how_long_its_app_took_gives_the_rest_to_its_proxy() {
+    let mut spans = chain();
+    for s in &mut spans {
+        match s.span_id {
+            // c's proxy waited 250 of its 260 for the app; b's 680 of 700 (c's call inside).
+            7 => s.app_time_ns = Some(250),
+            4 => s.app_time_ns = Some(680),
+            // A span that claims more than its length gives its proxy nothing, never less.
+            1 => s.app_time_ns = Some(5_000),
+            _ => {}
+        }
+    }
+    let w = layout(&spans);
+    sums_hold(&w);
+    assert_eq!((of(&w, 7).proxy_ns, of(&w, 7).app_ns), (10, 250));
+    assert_eq!((of(&w, 6).proxy_ns, of(&w, 6).app_ns), (30, 250));
+    assert_eq!((of(&w, 5).proxy_ns, of(&w, 5).app_ns), (50, 250));
+    // b's inbound: its proxy's own 20 besides the 50 below; its app's 400 + c's 250.
+    assert_eq!((of(&w, 4).proxy_ns, of(&w, 4).app_ns), (70, 630));
+    assert_eq!((of(&w, 1).proxy_ns, of(&w, 1).app_ns), (170, 830));
 }
 
 #[test]

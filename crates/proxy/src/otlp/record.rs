@@ -78,6 +78,8 @@ struct Notes {
     upstream: Option<String>,
     route: Option<String>,
     peer: Option<String>,
+    /// Inbound: the time spent waiting for the app's answer (its head).
+    app: Option<std::time::Duration>,
     /// The try under way: its span id and when it started.
     current: Option<(SpanId, Instant)>,
     tries: Vec<SpanData>,
@@ -100,6 +102,12 @@ impl Recording {
         n.upstream = upstream.map(str::to_owned);
         n.route = Some(route.to_owned());
         n.peer = peer.map(str::to_owned);
+    }
+
+    /// Inbound: how long the app took to answer, so the span tells this proxy's time from
+    /// the app's (`hopwise.app_time_ns`; the dashboard's waterfall splits by it).
+    pub fn app_time(&self, time: std::time::Duration) {
+        self.notes().app = Some(time);
     }
 
     /// A try starts: it gets a span of its own, which [`Recording::inject_try`] writes.
@@ -170,6 +178,10 @@ impl Recording {
         ];
         if let Some(g) = grpc {
             attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g))));
+        }
+        if let Some(t) = n.app {
+            let ns = i64::try_from(t.as_nanos()).unwrap_or(i64::MAX);
+            attributes.push(("hopwise.app_time_ns", Value::Int(ns)));
         }
         for (key, value) in [
             ("hopwise.upstream", n.upstream.clone()),
