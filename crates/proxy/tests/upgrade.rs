@@ -221,15 +221,13 @@ async fn echo_after_eof() -> SocketAddr {
     addr
 }
 
-#[tokio::test]
-async fn a_connect_reaches_a_tcp_echo_and_carries_a_half_close() {
-    let f = Fixture::new(MESH);
-    let (a, b) = through(&f, "a", "pipe", echo_after_eof().await).await;
-    let mut tcp = TcpStream::connect(a.bound.upstreams["pipe"]).await.unwrap();
+/// A CONNECT to `pipe` through the caller's proxy at `port`, its `200` read byte by byte (so
+/// nothing after the head is taken): the connection, ready to carry bytes.
+async fn connect_pipe(port: SocketAddr) -> TcpStream {
+    let mut tcp = TcpStream::connect(port).await.unwrap();
     tcp.write_all(b"CONNECT pipe:9 HTTP/1.1\r\nHost: pipe:9\r\n\r\n")
         .await
         .unwrap();
-    // The answer's head, byte by byte so nothing after it is taken.
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         let mut one = [0u8; 1];
@@ -240,6 +238,14 @@ async fn a_connect_reaches_a_tcp_echo_and_carries_a_half_close() {
     }
     let head = String::from_utf8_lossy(&head);
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    tcp
+}
+
+#[tokio::test]
+async fn a_connect_reaches_a_tcp_echo_and_carries_a_half_close() {
+    let f = Fixture::new(MESH);
+    let (a, b) = through(&f, "a", "pipe", echo_after_eof().await).await;
+    let mut tcp = connect_pipe(a.bound.upstreams["pipe"]).await;
     tcp.write_all(b"hello through the mesh").await.unwrap();
     tcp.shutdown().await.unwrap();
     let mut back = Vec::new();
@@ -325,19 +331,7 @@ async fn resetting_app(first: usize) -> SocketAddr {
 async fn an_app_that_resets_a_connect_resets_the_callers_connection() {
     let f = Fixture::new(MESH);
     let (a, _b) = through(&f, "a", "pipe", resetting_app(4).await).await;
-    let mut tcp = TcpStream::connect(a.bound.upstreams["pipe"]).await.unwrap();
-    tcp.write_all(b"CONNECT pipe:9 HTTP/1.1\r\nHost: pipe:9\r\n\r\n")
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut one = [0u8; 1];
-        bounded("CONNECT answer", tcp.read_exact(&mut one))
-            .await
-            .unwrap();
-        head.push(one[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 200"));
+    let mut tcp = connect_pipe(a.bound.upstreams["pipe"]).await;
     tcp.write_all(b"ping").await.unwrap();
     // Through the callee's proxy and the mutual-TLS connection to the caller's, a reset
     // each time: the app's caller learns what a direct caller would have.

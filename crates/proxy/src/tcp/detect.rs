@@ -118,6 +118,18 @@ impl Prefixed {
     }
 }
 
+/// Gives `out` what is left of `ahead` (bytes read before the stream was wrapped), if any:
+/// `false` when there is none and the stream itself is to be read.
+pub(crate) fn read_ahead(ahead: &mut Bytes, out: &mut ReadBuf<'_>) -> bool {
+    if ahead.is_empty() {
+        return false;
+    }
+    let n = ahead.len().min(out.remaining());
+    out.put_slice(&ahead[..n]);
+    ahead.advance(n);
+    true
+}
+
 impl AsyncRead for Prefixed {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -125,10 +137,7 @@ impl AsyncRead for Prefixed {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
-        if !me.first.is_empty() {
-            let n = me.first.len().min(out.remaining());
-            out.put_slice(&me.first[..n]);
-            me.first.advance(n);
+        if read_ahead(&mut me.first, out) {
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut me.tcp).poll_read(cx, out)

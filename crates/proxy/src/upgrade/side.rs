@@ -10,13 +10,13 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::tcp::detect::Prefixed;
+use crate::tcp::detect::{Prefixed, read_ahead};
 use crate::tcp::splice::reset;
 use crate::upstream::Stream;
 
@@ -101,10 +101,7 @@ impl AsyncRead for Side {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
-        if !me.ahead.is_empty() {
-            let n = me.ahead.len().min(out.remaining());
-            out.put_slice(&me.ahead[..n]);
-            me.ahead.advance(n);
+        if read_ahead(&mut me.ahead, out) {
             return Poll::Ready(Ok(()));
         }
         match &mut me.io {
