@@ -342,10 +342,16 @@ impl ProxyConfig {
     /// The cluster a `Host` (or `:authority`) names: `pricing`, `pricing:80`,
     /// `pricing.<trust-domain>`.
     pub fn cluster_for_host(&self, host: &str) -> Option<&Cluster> {
-        let host = host.to_ascii_lowercase();
+        // Names are lowercase in the mesh file; a caller's `Host` is lowercased only when it
+        // is not already (the captured path looks up every request: no allocation then).
+        let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            std::borrow::Cow::Owned(host.to_ascii_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(host)
+        };
         let name = match host.rsplit_once(':') {
             Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
-            _ => host.as_str(),
+            _ => &host,
         };
         let name = name.trim_end_matches('.');
         // `pricing`, or `pricing.<trust-domain>`; never `pricing.elsewhere.example`.
@@ -419,3 +425,7 @@ fn certs_path(mesh: &Mesh, base: &Path, over: Option<&Path>) -> Option<PathBuf> 
     over.map(Path::to_owned)
         .or_else(|| mesh.certs.as_ref().map(|c| base.join(c)))
 }
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;

@@ -102,16 +102,12 @@ pub(crate) fn normalize_path<B>(req: &mut Request<B>) -> Result<(), PathError> {
 }
 
 /// The destination named by an absolute URI (`http_proxy` clients), or `Host`/`:authority`.
-pub(crate) fn host_of<B>(req: &Request<B>) -> Option<String> {
-    req.uri()
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            req.headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        })
+pub(crate) fn host_of<B>(req: &Request<B>) -> Option<&str> {
+    req.uri().authority().map(|a| a.as_str()).or_else(|| {
+        req.headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+    })
 }
 
 /// Points the request at `authority`, in the version the chosen pool speaks. The caller's

@@ -176,7 +176,7 @@ impl Outbound {
             return local(err, grpc, GrpcCode::Unavailable);
         }
         let Some(state) = self.cluster(dispatch, &req) else {
-            let host = host_of(&req).unwrap_or_default();
+            let host = host_of(&req).unwrap_or_default().to_owned();
             self.metrics
                 .local_reply(Direction::Outbound, &self.service, "no-route");
             return local(ProxyError::NoRoute(host), grpc, GrpcCode::Unavailable);
@@ -289,7 +289,7 @@ impl Outbound {
         match dispatch {
             Dispatch::Port(_) => self.cluster_of(dispatch),
             Dispatch::ByHost => host_of(req)
-                .and_then(|h| self.by_host.cluster_for_host(&h))
+                .and_then(|h| self.by_host.cluster_for_host(h))
                 .and_then(|c| self.clusters.get(&c.service)),
         }
     }

@@ -41,7 +41,9 @@ pub async fn serve(
         local(err, false, GrpcCode::Unavailable)
     };
     let Some(state) = state else {
-        return refuse(ProxyError::NoRoute(host_of(&req).unwrap_or_default()));
+        return refuse(ProxyError::NoRoute(
+            host_of(&req).unwrap_or_default().to_owned(),
+        ));
     };
     let cluster = &state.cluster;
     let name = cluster.service.as_str();
