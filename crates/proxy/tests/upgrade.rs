@@ -260,6 +260,48 @@ async fn a_connect_reaches_a_tcp_echo_and_carries_a_half_close() {
     wait_metric(&b, series, 1.0).await;
 }
 
+/// An HTTP/2 CONNECT to `pipe` through the caller's proxy at `port`, as an app that speaks
+/// HTTP/2 to its proxy (prior knowledge, as gRPC apps do) opens a tunnel (RFC 9113 §8.5): one
+/// stream of the app's connection carries the bytes, its end of stream is the half-close.
+async fn connect_pipe_h2(port: SocketAddr) -> hyper_util::rt::TokioIo<hyper::upgrade::Upgraded> {
+    use http_body_util::Empty;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let tcp = TcpStream::connect(port).await.unwrap();
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::connect("pipe:9")
+        .body(Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = bounded("the CONNECT's answer", send.send_request(req))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{resp:?}");
+    let tunnel = bounded("the tunnel", hyper::upgrade::on(resp))
+        .await
+        .unwrap();
+    TokioIo::new(tunnel)
+}
+
+#[tokio::test]
+async fn an_http2_connect_from_an_app_reaches_a_tcp_echo_and_carries_a_half_close() {
+    let f = Fixture::new(MESH);
+    let (a, _b) = through(&f, "a", "pipe", echo_after_eof().await).await;
+    let mut tunnel = connect_pipe_h2(a.bound.upstreams["pipe"]).await;
+    tunnel.write_all(b"hello over h2").await.unwrap();
+    tunnel.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    bounded("answer after the half-close", tunnel.read_to_end(&mut back))
+        .await
+        .unwrap();
+    assert_eq!(back, b"hello over h2!");
+    let series =
+        "hopwise_tcp_bytes_total{direction=\"outbound\",service=\"pipe\",way=\"to-caller\"}";
+    wait_metric(&a, series, 14.0).await;
+}
+
 #[tokio::test]
 async fn proxies_without_certificates_carry_no_upgrade() {
     let f = Fixture::new(MESH);
