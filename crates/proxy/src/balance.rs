@@ -6,6 +6,8 @@
 //! request already tried when another exists (Envoy's `previous_hosts`). Outlier ejection is
 //! Envoy's consecutive-gateway-failure detector, enforced.
 
+pub mod connect;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

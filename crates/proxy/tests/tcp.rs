@@ -13,6 +13,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use hopwise_proxy::Running;
+use hopwise_proxy::config::Target;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -248,6 +249,53 @@ async fn a_half_close_is_carried_and_the_other_way_goes_on() {
         .expect("the FIN did not cross, or the answer did not come back")
         .unwrap();
     assert_eq!(answer, "read 100000 bytes");
+}
+
+/// A port nothing listens on: a connection to it is refused at once.
+async fn dead_port() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_that_refuses_the_tunnel_is_passed_over_for_the_next() {
+    // Nothing was sent to a copy that refused the connection: the next one is tried, so every
+    // connection reaches the app whichever copy the balancer picks first.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let app = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut all = Vec::new();
+                if s.read_to_end(&mut all).await.is_ok() {
+                    let _ = s.write_all(&all).await;
+                }
+            });
+        }
+    });
+    let f = Fixture::new(MESH);
+    let b = start(inbound(f.config("echo"), app)).await;
+    let mut c = outbound(f.config("a"), &[]);
+    if let Some(cluster) = c.clusters.get_mut("echo")
+        && let Target::Mesh { endpoints, .. } = &mut cluster.target
+    {
+        *endpoints = vec![dead_port().await, b.bound.inbound.unwrap()];
+    }
+    let a = start(c).await;
+    for i in 0..8 {
+        let mut c = TcpStream::connect(local(&a, "echo")).await.unwrap();
+        let sent = format!("connection {i}");
+        c.write_all(sent.as_bytes()).await.unwrap();
+        c.shutdown().await.unwrap();
+        let mut back = String::new();
+        tokio::time::timeout(LIMIT, c.read_to_string(&mut back))
+            .await
+            .expect("no answer")
+            .unwrap();
+        assert_eq!(back, sent);
+    }
+    let series = "hopwise_tcp_connections_total{direction=\"inbound\",service=\"echo\"}";
+    wait_for(&b, series, 8.0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -303,6 +303,37 @@ async fn an_http2_connect_from_an_app_reaches_a_tcp_echo_and_carries_a_half_clos
 }
 
 #[tokio::test]
+async fn a_copy_that_refuses_the_upgrade_connection_is_passed_over_for_the_next() {
+    // Nothing of the CONNECT was sent to a copy that refused the connection: the next one is
+    // tried, so every tunnel opens whichever copy the balancer picks first.
+    let f = Fixture::new(MESH);
+    let b = start(inbound(f.config("pipe"), echo_after_eof().await)).await;
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut c = outbound(f.config("a"), &[]);
+    if let Some(cluster) = c.clusters.get_mut("pipe")
+        && let hopwise_proxy::config::Target::Mesh { endpoints, .. } = &mut cluster.target
+    {
+        *endpoints = vec![dead, b.bound.inbound.unwrap()];
+    }
+    let a = start(c).await;
+    for i in 0..8 {
+        let mut tcp = connect_pipe(a.bound.upstreams["pipe"]).await;
+        let sent = format!("tunnel {i}");
+        tcp.write_all(sent.as_bytes()).await.unwrap();
+        tcp.shutdown().await.unwrap();
+        let mut back = Vec::new();
+        bounded("the echo", tcp.read_to_end(&mut back))
+            .await
+            .unwrap();
+        assert_eq!(back, format!("{sent}!").into_bytes());
+    }
+}
+
+#[tokio::test]
 async fn proxies_without_certificates_carry_no_upgrade() {
     let f = Fixture::new(MESH);
     let app = ws_echo().await;

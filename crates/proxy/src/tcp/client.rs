@@ -13,10 +13,10 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use hopwise_model::TcpPolicy;
 use http::{Method, Request, StatusCode};
-use tokio::time::Instant;
 use tower_service::Service;
 
 use super::splice::Stream;
+use crate::balance::connect::Failures;
 use crate::balance::{Endpoint, Endpoints, InFlight};
 use crate::upstream::Connector;
 
@@ -105,40 +105,25 @@ impl Tunnels {
         port: u16,
         policy: &TcpPolicy,
     ) -> Result<Opened, Refusal> {
-        let mut tried = Vec::new();
-        let mut last = Refusal::NoEndpoint;
-        for _ in 0..policy.connect_tries.max(1) {
-            let Some(copy) = endpoints.pick(&tried) else {
-                break;
-            };
-            tried.push(copy.addr);
-            let in_flight = Endpoints::start(&copy);
-            let started = Instant::now();
-            let result = tokio::time::timeout(policy.connect_timeout, self.try_open(&copy, port))
-                .await
-                .unwrap_or(Err(Refusal::Timeout));
-            let failed = result.as_ref().err().is_some_and(Refusal::connect_failure);
-            if let Some(e) = endpoints.record(&copy, started.elapsed(), failed) {
-                tracing::info!(
-                    "tcp {}: copy {} ejected for {:?}",
-                    self.service,
-                    e.addr,
-                    e.for_
-                );
-            }
-            match result {
-                Ok(stream) => {
-                    return Ok(Opened {
-                        stream,
-                        copy: copy.addr,
-                        _in_flight: in_flight,
-                    });
-                }
-                Err(e) if e.connect_failure() => last = e,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
+        let failures = Failures {
+            timed_out: || Refusal::Timeout,
+            connect_failure: Refusal::connect_failure,
+        };
+        let what = ("tcp", self.service.as_str());
+        let on = endpoints
+            .connect_each(
+                policy,
+                what,
+                failures,
+                Refusal::NoEndpoint,
+                |copy| async move { self.try_open(&copy, port).await },
+            )
+            .await?;
+        Ok(Opened {
+            stream: on.conn,
+            copy: on.copy.addr,
+            _in_flight: on.in_flight,
+        })
     }
 
     async fn try_open(&self, copy: &Endpoint, port: u16) -> Result<Stream, Refusal> {

@@ -14,11 +14,11 @@ use hopwise_model::{GrpcCode, Policy, TcpPolicy};
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::time::Instant;
 use tower_service::Service;
 
 use super::side::Side;
 use super::{Counted, Switch, carry, send};
+use crate::balance::connect::Failures;
 use crate::balance::{Endpoints, InFlight};
 use crate::body::Body;
 use crate::cluster::ClusterState;
@@ -130,36 +130,25 @@ async fn connect(
     policy: &TcpPolicy,
     service: &str,
 ) -> Result<(InFlight, TokioIo<Stream>), ProxyError> {
-    let mut tried = Vec::new();
-    let mut last = ProxyError::NoEndpoint(service.to_owned());
-    for _ in 0..policy.connect_tries.max(1) {
-        let Some(copy) = endpoints.pick(&tried) else {
-            break;
-        };
-        tried.push(copy.addr);
-        let in_flight = Endpoints::start(&copy);
-        let started = Instant::now();
-        let uri: Uri = match format!("http://{}", copy.addr).parse() {
-            Ok(u) => u,
-            Err(_) => return Err(ProxyError::NoEndpoint(copy.addr.to_string())),
-        };
-        let opened = tokio::time::timeout(policy.connect_timeout, connector.clone().call(uri));
-        let result = match opened.await {
-            Ok(Ok(io)) => Ok(io),
-            Ok(Err(e)) => Err(upstream::classify_connect(&e)),
-            Err(_) => Err(ProxyError::ConnectTimeout),
-        };
-        if let Some(e) = endpoints.record(&copy, started.elapsed(), result.is_err()) {
-            tracing::info!(
-                "upgrade {service}: copy {} ejected for {:?}",
-                e.addr,
-                e.for_
-            );
-        }
-        match result {
-            Ok(io) => return Ok((in_flight, io)),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
+    // Every error here is a connect failure: nothing of the request was sent yet.
+    let failures = Failures {
+        timed_out: || ProxyError::ConnectTimeout,
+        connect_failure: |_| true,
+    };
+    let none = ProxyError::NoEndpoint(service.to_owned());
+    let on = endpoints
+        .connect_each(policy, ("upgrade", service), failures, none, |copy| {
+            let mut connector = connector.clone();
+            async move {
+                let uri: Uri = format!("http://{}", copy.addr)
+                    .parse()
+                    .map_err(|_| ProxyError::NoEndpoint(copy.addr.to_string()))?;
+                connector
+                    .call(uri)
+                    .await
+                    .map_err(|e| upstream::classify_connect(&e))
+            }
+        })
+        .await?;
+    Ok((on.in_flight, on.conn))
 }
