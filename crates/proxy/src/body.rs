@@ -71,58 +71,38 @@ pub async fn peek(
         let next = match wait {
             Some(w) => match tokio::time::timeout(w, body.frame()).await {
                 Ok(next) => next,
-                Err(_) => {
-                    return Ok(Peek {
-                        body: Body::Peeked {
-                            frames,
-                            trailers: None,
-                            rest: Some(body),
-                        },
-                        trailers: None,
-                    });
-                }
+                // A pause: what came is replayed, the rest streams.
+                Err(_) => return Ok(Peek::of(frames, None, Some(body))),
             },
             None => body.frame().await,
         };
         match next {
-            None => {
-                return Ok(Peek {
-                    body: Body::Peeked {
-                        frames,
-                        trailers: None,
-                        rest: None,
-                    },
-                    trailers: None,
-                });
-            }
+            None => return Ok(Peek::of(frames, None, None)),
             Some(Err(e)) => return Err(e),
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(data) => {
                     read += data.len();
                     frames.push_back(data);
                     if read > limit {
-                        return Ok(Peek {
-                            body: Body::Peeked {
-                                frames,
-                                trailers: None,
-                                rest: Some(body),
-                            },
-                            trailers: None,
-                        });
+                        return Ok(Peek::of(frames, None, Some(body)));
                     }
                 }
-                Err(frame) => {
-                    let trailers = frame.into_trailers().ok();
-                    return Ok(Peek {
-                        body: Body::Peeked {
-                            frames,
-                            trailers: trailers.clone(),
-                            rest: None,
-                        },
-                        trailers,
-                    });
-                }
+                Err(frame) => return Ok(Peek::of(frames, frame.into_trailers().ok(), None)),
             },
+        }
+    }
+}
+
+impl Peek {
+    /// What was read (`frames`, the `trailers` if they came) and what is left to stream.
+    fn of(frames: VecDeque<Bytes>, trailers: Option<HeaderMap>, rest: Option<Incoming>) -> Peek {
+        Peek {
+            body: Body::Peeked {
+                frames,
+                trailers: trailers.clone(),
+                rest,
+            },
+            trailers,
         }
     }
 }
