@@ -80,6 +80,17 @@ pub fn spawn_with_traces(
     samples: Option<PathBuf>,
     traces: Option<tokio::net::TcpListener>,
 ) -> std::io::Result<Dashboard> {
+    spawn_limited(plane, listener, samples, traces, server::Limits::default())
+}
+
+/// [`spawn_with_traces`] within `limits` (tests set small ones).
+pub fn spawn_limited(
+    plane: PlaneHandle,
+    listener: tokio::net::TcpListener,
+    samples: Option<PathBuf>,
+    traces: Option<tokio::net::TcpListener>,
+    limits: server::Limits,
+) -> std::io::Result<Dashboard> {
     let addr = listener.local_addr()?;
     let traces = traces
         .map(|l| trace_api::start(l, crate::otlp_receiver::Limits::default()))
@@ -94,12 +105,22 @@ pub fn spawn_with_traces(
         traces,
     });
     let served = app.clone();
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.connections));
     let server = tokio::spawn(async move {
         let app = served;
         loop {
             match listener.accept().await {
                 Ok((tcp, _)) => {
-                    tokio::spawn(server::serve_connection(app.clone(), tcp));
+                    // Past the cap: closed at once, before any byte is read.
+                    let Ok(slot) = open.clone().try_acquire_owned() else {
+                        drop(tcp);
+                        continue;
+                    };
+                    let app = app.clone();
+                    tokio::spawn(async move {
+                        server::serve_connection(app, tcp, limits).await;
+                        drop(slot);
+                    });
                 }
                 Err(e) => {
                     tracing::warn!("dashboard: accept failed: {e}");

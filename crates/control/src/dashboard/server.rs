@@ -24,13 +24,14 @@
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use hopwise_model::browser_guard::{self, Header};
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -42,6 +43,8 @@ use crate::api::PlaneHandle;
 
 /// The largest request body read.
 const MAX_REQUEST: usize = 64 * 1024;
+/// The most a request's head may take (hyper's read buffer: its smallest is 8 KiB).
+const MAX_HEAD: usize = 16 * 1024;
 
 /// What every request handler reads.
 #[derive(Debug)]
@@ -86,14 +89,45 @@ fn error(status: StatusCode, message: &str) -> Response<Body> {
     json_response(status, &json!({ "error": message }))
 }
 
-/// Serves one connection.
-pub async fn serve_connection(app: Arc<App>, tcp: tokio::net::TcpStream) {
+/// What the server holds for its peers. The page polls over a few keep-alive connections;
+/// a peer past these bounds is not a browser on this machine.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Connections open at once; past it a new one is closed before a byte is read.
+    pub connections: usize,
+    /// A request's head must arrive within this, and an idle keep-alive connection is closed
+    /// after it (hyper's header read timeout covers both).
+    pub header_read: Duration,
+    /// A request's answer, body included, within this (a relayed fault knob waits on a copy).
+    pub request: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections: 64,
+            header_read: Duration::from_secs(30),
+            request: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Serves one connection within `limits`.
+pub async fn serve_connection(app: Arc<App>, tcp: tokio::net::TcpStream, limits: Limits) {
     let _ = tcp.set_nodelay(true);
     let service = hyper::service::service_fn(move |req| {
         let app = app.clone();
-        async move { Ok::<_, Infallible>(handle(&app, req).await) }
+        async move {
+            let answer = tokio::time::timeout(limits.request, handle(&app, req)).await;
+            Ok::<_, Infallible>(answer.unwrap_or_else(|_| {
+                error(StatusCode::SERVICE_UNAVAILABLE, "the request took too long")
+            }))
+        }
     });
     let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .max_buf_size(MAX_HEAD)
         .keep_alive(true)
         .serve_connection(TokioIo::new(tcp), service)
         .await;
