@@ -5,58 +5,23 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::net::SocketAddr;
-use std::time::{Duration, SystemTime};
+mod support;
 
-use hopwise_control::api;
+use std::net::SocketAddr;
+use std::time::Duration;
+
 use hopwise_control::dashboard::{self, server::Limits};
-use hopwise_control::plane::{ConfigFile, Options, Plane};
-use hopwise_control::store::Store;
+use support::closed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const MESH: &str = "mesh: { name: shop, trust_domain: shop.local }
-services:
-  frontend: { calls: { pricing: {} } }
-  pricing: {}
-";
-
-async fn dashboard(limits: Limits) -> (SocketAddr, tempfile::TempDir, dashboard::Dashboard) {
-    let dir = tempfile::tempdir().unwrap();
-    let started = Plane::start(
-        Store::open(&dir.path().join("state")).unwrap(),
-        Options {
-            config: Some(ConfigFile {
-                name: "mesh.yaml".into(),
-                text: MESH.into(),
-            }),
-            ca_files: None,
-            cert_lifetime: Duration::from_secs(3600),
-        },
-        SystemTime::now(),
-    )
-    .unwrap();
+/// A control plane (`support`'s) with its dashboard within `limits`.
+async fn dashboard(limits: Limits) -> (SocketAddr, support::Plant, dashboard::Dashboard) {
+    let plant = support::start(hopwise_control::conn::Limits::default()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running = api::spawn(started.plane, listener).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let dash = dashboard::spawn_limited(running.handle(), listener, None, None, limits).unwrap();
-    (dash.addr, dir, dash)
-}
-
-/// Reads until the peer closes (`true`) or 10 s pass (`false`: the test fails, it does not hang).
-async fn closed(tcp: &mut TcpStream) -> bool {
-    let mut buf = [0u8; 4096];
-    let wait = async {
-        loop {
-            match tcp.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), wait)
-        .await
-        .is_ok()
+    let handle = plant.running.handle();
+    let dash = dashboard::spawn_limited(handle, listener, None, None, limits).unwrap();
+    (dash.addr, plant, dash)
 }
 
 /// `GET /api/graph` on `tcp`, kept alive: the status line of the answer.

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +16,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::Trac
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::closed;
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 fn text(key: &str, v: &str) -> KeyValue {
@@ -110,22 +113,6 @@ async fn an_export_within_the_limits_is_kept_and_an_oversized_one_refused() {
     // The connection still serves.
     client.export(export("c", "/ok")).await.unwrap();
     assert_eq!(kept.lock().unwrap().len(), 2);
-}
-
-/// Reads until the peer closes (`true`) or 10 s pass (`false`: the test fails, it does not hang).
-async fn closed(tcp: &mut TcpStream) -> bool {
-    let mut buf = [0u8; 1024];
-    let wait = async {
-        loop {
-            match tcp.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), wait)
-        .await
-        .is_ok()
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! What the control port's hostile-client tests share: a control plane on 127.0.0.1:0 with
-//! the given limits, and a TLS connection to it without credentials.
+//! the given limits, a TLS connection to it without credentials, and a wait for a peer's close.
 
 #![allow(clippy::unwrap_used, dead_code)]
 
@@ -69,4 +69,21 @@ pub async fn dial(addr: SocketAddr, bundle: &str) -> std::io::Result<TlsStream<T
     tokio_rustls::TlsConnector::from(config)
         .connect(name, tcp)
         .await
+}
+
+/// Reads until the peer closes (`true`) or 10 s pass (`false`: the test fails, it does not hang).
+pub async fn closed(tcp: &mut TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let wait = async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .is_ok()
 }
