@@ -132,10 +132,12 @@ impl ProxyError {
             | ProxyError::RouteTimeout
             | ProxyError::DeadlineExceeded
             | ProxyError::AppTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::Protocol => StatusCode::BAD_GATEWAY,
             // A handshake that failed is a connect failure (docs/config.md's give-up table):
             // nothing reached the upstream's app.
+            // An answer that was not HTTP ends the try as a reset does (`outcome`), and is
+            // answered as one, as `check` assumes: 503, not 502.
             ProxyError::NoEndpoint(_)
+            | ProxyError::Protocol
             | ProxyError::ConnectRefused
             | ProxyError::ConnectTimeout
             | ProxyError::Tls(_)
@@ -162,7 +164,6 @@ impl ProxyError {
             ProxyError::Overflow(_) | ProxyError::InboundOverflow(_) => {
                 GrpcCode::ResourceExhausted.number()
             }
-            ProxyError::Protocol => 13, // INTERNAL
             ProxyError::CallerGone => GrpcCode::Cancelled.number(),
             _ => GrpcCode::Unavailable.number(),
         }
@@ -241,6 +242,40 @@ mod tests {
         assert_eq!(r.headers()[ERROR_HEADER], "tls");
         assert_eq!(tls.outcome(), Outcome::ConnectFailure);
         assert_eq!(tls.grpc_code(GrpcCode::DeadlineExceeded), 14);
+    }
+
+    /// Every way a try can fail is answered, when the proxy gives up on it, as `check` and
+    /// docs/config.md's give-up table say (`Policy::give_up_answer` on its outcome): what the
+    /// proxy above sees decides whether retries multiply down a chain.
+    #[test]
+    fn a_failed_try_is_answered_as_the_give_up_table_says() {
+        use hopwise_model::{Outcome, Preset, Protocol};
+        let failures = [
+            ProxyError::NoEndpoint("b".into()),
+            ProxyError::ConnectRefused,
+            ProxyError::ConnectTimeout,
+            ProxyError::Tls("bad".into()),
+            ProxyError::Reset,
+            ProxyError::ResetBeforeRequest,
+            ProxyError::Protocol,
+            ProxyError::PerTryTimeout,
+            ProxyError::RouteTimeout,
+        ];
+        for preset in [Preset::Hopwise, Preset::Istio, Preset::Envoy] {
+            let p = preset.policy();
+            let on_timeout = p.grpc_status_on_timeout;
+            for e in &failures {
+                let http = p.give_up_answer(e.outcome(), Protocol::Http);
+                assert_eq!(http, Outcome::http(e.status().as_u16()), "{e:?} {preset:?}");
+                let Outcome::Response {
+                    grpc: Some(code), ..
+                } = p.give_up_answer(e.outcome(), Protocol::Grpc)
+                else {
+                    panic!("{e:?}: no gRPC status");
+                };
+                assert_eq!(code.number(), e.grpc_code(on_timeout), "{e:?} {preset:?}");
+            }
+        }
     }
 
     #[test]
