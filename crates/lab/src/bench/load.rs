@@ -26,6 +26,9 @@ use tokio::net::{TcpSocket, TcpStream};
 use super::{BackendArgs, ClientArgs};
 use crate::error::{LabError, io};
 
+pub mod paired;
+pub use paired::{BlockResult, PairedResult};
+
 /// What the backend answers: small, like a health check or a cache hit.
 pub const BODY: &[u8] = b"hello from the hopwise bench backend\n";
 
@@ -106,6 +109,8 @@ type Sender = SendRequest<Empty<Bytes>>;
 struct Target {
     addr: SocketAddr,
     host: &'static str,
+    /// The namespace the connection is made in (`--target-netns`); none: this process's.
+    netns: Option<&'static std::path::Path>,
 }
 
 impl Target {
@@ -123,7 +128,11 @@ impl Target {
             .map_err(|_| LabError::Failed(format!("--host {}: not a header value", args.host)))?;
         // Once per process: the client lives for one measurement.
         let host = Box::leak(args.host.clone().into_boxed_str());
-        Ok(Target { addr, host })
+        let netns = args
+            .target_netns
+            .as_ref()
+            .map(|p| &*Box::leak(p.clone().into_boxed_path()));
+        Ok(Target { addr, host, netns })
     }
 }
 
@@ -133,10 +142,12 @@ fn histogram() -> Result<Histogram<u64>, LabError> {
 }
 
 async fn connect(target: Target) -> Result<Sender, String> {
-    let target = target.addr;
-    let tcp = TcpStream::connect(target)
-        .await
-        .map_err(|e| format!("cannot connect to {target}: {e}"))?;
+    let (netns, target) = (target.netns, target.addr);
+    let tcp = match netns {
+        None => TcpStream::connect(target).await,
+        Some(ns) => paired::connect_in(ns, target),
+    }
+    .map_err(|e| format!("cannot connect to {target}: {e}"))?;
     let _ = tcp.set_nodelay(true);
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
@@ -237,10 +248,23 @@ fn emit(out: &mut dyn Write, line: &str) -> Result<(), LabError> {
         .map_err(io("cannot write to the bench"))
 }
 
-/// `hopwise bench client …`: latency mode (`--requests`) or rate mode (`--rate --duration`).
+/// `hopwise bench client …`: latency mode (`--requests`), paired (`--also`), or rate mode
+/// (`--rate --duration`).
 pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), LabError> {
     let rt = runtime()?;
     let target = Target::of(args)?;
+    if let (false, Some(n)) = (args.also.is_empty(), args.requests) {
+        let r = rt.block_on(paired::latency(
+            target,
+            &args.also,
+            args.warmup,
+            n,
+            args.blocks,
+        ))?;
+        let json = serde_json::to_string(&r)
+            .map_err(|e| LabError::Failed(format!("cannot render the result: {e}")))?;
+        return emit(out, &json);
+    }
     let r = match (args.requests, args.rate, args.duration) {
         (Some(n), _, _) => rt.block_on(latency(target, args.warmup, n))?,
         (None, Some(rate), Some(d)) => {
