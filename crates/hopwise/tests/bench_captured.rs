@@ -118,6 +118,54 @@ fn quick_captured_and_mtls_lines_side_by_side_and_nothing_left() {
     assert!(plot.contains("hopwise captured"), "{plot}");
 }
 
+/// `--paired`: the captured chain beside the mTLS chain of its length, one client calling
+/// both in turn (A from inside the copy's namespace, B on the host's loopback) and B's
+/// backend directly. Structure and sanity only: A went through capture, the three answered
+/// as many requests, the percentage is a number, the namespace is gone afterwards.
+#[test]
+fn a_paired_captured_run_measures_capture_beside_the_explicit_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, svg) = (dir.path().join("state"), dir.path().join("hops.svg"));
+    let host = Host::new();
+    let quick = ["--quick", "--paired", "--max-hops", "1", "--blocks", "4"];
+    let mut cmd = assert_cmd::Command::from_std(bench(&host, "captured", &state, &svg, &quick));
+    let out = cmd.timeout(Duration::from_secs(240)).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &json["paired"][0];
+    assert_eq!(p["label"], "captured 1 hop − mtls 1 hop", "{json}");
+    assert_eq!(p["divided_by"], 1);
+    assert_eq!(p["bar"]["unit"], "%");
+    for key in ["p50_us", "percent", "percent_blocks", "baseline_per_hop_us"] {
+        assert!(p[key]["median"].as_f64().unwrap().is_finite(), "{key}: {p}");
+    }
+    let samples = json["pair_samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 1, "{json}");
+    let s = &samples[0];
+    // The latency phase's one connection to A, taken by capture.
+    assert!(s["captured"].as_u64().unwrap() >= 1, "{s}");
+    let sent = |side: &Value| {
+        side["requests"].as_u64().unwrap()
+            + side["reconnects"].as_u64().unwrap()
+            + side["errors"].as_u64().unwrap()
+    };
+    assert_eq!(
+        (sent(&s["a"]), sent(&s["b"]), sent(&s["direct"])),
+        (300, 300, 300),
+        "{s}"
+    );
+    let blocks = s["blocks"].as_array().unwrap();
+    assert_eq!(blocks.len(), 4);
+    assert!(
+        blocks
+            .iter()
+            .all(|b| b["direct_p50_us"].as_f64().unwrap() > 0.0)
+    );
+    assert_gone(&host, &state, s["netns"].as_str().unwrap());
+    assert_eq!(records(&state), Vec::<String>::new());
+}
+
 /// A long captured bench running in a namespace of the test's own (its 0-hop point takes a
 /// few seconds, its captured hop a minute), once it has made its namespace `hopwise-<id>`.
 struct Long {

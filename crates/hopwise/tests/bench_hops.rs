@@ -15,26 +15,25 @@ fn hopwise() -> Command {
     cmd
 }
 
+/// `hopwise bench hops --quick --json --max-hops 1 ARGS… --svg SVG`, which must succeed: its JSON.
+fn quick_json(args: &[&str], svg: &std::path::Path) -> Value {
+    let out = hopwise()
+        .args(["bench", "hops", "--quick", "--json", "--max-hops", "1"])
+        .args(args)
+        .arg("--svg")
+        .arg(svg)
+        .output()
+        .expect("the bench runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    serde_json::from_slice(&out.stdout).expect("the bench's JSON")
+}
+
 #[test]
 fn quick_json_run_reports_a_positive_cost_per_hop_plain_and_mtls() {
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("hops.svg");
-    let out = hopwise()
-        .args([
-            "bench",
-            "hops",
-            "--quick",
-            "--json",
-            "--max-hops",
-            "1",
-            "--svg",
-        ])
-        .arg(&svg)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = quick_json(&[], &svg);
     assert_eq!(json["options"]["max_hops"], 1);
     assert_eq!(json["options"]["runs"], 1);
     let per_hop = json["per_hop"].as_array().unwrap();
@@ -53,6 +52,94 @@ fn quick_json_run_reports_a_positive_cost_per_hop_plain_and_mtls() {
     assert_eq!(json["configs"].as_array().unwrap().len(), 3);
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("hopwise mtls"));
+}
+
+/// `--paired` for real: each recording configuration started beside its twin recording
+/// nothing, one client alternating requests between them. Structure and sanity only: both
+/// chains answered as many requests, every difference is a number, each run has its blocks,
+/// the tracing pair's spans reached the collector. No timing is asserted.
+#[test]
+fn a_paired_run_measures_each_recording_beside_its_twin() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("hops.svg");
+    let paired = [
+        "--paired",
+        "--modes",
+        "plain",
+        "--access-log",
+        "--tracing",
+        "100%",
+    ];
+    let json = quick_json(&[&paired[..], &["--blocks", "5"]].concat(), &svg);
+    assert_eq!(json["options"]["paired"], true);
+    // Only the pairs ran: no solo chains, no plot.
+    assert!(json["configs"].as_array().unwrap().is_empty(), "{json}");
+    assert!(!svg.exists());
+    let paired = json["paired"].as_array().unwrap();
+    let labels: Vec<&str> = paired
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "plain + access log 1 hop − plain 1 hop",
+            "plain + tracing 100% 1 hop − plain 1 hop"
+        ]
+    );
+    for p in paired {
+        for key in ["p50_us", "p90_us", "p50_blocks_us", "p90_blocks_us"] {
+            assert!(p[key]["median"].as_f64().unwrap().is_finite(), "{key}: {p}");
+        }
+        assert_eq!(p["p50_blocks_us"]["n"], 5, "{p}");
+        assert_eq!(p["judged_on"], "blocks", "one run: its blocks are judged");
+    }
+    assert_eq!(paired[0]["bar"]["limit"], 5.0);
+    assert!(["meets", "over", "cannot_judge"].contains(&paired[0]["verdict"].as_str().unwrap()));
+    assert_eq!(paired[1]["verdict"], "no_bar");
+    let samples = json["pair_samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 2, "{json}");
+    for s in samples {
+        // Every round called both: as many requests each (measured, resent or failed).
+        let sent = |side: &Value| {
+            side["requests"].as_u64().unwrap()
+                + side["reconnects"].as_u64().unwrap()
+                + side["errors"].as_u64().unwrap()
+        };
+        assert_eq!((sent(&s["a"]), sent(&s["b"])), (300, 300), "{s}");
+        assert!(s["a"]["requests"].as_u64().unwrap() > 0);
+        let blocks = s["blocks"].as_array().unwrap();
+        assert_eq!(blocks.len(), 5, "{s}");
+        for b in blocks {
+            assert!(b["a_p50_us"].as_f64().unwrap() > 0.0, "{b}");
+            assert!(b["b_p50_us"].as_f64().unwrap() > 0.0, "{b}");
+        }
+    }
+    assert!(
+        samples[0].get("spans").is_none(),
+        "the access log exports nothing"
+    );
+    // Only A traces, every request at 100 %.
+    assert!(samples[1]["spans"].as_u64().unwrap() > 0, "{}", samples[1]);
+}
+
+#[test]
+fn paired_with_nothing_to_pair_says_what_to_add() {
+    let out = hopwise()
+        .args([
+            "bench",
+            "hops",
+            "--paired",
+            "--quick",
+            "--modes",
+            "plain,mtls",
+        ])
+        .args(["--svg", "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nothing to pair"), "{stderr}");
 }
 
 #[test]

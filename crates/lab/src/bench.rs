@@ -128,6 +128,23 @@ pub struct HopsArgs {
     /// swept by the next (as `hopwise run --state`; its own directory, so it sweeps only its own).
     #[arg(long, default_value = hops::CAPTURE_STATE)]
     pub state: PathBuf,
+    /// Measure each configuration that differs from a baseline by one thing AT THE SAME TIME
+    /// as that baseline, so the machine's drift cancels: every recording configuration against
+    /// its recording-off twin, `captured` against `mtls` (same hops). Both chains run side by
+    /// side and one client alternates requests between them (A, B, A, B …; for captured also
+    /// the baseline's backend directly, for the per-hop base of the percentage). Reported: the
+    /// difference of p50 (and p90) per hop — ÷ hops for recording, ÷ 1 for captured (only its
+    /// first hop differs), and for captured as a % of the baseline's per-hop p50, (p50(mtls) −
+    /// p50(backend)) ÷ hops — median [min–max] over runs and over --blocks blocks of each
+    /// run. Against the issues' bars (access log 5 µs, tracing 1 % 2 µs, captured 5 %) it says
+    /// "meets" only when the upper end of the spread (the runs' with 3 runs or more, else the
+    /// blocks') is under the bar, "over" when its lower end is above, else "cannot judge".
+    /// Only the pairs are measured: no solo chains, no CPU or RSS phase, no plot.
+    #[arg(long)]
+    pub paired: bool,
+    /// With --paired: how many blocks each run's alternation is split into.
+    #[arg(long, default_value_t = 10, requires = "paired")]
+    pub blocks: usize,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -164,6 +181,18 @@ pub struct ClientArgs {
     /// Rate mode: most connections to open; a tick with all of them busy is a stall.
     #[arg(long, default_value_t = load::RATE_CONNECTIONS)]
     pub connections: usize,
+    /// Paired latency mode: more targets, alternated with --target one request at a time
+    /// (each on its own kept-alive connection), each measured into its own histogram.
+    #[arg(long, requires = "requests")]
+    pub also: Vec<SocketAddr>,
+    /// The network namespace (`/run/netns/NAME`) the --target connection is made in (root):
+    /// a captured call, beside --also targets in this process's namespace.
+    #[arg(long, requires = "also")]
+    pub target_netns: Option<PathBuf>,
+    /// Paired latency mode: the measured requests split into this many blocks, each block's
+    /// percentiles per target reported too.
+    #[arg(long, default_value_t = 10, requires = "also")]
+    pub blocks: usize,
 }
 
 /// Runs `hopwise bench …`. Results (the table or JSON; the helpers' protocol lines) go to `out`.
@@ -171,14 +200,18 @@ pub fn run(args: Args, out: &mut dyn Write) -> Result<(), LabError> {
     match args.command {
         Command::Hops(a) => {
             let report = hops::run(&a)?;
-            report::write_svg(&report, &a.svg)?;
+            if !a.paired {
+                report::write_svg(&report, &a.svg)?;
+            }
             let text = if a.json {
                 serde_json::to_string_pretty(&report)
                     .map_err(|e| LabError::Failed(format!("cannot render the JSON: {e}")))?
                     + "\n"
             } else {
                 let mut t = report::text(&report);
-                t.push_str(&format!("plot: {}\n", a.svg.display()));
+                if !a.paired {
+                    t.push_str(&format!("plot: {}\n", a.svg.display()));
+                }
                 t
             };
             out.write_all(text.as_bytes())

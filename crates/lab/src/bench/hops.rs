@@ -3,7 +3,8 @@
 //! and the chain (each proxy side its own process), measure latency with one request at a
 //! time, then CPU per proxy at a fixed rate, then read each proxy's peak RSS, then stop
 //! everything. Numbers go to [`super::report`]; this file only runs things. The client
-//! phases are `hops/client.rs`'s; what `--modes captured` adds, `hops/captured.rs`'s.
+//! phases are `hops/client.rs`'s; what `--modes captured` adds, `hops/captured.rs`'s; the
+//! pairs of `--paired`, `hops/paired.rs`'s.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,12 +14,11 @@ use std::time::Duration;
 use hopwise_model::Mesh;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::layout::{self, CALLEE, CALLER, HopCerts, HopPorts, Peer, Side};
+use super::layout::{self, HopCerts, HopPorts, Peer};
 use super::report::{self, Config, Plan, Report, Sample, System};
 use super::stats::rotation;
 use super::{HopsArgs, Mode};
 use crate::error::{LabError, io};
-use crate::processes::ports::free_ports;
 use crate::processes::procfs;
 use crate::processes::supervisor::{Proc, Supervisor, find_program};
 use crate::samples::collector::Collector;
@@ -26,7 +26,9 @@ use crate::samples::collector::Collector;
 mod captured;
 mod client;
 mod observe;
+mod paired;
 mod plan;
+mod start;
 
 pub use captured::CAPTURE_STATE;
 pub use observe::Observe;
@@ -109,7 +111,30 @@ pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
     systems.extend(peers.iter().map(|(p, _, _)| peer_system(*p)));
     let configs = configurations(&systems, &plan.modes, plan.max_hops, &plan.observe);
 
-    let bar = ProgressBar::new((configs.len() * plan.runs) as u64);
+    if plan.paired {
+        return paired::run(&bench, &configs, machine(&peers, load_start));
+    }
+    let samples = each_run(&sup, plan.runs, &configs, Config::label, |c, run| {
+        bench.measure(c, run)
+    })?;
+    Ok(report::summarise(
+        machine(&peers, load_start),
+        plan,
+        &configs,
+        samples,
+    ))
+}
+
+/// `measure(item, run)` for each of `items` once per run, in rotated orders, behind a progress
+/// bar; the first error ends it, naming the item (`label`) and the run.
+fn each_run<T, S>(
+    sup: &Supervisor,
+    runs: usize,
+    items: &[T],
+    label: impl Fn(&T) -> String,
+    mut measure: impl FnMut(&T, usize) -> Result<S, LabError>,
+) -> Result<Vec<S>, LabError> {
+    let bar = ProgressBar::new((items.len() * runs) as u64);
     bar.set_style(
         ProgressStyle::with_template(
             "{elapsed_precise} [{bar:32}] {pos}/{len} configurations, eta {eta}  {msg}",
@@ -118,41 +143,53 @@ pub fn run(a: &HopsArgs) -> Result<Report, LabError> {
         .progress_chars("=> "),
     );
     let mut samples = Vec::new();
-    for run in 0..plan.runs {
-        for i in rotation(configs.len(), run, plan.runs) {
-            let c = configs[i];
-            bar.set_message(format!("run {}/{}: {}", run + 1, plan.runs, c.label()));
-            let sample = bench.measure(&c, run);
-            let sample = match sample {
-                Ok(s) => s,
+    for run in 0..runs {
+        for i in rotation(items.len(), run, runs) {
+            let item = &items[i];
+            bar.set_message(format!("run {}/{runs}: {}", run + 1, label(item)));
+            match measure(item, run) {
+                Ok(s) => samples.push(s),
                 Err(e) => {
                     bar.abandon();
-                    return Err(match e {
-                        _ if sup.interrupted() => LabError::Interrupted { who: WHO },
-                        LabError::Interrupted { .. } => e,
-                        LabError::Start { name, why, stderr } => LabError::Start {
-                            name: format!("{} (run {}): {name}", c.label(), run + 1),
-                            why,
-                            stderr,
-                        },
-                        other => {
-                            let why = with_sources(&other);
-                            LabError::Failed(format!("{} (run {}): {why}", c.label(), run + 1))
-                        }
-                    });
+                    return Err(failed(sup, e, &label(item), run));
                 }
-            };
-            samples.push(sample);
+            }
             bar.inc(1);
         }
     }
     bar.finish_and_clear();
-    Ok(report::summarise(
-        machine(&peers, load_start),
-        plan,
-        &configs,
-        samples,
-    ))
+    Ok(samples)
+}
+
+/// A measurement's error, naming what was measured (`label`) and the run.
+fn failed(sup: &Supervisor, e: LabError, label: &str, run: usize) -> LabError {
+    match e {
+        _ if sup.interrupted() => LabError::Interrupted { who: WHO },
+        LabError::Interrupted { .. } => e,
+        LabError::Start { name, why, stderr } => LabError::Start {
+            name: format!("{label} (run {}): {name}", run + 1),
+            why,
+            stderr,
+        },
+        other => {
+            let why = with_sources(&other);
+            LabError::Failed(format!("{label} (run {}): {why}", run + 1))
+        }
+    }
+}
+
+/// A configuration's directory name: `direct`, `hopwise-mtls-trace-10000-2`.
+fn slug(c: &Config) -> String {
+    match c.mode {
+        None => "direct".to_owned(),
+        Some(m) => format!(
+            "{}-{}{}-{}",
+            c.system.name(),
+            m.name(),
+            c.observe.slug(),
+            c.hops
+        ),
+    }
 }
 
 struct Bench<'a> {
@@ -168,20 +205,6 @@ struct Bench<'a> {
     /// `--modes captured`'s tools and state.
     capture: Option<captured::Capture>,
 }
-
-/// One hop being started: the configuration and its mode, the hop's number (1-based) and
-/// ports, the measurement's directory.
-#[derive(Clone, Copy)]
-struct HopAt<'a> {
-    c: &'a Config,
-    mode: Mode,
-    k: usize,
-    ports: &'a HopPorts,
-    dir: &'a Path,
-}
-
-/// Which process listens for which side of a hop (indices into `Running::procs`).
-type Started = Vec<(Side, usize)>;
 
 /// The processes of one measurement; all killed when it is dropped.
 struct Running<'a> {
@@ -265,84 +288,38 @@ impl Bench<'_> {
         }
     }
 
-    fn spawn(
-        &self,
-        running: &mut Running<'_>,
-        name: String,
-        cmd: Command,
-        log: &Path,
-        proxy: bool,
-    ) -> Result<usize, LabError> {
-        let (p, _) = self.sup.spawn(&name, cmd, log, false)?;
-        running.procs.push(p);
-        let i = running.procs.len() - 1;
-        if proxy {
-            running.proxies.push(i);
+    /// A captured chain's count of captured connections and its namespace; an error when the
+    /// first proxy counted none (the client's calls did not go through capture).
+    fn captured_count(&self, running: &Running<'_>) -> Result<Option<(u64, String)>, LabError> {
+        let (Some(cap), Some(c)) = (&self.capture, &running.captured) else {
+            return Ok(None);
+        };
+        let n = cap.counted(c)?;
+        if n == 0 {
+            return Err(LabError::Failed(
+                "the first proxy counted no captured connection: the client's calls did not go \
+                 through capture"
+                    .into(),
+            ));
         }
-        Ok(i)
+        Ok(Some((n, c.netns().to_owned())))
+    }
+
+    /// With tracing: the spans the collector received since it counted `before`.
+    fn spans_since(&self, observe: Observe, before: Option<u64>) -> Option<u64> {
+        match (&self.collector, before) {
+            (Some(col), Some(before)) if matches!(observe, Observe::Tracing { .. }) => {
+                // The exporters send a batch after 100 ms: let the last one arrive.
+                std::thread::sleep(Duration::from_millis(300));
+                Some(col.count() - before)
+            }
+            _ => None,
+        }
     }
 
     fn measure(&self, c: &Config, run: usize) -> Result<Sample, LabError> {
-        let slug = match c.mode {
-            None => "direct".to_owned(),
-            Some(m) => format!(
-                "{}-{}{}-{}",
-                c.system.name(),
-                m.name(),
-                c.observe.slug(),
-                c.hops
-            ),
-        };
-        let cdir = self.dir.join("runs").join(&slug);
-        std::fs::create_dir_all(&cdir).map_err(io(format!("cannot create {}", cdir.display())))?;
-        let mut running = Running {
-            sup: self.sup,
-            procs: Vec::new(),
-            proxies: Vec::new(),
-            captured: None,
-        };
-        let backend = free_ports(1)?[0];
-        let mut cmd = self.command(&self.exe);
-        cmd.args(["bench", "backend", "--listen"])
-            .arg(backend.to_string());
-        let b = self.spawn(
-            &mut running,
-            "the bench backend".into(),
-            cmd,
-            &cdir.join("backend.stderr"),
-            false,
-        )?;
-        let mut waits = vec![(b, backend)];
-        let entry = if c.hops == 0 {
-            backend
-        } else {
-            let ports = free_ports(2 * c.hops)?;
-            let hops = layout::chain(&ports, backend);
-            let mode = c.mode.unwrap_or(Mode::Mtls);
-            for (k0, hop) in hops.iter().enumerate() {
-                let k = k0 + 1;
-                let at = HopAt {
-                    c,
-                    mode,
-                    k,
-                    ports: hop,
-                    dir: &cdir,
-                };
-                for (side, i) in self.start_hop(&mut running, &at)? {
-                    waits.push((
-                        i,
-                        match side {
-                            Side::Out => hop.out,
-                            Side::In => hop.inbound,
-                        },
-                    ));
-                }
-            }
-            hops[0].out
-        };
-        for (i, addr) in waits {
-            self.sup.wait_listening(&running.procs[i], addr)?;
-        }
+        let cdir = self.dir.join("runs").join(slug(c));
+        let (running, entry, _) = self.start_chain(c, &cdir)?;
         let spans_before = self.collector.as_ref().map(Collector::count);
         let latency = self.client_latency(&running, entry, &cdir)?;
         let (cpu, rate_errors) = if c.hops > 0 {
@@ -361,25 +338,8 @@ impl Bench<'_> {
                     .sum()
             })
             .collect();
-        let captured = match (&self.capture, &running.captured) {
-            (Some(cap), Some(c)) => Some((cap.counted(c)?, c.netns().to_owned())),
-            _ => None,
-        };
-        if captured.as_ref().is_some_and(|(n, _)| *n == 0) {
-            return Err(LabError::Failed(
-                "the first proxy counted no captured connection: the client's calls did not go \
-                 through capture"
-                    .into(),
-            ));
-        }
-        let spans = match (&self.collector, spans_before) {
-            (Some(col), Some(before)) if matches!(c.observe, Observe::Tracing { .. }) => {
-                // The exporters send a batch after 100 ms: let the last one arrive.
-                std::thread::sleep(Duration::from_millis(300));
-                Some(col.count() - before)
-            }
-            _ => None,
-        };
+        let captured = self.captured_count(&running)?;
+        let spans = self.spans_since(c.observe, spans_before);
         let us = |ns: u64| ns as f64 / 1000.0;
         Ok(Sample {
             run,
@@ -402,114 +362,5 @@ impl Bench<'_> {
             captured: captured.as_ref().map(|(n, _)| *n),
             netns: captured.map(|(_, ns)| ns),
         })
-    }
-
-    /// Starts hopwise's two sides of a hop; for hop 1 of a captured chain, its captured copy
-    /// first (kept in `running`), the outbound side's capture listener inside it.
-    fn start_hopwise(
-        &self,
-        running: &mut Running<'_>,
-        at: &HopAt<'_>,
-    ) -> Result<Started, LabError> {
-        let HopAt {
-            c,
-            mode,
-            k,
-            ports: hop,
-            dir: cdir,
-        } = *at;
-        let certs = HopCerts::in_dir(&self.certs_dir(k));
-        let mesh = cdir.join(format!("hop-{k}.yaml"));
-        let mut text = layout::hop_mesh(k, hop, &certs.dir, mode == Mode::Tcp);
-        let collector = self.collector.as_ref().map(|col| col.addr);
-        let logs = cdir.join(format!("hop-{k}-logs"));
-        text = observe::with_observe(&text, c.observe, collector, &logs);
-        let capture = self
-            .capture
-            .as_ref()
-            .filter(|_| mode == Mode::Captured && k == 1);
-        if let Some(cap) = capture {
-            text = captured::mesh(&text);
-            running.captured = Some(cap.start(&text)?);
-        }
-        std::fs::create_dir_all(&logs)
-            .and_then(|()| std::fs::write(&mesh, text))
-            .map_err(io(format!("cannot write {}", mesh.display())))?;
-        let workers = self.plan.workers.to_string();
-        let mut started = Vec::new();
-        for (side, service) in [(Side::Out, CALLER), (Side::In, CALLEE)] {
-            let mut cmd = self.command(&self.exe);
-            cmd.arg("proxy").arg("--config").arg(&mesh).args([
-                "--service",
-                service,
-                "--workers",
-                &workers,
-            ]);
-            if mode == Mode::Plain {
-                cmd.arg("--plaintext");
-            }
-            let captured = running
-                .captured
-                .as_ref()
-                .filter(|_| side == Side::Out && k == 1);
-            if let Some(cap) = captured {
-                cmd.args(cap.proxy_args());
-            }
-            let name = format!("hopwise proxy (hop {k}, {} side)", side.name());
-            let log = cdir.join(format!("hop-{k}-{}.stderr", side.name()));
-            let i = self.spawn(running, name, cmd, &log, true)?;
-            let pid = running.procs[i].pid;
-            if let Some(cap) = running
-                .captured
-                .as_mut()
-                .filter(|_| side == Side::Out && k == 1)
-            {
-                cap.proxy_started(pid)?;
-            }
-            started.push((side, i));
-        }
-        Ok(started)
-    }
-
-    /// Starts both sides of a hop; returns which process listens for which side.
-    fn start_hop(&self, running: &mut Running<'_>, at: &HopAt<'_>) -> Result<Started, LabError> {
-        let (mode, k, hop, cdir) = (at.mode, at.k, at.ports, at.dir);
-        let certs = HopCerts::in_dir(&self.certs_dir(k));
-        let mut started = Vec::new();
-        let system = at.c.system;
-        match system {
-            System::Direct => {}
-            System::Hopwise => started = self.start_hopwise(running, at)?,
-            System::Nginx | System::Haproxy | System::Envoy => {
-                let Some((peer, program)) =
-                    self.peers.iter().find(|(p, _)| peer_system(*p) == system)
-                else {
-                    return Err(LabError::Failed(format!(
-                        "{} is not installed",
-                        system.name()
-                    )));
-                };
-                for side in [Side::Out, Side::In] {
-                    let sdir = cdir.join(format!("hop-{k}-{}", side.name()));
-                    std::fs::create_dir_all(&sdir)
-                        .map_err(io(format!("cannot create {}", sdir.display())))?;
-                    let conf = sdir.join(peer.config_file(side));
-                    let text = peer.config(side, hop, mode, &certs, self.plan.workers, &sdir);
-                    std::fs::write(&conf, text)
-                        .map_err(io(format!("cannot write {}", conf.display())))?;
-                    let mut cmd = self.command(program);
-                    cmd.args(peer.args(&conf, &sdir, self.plan.workers));
-                    let name = format!(
-                        "{} (hop {k}, {} side; {})",
-                        peer.program(),
-                        side.name(),
-                        conf.display()
-                    );
-                    let log = sdir.join("stderr");
-                    started.push((side, self.spawn(running, name, cmd, &log, true)?));
-                }
-            }
-        }
-        Ok(started)
     }
 }

@@ -3,13 +3,12 @@
 //! keep-alive client. Each runs on one current-thread runtime, as its own process.
 //!
 //! The client speaks to its parent in lines on stdout: in latency mode one JSON
-//! [`ClientResult`]; in rate mode `start` when the measured phase begins, then the JSON.
+//! [`ClientResult`]; paired (`--also`, `load/paired.rs`) one [`PairedResult`]; in rate mode
+//! (`load/rate.rs`) `start` when the measured phase begins, then the JSON.
 
 use std::convert::Infallible;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,6 +24,10 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use super::{BackendArgs, ClientArgs};
 use crate::error::{LabError, io};
+
+pub mod paired;
+mod rate;
+pub use paired::{BlockResult, PairedResult};
 
 /// What the backend answers: small, like a health check or a cache hit.
 pub const BODY: &[u8] = b"hello from the hopwise bench backend\n";
@@ -106,6 +109,8 @@ type Sender = SendRequest<Empty<Bytes>>;
 struct Target {
     addr: SocketAddr,
     host: &'static str,
+    /// The namespace the connection is made in (`--target-netns`); none: this process's.
+    netns: Option<&'static std::path::Path>,
 }
 
 impl Target {
@@ -123,7 +128,11 @@ impl Target {
             .map_err(|_| LabError::Failed(format!("--host {}: not a header value", args.host)))?;
         // Once per process: the client lives for one measurement.
         let host = Box::leak(args.host.clone().into_boxed_str());
-        Ok(Target { addr, host })
+        let netns = args
+            .target_netns
+            .as_ref()
+            .map(|p| &*Box::leak(p.clone().into_boxed_path()));
+        Ok(Target { addr, host, netns })
     }
 }
 
@@ -133,10 +142,12 @@ fn histogram() -> Result<Histogram<u64>, LabError> {
 }
 
 async fn connect(target: Target) -> Result<Sender, String> {
-    let target = target.addr;
-    let tcp = TcpStream::connect(target)
-        .await
-        .map_err(|e| format!("cannot connect to {target}: {e}"))?;
+    let (netns, target) = (target.netns, target.addr);
+    let tcp = match netns {
+        None => TcpStream::connect(target).await,
+        Some(ns) => paired::connect_in(ns, target),
+    }
+    .map_err(|e| format!("cannot connect to {target}: {e}"))?;
     let _ = tcp.set_nodelay(true);
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
@@ -237,16 +248,29 @@ fn emit(out: &mut dyn Write, line: &str) -> Result<(), LabError> {
         .map_err(io("cannot write to the bench"))
 }
 
-/// `hopwise bench client …`: latency mode (`--requests`) or rate mode (`--rate --duration`).
+/// `hopwise bench client …`: latency mode (`--requests`), paired (`--also`), or rate mode
+/// (`--rate --duration`).
 pub fn client(args: &ClientArgs, out: &mut dyn Write) -> Result<(), LabError> {
     let rt = runtime()?;
     let target = Target::of(args)?;
+    if let (false, Some(n)) = (args.also.is_empty(), args.requests) {
+        let r = rt.block_on(paired::latency(
+            target,
+            &args.also,
+            args.warmup,
+            n,
+            args.blocks,
+        ))?;
+        let json = serde_json::to_string(&r)
+            .map_err(|e| LabError::Failed(format!("cannot render the result: {e}")))?;
+        return emit(out, &json);
+    }
     let r = match (args.requests, args.rate, args.duration) {
         (Some(n), _, _) => rt.block_on(latency(target, args.warmup, n))?,
         (None, Some(rate), Some(d)) => {
             let warm = args.warmup_time.map(|d| d.get()).unwrap_or_default();
             let conns = args.connections.max(1);
-            rt.block_on(at_rate(target, rate, conns, warm, d.get(), out))?
+            rt.block_on(rate::at_rate(target, rate, conns, warm, d.get(), out))?
         }
         _ => {
             return Err(LabError::Failed(
@@ -294,151 +318,4 @@ async fn latency(target: Target, warmup: u64, n: u64) -> Result<ClientResult, La
         reconnects,
         ..result(&h, errors, first_error, start.elapsed(), 1)
     })
-}
-
-#[derive(Default)]
-struct RateState {
-    idle: Mutex<Vec<Sender>>,
-    hist: Mutex<Option<Histogram<u64>>>,
-    errors: AtomicU64,
-    first_error: Mutex<Option<String>>,
-    opened: AtomicU64,
-    missed: AtomicU64,
-    reconnects: AtomicU64,
-    max_connections: usize,
-}
-
-impl RateState {
-    fn take_idle(&self) -> Option<Sender> {
-        let mut idle = self.idle.lock().ok()?;
-        while let Some(s) = idle.pop() {
-            if !s.is_closed() {
-                return Some(s);
-            }
-        }
-        None
-    }
-
-    fn fail(&self, e: String) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut f) = self.first_error.lock()
-            && f.is_none()
-        {
-            *f = Some(e);
-        }
-    }
-}
-
-/// Requests started on a fixed schedule (open loop), on as many kept-alive connections as are
-/// needed to keep it.
-async fn at_rate(
-    target: Target,
-    rate: u64,
-    connections: usize,
-    warmup: Duration,
-    duration: Duration,
-    out: &mut dyn Write,
-) -> Result<ClientResult, LabError> {
-    let state = Arc::new(RateState {
-        max_connections: connections,
-        ..RateState::default()
-    });
-    let period = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
-    if !warmup.is_zero() {
-        phase(&state, target, period, warmup, false).await;
-    }
-    if let Ok(mut h) = state.hist.lock() {
-        *h = Some(histogram()?);
-    }
-    state.errors.store(0, Ordering::Relaxed);
-    state.missed.store(0, Ordering::Relaxed);
-    state.reconnects.store(0, Ordering::Relaxed);
-    emit(out, "start")?;
-    let start = Instant::now();
-    phase(&state, target, period, duration, true).await;
-    let elapsed = start.elapsed();
-    let h = state
-        .hist
-        .lock()
-        .ok()
-        .and_then(|mut h| h.take())
-        .map_or_else(histogram, Ok)?;
-    let first = state.first_error.lock().ok().and_then(|f| f.clone());
-    Ok(ClientResult {
-        missed: state.missed.load(Ordering::Relaxed),
-        reconnects: state.reconnects.load(Ordering::Relaxed),
-        ..result(
-            &h,
-            state.errors.load(Ordering::Relaxed),
-            first,
-            elapsed,
-            state.opened.load(Ordering::Relaxed) as usize,
-        )
-    })
-}
-
-async fn phase(
-    state: &Arc<RateState>,
-    target: Target,
-    period: Duration,
-    length: Duration,
-    record: bool,
-) {
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let end = Instant::now() + length;
-    let mut inflight = tokio::task::JoinSet::new();
-    loop {
-        tick.tick().await;
-        if Instant::now() >= end {
-            break;
-        }
-        while inflight.try_join_next().is_some() {}
-        let send = match state.take_idle() {
-            Some(s) => s,
-            None if state.opened.load(Ordering::Relaxed) as usize >= state.max_connections => {
-                // Every connection is waiting on the chain: not a failed request, a stall.
-                if record {
-                    state.missed.fetch_add(1, Ordering::Relaxed);
-                }
-                continue;
-            }
-            None => match connect(target).await {
-                Ok(s) => {
-                    state.opened.fetch_add(1, Ordering::Relaxed);
-                    s
-                }
-                Err(e) => {
-                    state.fail(e);
-                    continue;
-                }
-            },
-        };
-        let state = state.clone();
-        inflight.spawn(async move {
-            let mut send = send;
-            let t = Instant::now();
-            match request_or_reconnect(&mut send, target).await {
-                Ok(reconnected) => {
-                    if reconnected {
-                        state.reconnects.fetch_add(1, Ordering::Relaxed);
-                        state.opened.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if record {
-                        let ns = t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-                        if let Ok(mut h) = state.hist.lock()
-                            && let Some(h) = h.as_mut()
-                        {
-                            let _ = h.record(ns.max(1));
-                        }
-                    }
-                    if let Ok(mut idle) = state.idle.lock() {
-                        idle.push(send);
-                    }
-                }
-                Err(e) => state.fail(e),
-            }
-        });
-    }
-    while inflight.join_next().await.is_some() {}
 }

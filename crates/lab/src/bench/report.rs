@@ -2,7 +2,8 @@
 //! per system and mode, per-configuration medians); the JSON is serde of these structs. Pure.
 //! The text table is [`text`]'s (`report/text.rs`), the SVG plot of p50 latency against hops
 //! [`svg`]'s (`report/svg.rs`, which also writes it); a captured hop's cost over the explicit
-//! one [`captured`]'s (`report/captured.rs`).
+//! one [`captured`]'s (`report/captured.rs`); `--paired`'s differences [`paired`]'s
+//! (`report/paired.rs`).
 
 use serde::Serialize;
 
@@ -218,6 +219,9 @@ pub struct Plan {
     pub quick: bool,
     /// What hopwise's chains are measured with, off first (`--access-log`, `--tracing`).
     pub observe: Vec<Observe>,
+    /// `--paired`: only the pairs, each beside its baseline; and the blocks of each run.
+    pub paired: bool,
+    pub blocks: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -230,6 +234,11 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub captured: Option<CapturedCost>,
     pub samples: Vec<Sample>,
+    /// `--paired`: each pair's difference ([`paired`]), and every run of every pair.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paired: Vec<PairSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pair_samples: Vec<PairSample>,
 }
 
 fn spread_of(samples: &[&Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<Spread> {
@@ -314,15 +323,19 @@ pub fn summarise(
         configs: summaries,
         captured: captured_cost(&samples),
         samples,
+        paired: Vec::new(),
+        pair_samples: Vec::new(),
     }
 }
 
 mod captured;
+pub mod paired;
 mod svg;
 #[cfg(test)]
 mod tests;
 mod text;
 
 pub use captured::{CapturedCost, captured_cost};
+pub use paired::{Pair, PairSample, PairSummary, pairs, summarise_pairs};
 pub use svg::{svg, write_svg};
 pub use text::{spread, text};

@@ -80,9 +80,18 @@ impl Capture {
                 d.render("hop-1.yaml")
             ))
         })?;
+        let callee = mesh
+            .services
+            .get(CALLEE)
+            .and_then(|s| s.address)
+            .ok_or_else(|| LabError::Failed(format!("hop 1's {CALLEE} has no address (a bug)")))?;
         let copy = CapturedCopy::make(&mesh, CALLER, 0, None, &self.state, &self.tools)?;
         let admin = free_ports(1)?[0];
-        Ok(Captured { copy, admin })
+        Ok(Captured {
+            copy,
+            admin,
+            callee: SocketAddr::new(callee, PORT),
+        })
     }
 
     /// How many captured connections the proxy at `admin` sent to a service.
@@ -101,12 +110,20 @@ impl Capture {
 pub struct Captured {
     copy: CapturedCopy,
     admin: SocketAddr,
+    /// `callee:80` as the namespace's hosts file resolves it.
+    callee: SocketAddr,
 }
 
 impl Captured {
     /// The namespace's name (in the sample, so a test can check it is gone).
     pub fn netns(&self) -> &str {
         &self.copy.plan().names.netns
+    }
+
+    /// What `--paired`'s client calls, from a connection made inside the namespace: `callee:80`
+    /// resolved as the hosts file does, and the namespace (`/run/netns/NAME`).
+    pub fn paired_target(&self) -> (SocketAddr, String) {
+        (self.callee, self.copy.plan().names.netns_path())
     }
 
     /// What hop 1's outbound proxy adds to the mTLS one's command line: its capture listener

@@ -28,38 +28,40 @@ impl Bench<'_> {
         cmd
     }
 
-    /// Runs the client to its end; its JSON result, or why it failed with the proxies' stderr.
-    fn finish_client(
+    /// Runs the client to its end; its JSON result, or why it failed with `stderr` (the
+    /// proxies').
+    pub(super) fn finish_client<T: serde::de::DeserializeOwned>(
+        &self,
+        stderr: &dyn Fn() -> String,
+        client: &Proc,
+        last_line: &str,
+    ) -> Result<T, LabError> {
+        let status = self.sup.wait(client.pid)?;
+        self.sup.check()?;
+        if !status.success() {
+            return Err(client_failed(
+                &format!("{status}: {}", client.stderr_tail(10).trim()),
+                stderr,
+            ));
+        }
+        serde_json::from_str(last_line.trim()).map_err(|e| {
+            client_failed(
+                &format!("unreadable result `{}`: {e}", last_line.trim()),
+                stderr,
+            )
+        })
+    }
+
+    /// [`Self::finish_client`]'s one result, tolerating failed requests up to 1 %.
+    fn client_result(
         &self,
         running: &Running<'_>,
         client: &Proc,
         last_line: &str,
     ) -> Result<ClientResult, LabError> {
-        let status = self.sup.wait(client.pid)?;
-        self.sup.check()?;
-        let failed = |why: String| {
-            LabError::Failed(format!(
-                "the bench client failed: {why}{}",
-                running.proxy_stderr()
-            ))
-        };
-        if !status.success() {
-            return Err(failed(format!(
-                "{status}: {}",
-                client.stderr_tail(10).trim()
-            )));
-        }
-        let r: ClientResult = serde_json::from_str(last_line.trim())
-            .map_err(|e| failed(format!("unreadable result `{}`: {e}", last_line.trim())))?;
-        // A rare failure is the chain's business (and reported); more than 1 % is broken.
-        if r.errors * 100 > r.requests + r.errors || r.requests == 0 {
-            return Err(failed(format!(
-                "{} of {} request(s) failed; the first: {}",
-                r.errors,
-                r.requests + r.errors,
-                r.first_error.as_deref().unwrap_or("?")
-            )));
-        }
+        let stderr = || running.proxy_stderr();
+        let r: ClientResult = self.finish_client(&stderr, client, last_line)?;
+        check_errors(&r, &stderr)?;
         Ok(r)
     }
 
@@ -74,15 +76,20 @@ impl Bench<'_> {
             .arg(self.plan.requests.to_string())
             .arg("--warmup")
             .arg(self.plan.warmup.to_string());
-        let (client, stdout) =
-            self.sup
-                .spawn("the bench client", cmd, &cdir.join("client.stderr"), true)?;
+        let (client, last) = self.run_client(cmd, &cdir.join("client.stderr"))?;
+        self.client_result(running, &client, &last)
+    }
+
+    /// Starts the client (`log`: its stderr) and reads its stdout to the end: the process and
+    /// its last line (the result).
+    pub(super) fn run_client(&self, cmd: Command, log: &Path) -> Result<(Proc, String), LabError> {
+        let (client, stdout) = self.sup.spawn("the bench client", cmd, log, true)?;
         let mut text = String::new();
         if let Some(mut s) = stdout {
             let _ = s.read_to_string(&mut text);
         }
         let last = text.lines().last().unwrap_or_default().to_owned();
-        self.finish_client(running, &client, &last)
+        Ok((client, last))
     }
 
     pub(super) fn client_rate(
@@ -139,7 +146,7 @@ impl Bench<'_> {
                 }
             }
         }
-        let r = self.finish_client(running, &client, &last)?;
+        let r = self.client_result(running, &client, &last)?;
         let (Some((t0, b)), Some((t1, a))) = (before, after) else {
             return Err(LabError::Failed(
                 "the bench client did not report its measured phase".into(),
@@ -164,4 +171,24 @@ impl Bench<'_> {
         };
         Ok((cpu, r))
     }
+}
+
+fn client_failed(why: &str, stderr: &dyn Fn() -> String) -> LabError {
+    LabError::Failed(format!("the bench client failed: {why}{}", stderr()))
+}
+
+/// A rare failure is the chain's business (and reported); more than 1 % is broken.
+pub(super) fn check_errors(r: &ClientResult, stderr: &dyn Fn() -> String) -> Result<(), LabError> {
+    if r.errors * 100 > r.requests + r.errors || r.requests == 0 {
+        return Err(client_failed(
+            &format!(
+                "{} of {} request(s) failed; the first: {}",
+                r.errors,
+                r.requests + r.errors,
+                r.first_error.as_deref().unwrap_or("?")
+            ),
+            stderr,
+        ));
+    }
+    Ok(())
 }

@@ -40,6 +40,8 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
         peers: a.peers,
         quick: q,
         observe: super::observe::variants(a.access_log, &a.tracing)?,
+        paired: a.paired,
+        blocks: a.blocks,
     };
     let bad = |what: &str| Err(LabError::Failed(what.to_owned()));
     if p.runs == 0 {
@@ -65,6 +67,12 @@ pub fn plan(a: &HopsArgs) -> Result<Plan, LabError> {
     }
     if p.modes.is_empty() {
         return bad("--modes: name plain, mtls, tcp, captured or several");
+    }
+    if p.paired && p.peers {
+        return bad("--paired measures hopwise's pairs only: run --peers without it");
+    }
+    if p.paired && (p.blocks == 0 || p.blocks as u64 > p.requests) {
+        return bad("--blocks: choose 1 to --requests");
     }
     Ok(p)
 }
@@ -208,6 +216,8 @@ mod tests {
             access_log: false,
             tracing: Vec::new(),
             state: PathBuf::from("/run/hopwise/bench"),
+            paired: false,
+            blocks: 10,
         }
     }
 

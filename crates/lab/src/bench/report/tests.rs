@@ -46,7 +46,7 @@ fn chain(system: System, mode: Mode, hops: usize) -> Config {
     }
 }
 
-fn report() -> Report {
+pub(super) fn report() -> Report {
     let mut configs = vec![Config::DIRECT];
     for m in [Mode::Plain, Mode::Mtls] {
         for h in 1..=2 {
@@ -94,6 +94,8 @@ fn report() -> Report {
         peers: false,
         quick: false,
         observe: vec![Observe::Off],
+        paired: false,
+        blocks: 10,
     };
     summarise(machine, plan, &configs, samples)
 }

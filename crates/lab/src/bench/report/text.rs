@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::super::stats::Spread;
+use super::paired::{Judged, Verdict};
 use super::{Report, Sample};
 
 /// `60.2 [55.1–63.0]`, or just the value when there is one run.
@@ -97,38 +98,43 @@ pub fn text(r: &Report) -> String {
         "load average (1, 5, 15 min): {} at the start, {} at the end\n",
         r.machine.load_start, r.machine.load_end
     );
-    let _ = writeln!(
-        s,
-        "Per hop: least-squares slope of latency over 0..{} hops, median [min–max] of runs",
-        o.max_hops
-    );
-    let mut rows = vec![vec![
-        "system".to_owned(),
-        "mode".into(),
-        "".into(),
-        "p50 µs/hop".into(),
-        "p90 µs/hop".into(),
-        "p99 µs/hop".into(),
-        format!("cores/proxy @{}/s", o.rate),
-        "kernel %".into(),
-        format!("peak RSS/proxy MiB, ≤{} conns", o.connections),
-    ]];
-    for p in &r.per_hop {
-        rows.push(vec![
-            p.system.name().to_owned(),
-            format!("{}{}", p.mode.name(), p.observe.suffix()),
-            String::new(),
-            spread(&p.p50_us, 1),
-            spread(&p.p90_us, 1),
-            spread(&p.p99_us, 1),
-            opt(p.cores_per_proxy.as_ref(), 3),
-            p.kernel_share
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), |k| format!("{:.0}", k.median * 100.0)),
-            opt(p.rss_mib.as_ref(), 1),
-        ]);
+    if !r.paired.is_empty() {
+        s.push_str(&paired(r));
     }
-    s.push_str(&table(&rows));
+    if !r.per_hop.is_empty() {
+        let _ = writeln!(
+            s,
+            "Per hop: least-squares slope of latency over 0..{} hops, median [min–max] of runs",
+            o.max_hops
+        );
+        let mut rows = vec![vec![
+            "system".to_owned(),
+            "mode".into(),
+            "".into(),
+            "p50 µs/hop".into(),
+            "p90 µs/hop".into(),
+            "p99 µs/hop".into(),
+            format!("cores/proxy @{}/s", o.rate),
+            "kernel %".into(),
+            format!("peak RSS/proxy MiB, ≤{} conns", o.connections),
+        ]];
+        for p in &r.per_hop {
+            rows.push(vec![
+                p.system.name().to_owned(),
+                format!("{}{}", p.mode.name(), p.observe.suffix()),
+                String::new(),
+                spread(&p.p50_us, 1),
+                spread(&p.p90_us, 1),
+                spread(&p.p99_us, 1),
+                opt(p.cores_per_proxy.as_ref(), 3),
+                p.kernel_share
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |k| format!("{:.0}", k.median * 100.0)),
+                opt(p.rss_mib.as_ref(), 1),
+            ]);
+        }
+        s.push_str(&table(&rows));
+    }
     if let Some(c) = &r.captured {
         let _ = writeln!(
             s,
@@ -142,6 +148,9 @@ pub fn text(r: &Report) -> String {
             spread(&c.explicit_p90_us, 1),
             spread(&c.p90_percent, 1),
         );
+    }
+    if r.configs.is_empty() {
+        return s;
     }
     s.push_str("\nPer configuration: median [min–max] of runs\n");
     let mut rows = vec![vec![
@@ -211,5 +220,57 @@ pub fn text(r: &Report) -> String {
             );
         }
     }
+    s
+}
+
+/// `--paired`'s table: each pair's difference, over runs and blocks, and the verdict.
+fn paired(r: &Report) -> String {
+    let o = &r.options;
+    let mut s = format!(
+        "Paired: each configuration measured at the same time as its baseline, one client\n\
+         alternating requests between them (A, B, A, B …). The difference A − B of p50 (p90),\n\
+         ÷ hops for recording, ÷ 1 for captured (only its first hop differs), median [min–max]\n\
+         of {} run{} and of every run's {} blocks. Captured %: 100 × (p50(captured) − p50(mtls))\n\
+         ÷ ((p50(mtls) − p50(backend)) ÷ hops), the backend called in the same alternation.\n\
+         Verdict: \"meets the bar\" only when the upper end of the spread (the runs' with {}\n\
+         runs or more, else the blocks') is under the bar, \"over\" when its lower end is\n\
+         above it, else \"cannot judge\".\n",
+        o.runs,
+        if o.runs == 1 { "" } else { "s" },
+        o.blocks,
+        super::paired::RUNS_TO_JUDGE,
+    );
+    let mut rows = vec![vec![
+        "pair (A − B)".to_owned(),
+        "".into(),
+        "".into(),
+        "p50 µs/hop, runs".into(),
+        "p50, blocks".into(),
+        "p90 µs/hop, runs".into(),
+        "%, runs".into(),
+        "%, blocks".into(),
+        "bar".into(),
+        "verdict".into(),
+    ]];
+    for p in &r.paired {
+        rows.push(vec![
+            p.label.clone(),
+            String::new(),
+            String::new(),
+            spread(&p.p50_us, 2),
+            spread(&p.p50_blocks_us, 2),
+            spread(&p.p90_us, 2),
+            opt(p.percent.as_ref(), 1),
+            opt(p.percent_blocks.as_ref(), 1),
+            p.bar
+                .map_or_else(|| "-".to_owned(), |b| format!("≤ {} {}", b.limit, b.unit)),
+            match (p.verdict, p.judged_on) {
+                (Verdict::NoBar, _) => "-".to_owned(),
+                (v, Judged::Runs) => format!("{} (runs)", v.text()),
+                (v, Judged::Blocks) => format!("{} (blocks)", v.text()),
+            },
+        ]);
+    }
+    s.push_str(&table(&rows));
     s
 }
