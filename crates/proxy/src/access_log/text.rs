@@ -116,25 +116,18 @@ pub fn json_str(out: &mut Vec<u8>, s: &[u8]) {
 /// `s` escaped for inside a JSON string: `"` and `\` escaped, control characters as `\u00XX`.
 /// Text that is not ASCII passes as it is (its bytes are all 0x80 and above).
 pub fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Almost every string a line holds is plain: one test a word, then one copy.
+    if !any_needs_escape(bytes) {
+        out.extend_from_slice(bytes);
+        return;
+    }
     let mut plain = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Eight bytes at a time while none needs escaping: a line's text is almost all plain.
-        if let Some(word) = bytes
-            .get(i..i + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-            && !needs_escape(u64::from_le_bytes(word))
-        {
-            i += 8;
-            continue;
-        }
-        let b = bytes[i];
-        i += 1;
+    for (i, &b) in bytes.iter().enumerate() {
         if b >= 0x20 && b != b'"' && b != b'\\' {
             continue;
         }
-        out.extend_from_slice(&bytes[plain..i - 1]);
-        plain = i;
+        out.extend_from_slice(&bytes[plain..i]);
+        plain = i + 1;
         match b {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -149,6 +142,21 @@ pub fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
         }
     }
     out.extend_from_slice(&bytes[plain..]);
+}
+
+/// Whether any byte of `bytes` needs escaping, eight at a time (the tail padded with a plain
+/// byte).
+fn any_needs_escape(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        if <[u8; 8]>::try_from(w).map_or(true, |w| needs_escape(u64::from_le_bytes(w))) {
+            return true;
+        }
+    }
+    let rest = words.remainder();
+    let mut tail = [b'a'; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    needs_escape(u64::from_le_bytes(tail))
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
