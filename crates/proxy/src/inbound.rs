@@ -175,17 +175,16 @@ impl Inbound {
         let version = req.version();
         let (tracing, sink) = (self.config.tracing.as_ref(), self.metrics.span_sink());
         let service = &self.config.service;
-        let otlp::Begun { span, recording } =
-            otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
+        let traced = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
+        let span = traced.span.as_ref();
         let peer = match caller {
             Caller::Verified(p) => Some(&p.id),
             _ => None,
         };
         let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
-        let at = span.as_ref();
-        let log = access_log::begin(&self.config, logs, tap, "inbound", peer, at, &req);
+        let log = access_log::begin(&self.config, logs, tap, "inbound", peer, span, &req);
         let mut resp = self.forward(caller, span, log.as_deref(), req).await;
-        if let Some(r) = recording {
+        if let Some(r) = traced.recording {
             r.finish(&resp);
         }
         if let Some(l) = log {
@@ -215,7 +214,7 @@ impl Inbound {
     async fn forward(
         &self,
         caller: &Caller,
-        span: Option<ProxySpan>,
+        span: Option<&ProxySpan>,
         log: Option<&LogEntry<'_>>,
         mut req: Request<Incoming>,
     ) -> Response<Body> {
@@ -273,8 +272,8 @@ impl Inbound {
         // The app's deadline, decided once: `inbound.timeout` from now.
         let deadline = self.gauges.limits().timeout.map(|t| sent + t.get());
         // With trace context, the app's calls for this request are tied to it until it ends.
-        let mut serving = (self.links.as_deref())
-            .and_then(|l| l.serve(span.as_ref(), req.headers(), deadline, grpc));
+        let mut serving =
+            (self.links.as_deref()).and_then(|l| l.serve(span, req.headers(), deadline, grpc));
         // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a
         // memcpy of the whole future per request, measured).
         let mut send = std::pin::pin!(async {

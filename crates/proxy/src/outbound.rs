@@ -134,13 +134,12 @@ impl Outbound {
         let tracing = self.by_host.tracing.as_ref();
         let sink = self.metrics.span_sink();
         let direction = otlp::Direction::Outbound;
-        let otlp::Begun { span, recording } =
-            otlp::begin(tracing, sink, direction, &self.service, &mut req);
+        let traced = otlp::begin(tracing, sink, direction, &self.service, &mut req);
+        let span = traced.span.as_ref();
         let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
-        let at = span.as_ref();
-        let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, at, &req);
+        let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, span, &req);
         let mut resp = self.forward(dispatch, span, log.as_deref(), req).await;
-        if let Some(r) = recording {
+        if let Some(r) = traced.recording {
             r.finish(&resp);
         }
         if let Some(l) = log {
@@ -154,7 +153,7 @@ impl Outbound {
     async fn forward(
         &self,
         dispatch: Dispatch,
-        span: Option<ProxySpan>,
+        span: Option<&ProxySpan>,
         log: Option<&LogEntry<'_>>,
         mut req: Request<Incoming>,
     ) -> Response<Body> {
@@ -203,7 +202,7 @@ impl Outbound {
         req.headers_mut().remove(PEER);
 
         // The inbound request this call is made for, if the app carried its trace context on.
-        let link = self.links.as_deref().and_then(|l| l.find(span.as_ref()));
+        let link = self.links.as_deref().and_then(|l| l.find(span));
         let linked_left = link.as_ref().and_then(|s| s.left());
         // Decided once, here: the tries only count down to it.
         let (deadline, deadline_is_callers) =
