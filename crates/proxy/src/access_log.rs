@@ -1,6 +1,7 @@
 //! The access log (`services.<name>.access_log`): one line per request through this proxy,
-//! inbound and outbound, for the routes the file names. The lifecycles fill an [`LogEntry`] (an
-//! `Arc` in the request's extensions, only when the service logs) as the request goes — route,
+//! inbound and outbound, for the routes the file names. The lifecycles fill a [`LogEntry`] (a
+//! `Box` they hand to the tries by reference, only when the service logs; not an extension of
+//! the request, whose first entry allocates a map) as the request goes — route,
 //! each try's copy and the condition that started it, a retry not made, the time upstream —
 //! and [`LogEntry::finish`] hands the line to a bounded queue ([`LogSink`]): never waits; a
 //! full queue drops the line and counts it in `hopwise_access_log_dropped_total`. A writer
@@ -38,6 +39,9 @@ use text::{Name, Text};
 /// How long the writer lets lines gather after the first one wakes it. The queue must hold a
 /// batch: the default 4,096 lines is 400,000 requests a second.
 pub const BATCH: Duration = Duration::from_millis(10);
+
+/// A local reply's reason; a name made once (looking up a `&str` parses it each time).
+const LOCAL_REPLY: http::HeaderName = http::HeaderName::from_static(hopwise_api::names::ERROR);
 
 /// A line as the request path leaves it: rendered by the writer, off the request path.
 type Queued = (Line, LogFormat);
@@ -191,12 +195,14 @@ impl Out {
     }
 }
 
-/// One logged request while it runs.
+/// One logged request while it runs; it borrows the log's settings and queue from the
+/// lifecycle (no reference counts to take and drop per request).
 #[derive(Debug)]
-pub struct LogEntry {
-    config: Arc<ProxyConfig>,
+pub struct LogEntry<'c> {
+    /// The service's `access_log`, when it has one.
+    log: Option<&'c AccessLog>,
     /// The log's queue, when the service logs.
-    sink: Option<LogSink>,
+    sink: Option<&'c LogSink>,
     /// The tappers, when someone tapped as the request arrived.
     tap: Option<Arc<Tap>>,
     started: Instant,
@@ -211,17 +217,18 @@ struct State {
     upstream: Duration,
 }
 
-/// The access-log hook: an [`LogEntry`] for the request when this service logs or someone taps
-/// (after the trace hook, whose trace id it takes), kept in the extensions and returned to be
-/// finished. Neither: one branch and one atomic load.
-pub fn begin<B>(
-    config: &Arc<ProxyConfig>,
-    sink: Option<&LogSink>,
+/// The access-log hook: a [`LogEntry`] for the request when this service logs or someone taps
+/// (after the trace hook, whose span's trace id it takes), returned to be filled and finished.
+/// Neither: one branch and one atomic load.
+pub fn begin<'c, B>(
+    config: &'c ProxyConfig,
+    sink: Option<&'c LogSink>,
     tap: &Arc<Tap>,
     direction: &'static str,
     caller: Option<&Arc<str>>,
-    req: &mut Request<B>,
-) -> Option<Arc<LogEntry>> {
+    span: Option<&ProxySpan>,
+    req: &Request<B>,
+) -> Option<Box<LogEntry<'c>>> {
     let log = config.access_log.as_ref();
     let sink = sink.filter(|_| log.is_some());
     let tap = tap.on().then(|| tap.clone());
@@ -240,21 +247,19 @@ pub fn begin<B>(
         path: req.uri().path_and_query().cloned(),
         query: log.is_some_and(|l| l.query),
         bytes_in: header_number(req.headers(), &http::header::CONTENT_LENGTH),
-        trace_id: req.extensions().get::<ProxySpan>().map(ProxySpan::trace_id),
+        trace_id: span.map(ProxySpan::trace_id),
         ..Line::default()
     };
-    let entry = Arc::new(LogEntry {
-        config: config.clone(),
-        sink: sink.cloned(),
+    Some(Box::new(LogEntry {
+        log,
+        sink,
         tap,
         started: Instant::now(),
         state: Mutex::new(State {
             line,
             upstream: Duration::ZERO,
         }),
-    });
-    req.extensions_mut().insert(entry.clone());
-    Some(entry)
+    }))
 }
 
 fn authority<B>(req: &Request<B>) -> Option<Text> {
@@ -272,11 +277,7 @@ pub(crate) fn header_number<T: std::str::FromStr>(
     h.get(name)?.to_str().ok()?.parse().ok()
 }
 
-impl LogEntry {
-    pub fn of(extensions: &http::Extensions) -> Option<&Arc<LogEntry>> {
-        extensions.get::<Arc<LogEntry>>()
-    }
-
+impl LogEntry<'_> {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -309,7 +310,7 @@ impl LogEntry {
     /// The answer's head is out: the line goes to the writer if its route is logged, and to
     /// the tappers of its route.
     pub fn finish<B: http_body::Body>(&self, resp: &Response<B>) {
-        let log = self.config.access_log.as_ref();
+        let log = self.log;
         let total = self.started.elapsed();
         let mut state = self.state();
         let upstream = state.upstream;
@@ -321,17 +322,14 @@ impl LogEntry {
         }
         l.status = resp.status().as_u16();
         l.grpc_status = header_number(resp.headers(), &crate::error::GRPC_STATUS);
-        l.local_reply = resp
-            .headers()
-            .get(hopwise_api::names::ERROR)
-            .and_then(Text::header);
+        l.local_reply = resp.headers().get(&LOCAL_REPLY).and_then(Text::header);
         l.bytes_out = resp.body().size_hint().exact();
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;
         if let Some(tap) = &self.tap {
             tap.publish(l.route.as_ref().map(Name::as_str), || l.json_line());
         }
-        if let (Some(log), Some(sink)) = (logged, &self.sink) {
+        if let (Some(log), Some(sink)) = (logged, self.sink) {
             sink.send((std::mem::take(l), log.format));
         }
     }

@@ -56,6 +56,8 @@ pub struct Tries<'a> {
     pub deadline: Option<Instant>,
     /// Which of the two ended the request when time runs out.
     pub deadline_is_callers: bool,
+    /// The request's access-log entry, when it is logged (or tapped).
+    pub log: Option<&'a LogEntry<'a>>,
 }
 
 /// Builds one try's request from the saved head.
@@ -89,7 +91,7 @@ pub async fn run(r: Tries<'_>) -> Response<Body> {
     // above do not make the retry this one was told not to make.
     let mut shed = false;
     let rec = Recording::of(&r.head.extensions);
-    let log = LogEntry::of(&r.head.extensions);
+    let log = r.log;
     let mut started_by = None;
     let result: Answer = loop {
         attempt += 1;

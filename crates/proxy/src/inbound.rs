@@ -32,6 +32,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
+use crate::trace::ProxySpan;
 use crate::upgrade::Switch;
 use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
@@ -174,21 +175,16 @@ impl Inbound {
         let version = req.version();
         let (tracing, sink) = (self.config.tracing.as_ref(), self.metrics.span_sink());
         let service = &self.config.service;
-        let rec = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
+        let traced = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
+        let span = traced.span.as_ref();
         let peer = match caller {
             Caller::Verified(p) => Some(&p.id),
             _ => None,
         };
-        let log = access_log::begin(
-            &self.config,
-            self.metrics.log_sink(),
-            self.metrics.tap(),
-            "inbound",
-            peer,
-            &mut req,
-        );
-        let mut resp = self.forward(caller, req).await;
-        if let Some(r) = rec {
+        let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
+        let log = access_log::begin(&self.config, logs, tap, "inbound", peer, span, &req);
+        let mut resp = self.forward(caller, span, log.as_deref(), req).await;
+        if let Some(r) = traced.recording {
             r.finish(&resp);
         }
         if let Some(l) = log {
@@ -215,7 +211,13 @@ impl Inbound {
         resp
     }
 
-    async fn forward(&self, caller: &Caller, mut req: Request<Incoming>) -> Response<Body> {
+    async fn forward(
+        &self,
+        caller: &Caller,
+        span: Option<&ProxySpan>,
+        log: Option<&LogEntry<'_>>,
+        mut req: Request<Incoming>,
+    ) -> Response<Body> {
         if let Some(switch) = Switch::of(&req) {
             // Boxed: the carried connection's state inline made every request's future ~8 KiB
             // bigger, and hyper moves that future once per request (memcpy).
@@ -245,8 +247,7 @@ impl Inbound {
             };
             r.route(None, self.config.inbound_route(path), peer);
         }
-        let log = LogEntry::of(req.extensions()).cloned();
-        if let Some(l) = &log {
+        if let Some(l) = log {
             l.route(None, self.config.inbound_route(path));
         }
         if let Some(err) = self.refused(caller, path) {
@@ -271,7 +272,6 @@ impl Inbound {
         // The app's deadline, decided once: `inbound.timeout` from now.
         let deadline = self.gauges.limits().timeout.map(|t| sent + t.get());
         // With trace context, the app's calls for this request are tied to it until it ends.
-        let span = req.extensions().get::<crate::trace::ProxySpan>();
         let mut serving =
             (self.links.as_deref()).and_then(|l| l.serve(span, req.headers(), deadline, grpc));
         // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a

@@ -1,23 +1,24 @@
 //! The link from an inbound request to the outbound calls its app makes while serving it,
 //! through the trace context the app carries on (W3C `traceparent` or B3: each side's
-//! [`ProxySpan`], which [`crate::trace`] puts in the request's extensions). No hopwise header has to pass through the app: the proxy ties
-//! both sides together itself and, for each linked outbound call, caps its deadline by what is
-//! left of the inbound request's ([`Served::left`]), ends it when the inbound caller went away
+//! [`ProxySpan`], which [`crate::trace`] gives each lifecycle). No hopwise header has to pass
+//! through the app: the proxy ties both sides together itself and, for each linked outbound
+//! call, caps its deadline by what is left of the inbound request's ([`Served::left`]), ends it when the inbound caller went away
 //! ([`Served::gone`]), and takes its report "came back retried and failed"
 //! ([`Served::report`]), which marks the app's failed answer "retries exhausted" so the proxies
 //! above do not retry it again.
 //!
 //! Matching. The inbound side gives the request a span of its own before the app sees it
 //! ([`crate::trace::inbound`]), so a call is matched first on (trace id, that span id): the
-//! parent an outbound call names when its app passed the context on unchanged. An app instrumented with OpenTelemetry makes its own child span per call,
-//! whose id the proxy never saw; such a call is matched on the trace id alone when exactly one
+//! parent an outbound call names when its app passed the context on unchanged. An app
+//! instrumented with OpenTelemetry makes its own child span per call, whose id the proxy never
+//! saw; such a call is matched on the trace id alone when exactly one
 //! inbound request of that trace is in flight here. With several, and no span matching, nothing
 //! is linked: picking one would be a guess, and a wrong link could cancel or mark a stranger.
 //!
 //! Bounds: the table holds at most `cap` requests (the proxy's inbound cap); past it a request
 //! is served unlinked. An entry lives exactly as long as its inbound request ([`Serving`]'s
-//! drop removes it). A request without trace context (no [`ProxySpan`]) costs a look at its
-//! extensions on each side, and no lock or allocation.
+//! drop removes it). A request without trace context (no [`ProxySpan`]) costs a branch on each
+//! side, and no lock or allocation.
 
 mod table;
 #[cfg(test)]

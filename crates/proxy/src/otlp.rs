@@ -19,7 +19,7 @@ use hopwise_model::observe::Tracing;
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
-pub use record::{Direction, Recording, begin};
+pub use record::{Begun, Direction, Recording, begin};
 pub use wire::request as export_request;
 
 /// Spans sent in one export call at most.

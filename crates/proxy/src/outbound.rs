@@ -32,6 +32,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError};
+use crate::trace::ProxySpan;
 use crate::upgrade::{self, Switch};
 
 /// Which outbound listener a request arrived on.
@@ -132,18 +133,13 @@ impl Outbound {
         let version = req.version();
         let tracing = self.by_host.tracing.as_ref();
         let sink = self.metrics.span_sink();
-        let rec = otlp::begin(
-            tracing,
-            sink,
-            otlp::Direction::Outbound,
-            &self.service,
-            &mut req,
-        );
-        let logs = self.metrics.log_sink();
-        let tap = self.metrics.tap();
-        let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, &mut req);
-        let mut resp = self.forward(dispatch, req).await;
-        if let Some(r) = rec {
+        let direction = otlp::Direction::Outbound;
+        let traced = otlp::begin(tracing, sink, direction, &self.service, &mut req);
+        let span = traced.span.as_ref();
+        let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
+        let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, span, &req);
+        let mut resp = self.forward(dispatch, span, log.as_deref(), req).await;
+        if let Some(r) = traced.recording {
             r.finish(&resp);
         }
         if let Some(l) = log {
@@ -154,7 +150,13 @@ impl Outbound {
     }
 
     /// The lifecycle, one step per line of the chart.
-    async fn forward(&self, dispatch: Dispatch, mut req: Request<Incoming>) -> Response<Body> {
+    async fn forward(
+        &self,
+        dispatch: Dispatch,
+        span: Option<&ProxySpan>,
+        log: Option<&LogEntry<'_>>,
+        mut req: Request<Incoming>,
+    ) -> Response<Body> {
         // A protocol switch or CONNECT is carried, not forwarded: its own lifecycle.
         if let Some(switch) = Switch::of(&req) {
             let state = self.cluster(dispatch, &req);
@@ -191,8 +193,7 @@ impl Outbound {
         if let Some(r) = Recording::of(req.extensions()) {
             r.route(Some(&state.cluster.service), &route.name, None);
         }
-        let log = LogEntry::of(req.extensions()).cloned();
-        if let Some(l) = &log {
+        if let Some(l) = log {
             l.route(Some(&state.cluster.service), &route.name);
         }
         let policy = &route.policy;
@@ -201,7 +202,6 @@ impl Outbound {
         req.headers_mut().remove(PEER);
 
         // The inbound request this call is made for, if the app carried its trace context on.
-        let span = req.extensions().get::<crate::trace::ProxySpan>();
         let link = self.links.as_deref().and_then(|l| l.find(span));
         let linked_left = link.as_ref().and_then(|s| s.left());
         // Decided once, here: the tries only count down to it.
@@ -241,6 +241,7 @@ impl Outbound {
             safe,
             deadline,
             deadline_is_callers,
+            log,
         });
         let resp = match &link {
             None => tries.await,

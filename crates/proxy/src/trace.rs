@@ -1,8 +1,9 @@
 //! The proxy's part in a trace: on each request, read the context that arrived
 //! ([`hopwise_api::trace_context`], W3C and B3), continue it with a span id of this proxy's own
 //! (or start a trace where none arrived and `mesh.tracing` is set), decide sampling
-//! (parent-based; a trace started here by `mesh.tracing.sampling`), and keep the result in the
-//! request's extensions as a [`ProxySpan`], where the rest of the proxy reads it.
+//! (parent-based; a trace started here by `mesh.tracing.sampling`), and give the result to the
+//! lifecycle as a [`ProxySpan`], which hands it by value to what reads it (the link, the access
+//! log, the recording): not through the request's extensions, whose first entry allocates.
 //!
 //! Inbound, the request's headers toward the app are rewritten at once, in the formats they
 //! came in: the app (and what it calls) sees this proxy's span as its parent. Outbound, the
@@ -12,15 +13,15 @@
 //! formats), so a B3 app and a W3C app are one trace.
 //!
 //! Cost: a request without context and without `mesh.tracing` costs a look at the headers and
-//! nothing else (no allocation); with context, one header value per format written, and the
-//! extension. No clock is read here.
+//! nothing else (no allocation); with context, one header value per format written. No clock
+//! is read here.
 
 use hopwise_api::trace_context::{Formats, SpanId, TraceContext, TraceId};
 use hopwise_model::observe::Tracing;
 use http::HeaderMap;
 
-/// This proxy's span of one request, stored in the request's extensions (`http::Extensions`)
-/// by the inbound and outbound lifecycles before anything else reads the request.
+/// This proxy's span of one request, made by the inbound and outbound lifecycles before
+/// anything else reads the request, and passed by them to what needs it.
 ///
 /// Its [`TraceContext`] is the trace id, this proxy's own span id, and as parent the span the
 /// arriving headers named: inbound, the calling proxy's try (or an outside client's span);

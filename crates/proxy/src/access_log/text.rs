@@ -35,6 +35,14 @@ impl Name {
         })
     }
 
+    /// The name's bytes, as the writer copies them (no UTF-8 check: it was a `str`).
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Repr::Heap(s) => s.as_bytes(),
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         match &self.0 {
             // Copied from a `str` whole: always UTF-8.
@@ -74,6 +82,14 @@ impl Text {
         Some(Text::Header(v.clone()))
     }
 
+    /// The text's bytes, as the writer copies them (visible ASCII: checked when it was taken).
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Text::Authority(a) => a.as_str().as_bytes(),
+            Text::Header(h) => h.as_bytes(),
+        }
+    }
+
     pub fn as_str(&self) -> &str {
         match self {
             Text::Authority(a) => a.as_str(),
@@ -91,15 +107,20 @@ impl fmt::Debug for Text {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// `s` as a JSON string, quoted.
-pub fn json_str(out: &mut Vec<u8>, s: &str) {
+pub fn json_str(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
     escape(out, s);
     out.push(b'"');
 }
 
 /// `s` escaped for inside a JSON string: `"` and `\` escaped, control characters as `\u00XX`.
-pub fn escape(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
+/// Text that is not ASCII passes as it is (its bytes are all 0x80 and above).
+pub fn escape(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Almost every string a line holds is plain: one test a word, then one copy.
+    if !any_needs_escape(bytes) {
+        out.extend_from_slice(bytes);
+        return;
+    }
     let mut plain = 0;
     for (i, &b) in bytes.iter().enumerate() {
         if b >= 0x20 && b != b'"' && b != b'\\' {
@@ -123,25 +144,70 @@ pub fn escape(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&bytes[plain..]);
 }
 
+/// Whether any byte of `bytes` needs escaping, eight at a time (the tail padded with a plain
+/// byte).
+fn any_needs_escape(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        if <[u8; 8]>::try_from(w).map_or(true, |w| needs_escape(u64::from_le_bytes(w))) {
+            return true;
+        }
+    }
+    let rest = words.remainder();
+    let mut tail = [b'a'; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    needs_escape(u64::from_le_bytes(tail))
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether any of the word's eight bytes is a control character, `"` or `\` (the bit tricks of
+/// "Bit Twiddling Hacks": a byte below `n` borrows into its high bit, which `!w` keeps only
+/// where the byte itself was below 0x80; exact as a yes or no).
+fn needs_escape(w: u64) -> bool {
+    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGHS != 0;
+    below(w, 0x20) || below(w ^ (ONES * u64::from(b'"')), 1) || below(w ^ (ONES * 0x5c), 1)
+}
+
 /// A JSON string or `null`.
-pub fn json_opt(out: &mut Vec<u8>, s: Option<&str>) {
+pub fn json_opt(out: &mut Vec<u8>, s: Option<&[u8]>) {
     match s {
         Some(s) => json_str(out, s),
         None => out.extend_from_slice(b"null"),
     }
 }
 
-/// `n` in decimal.
+/// Each number below 100 as two decimal digits.
+const DIGIT_PAIRS: [[u8; 2]; 100] = {
+    let mut t = [[0; 2]; 100];
+    let mut n = 0;
+    while n < 100 {
+        t[n] = [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+        n += 1;
+    }
+    t
+};
+
+/// `n` in decimal: two digits a step (a line has a dozen numbers).
 pub fn uint(out: &mut Vec<u8>, mut n: u64) {
+    if n < 10 {
+        out.push(b'0' + n as u8);
+        return;
+    }
     let mut buf = [0u8; 20];
     let mut at = buf.len();
-    loop {
+    while n >= 100 {
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[(n % 100) as usize]);
+        n /= 100;
+    }
+    if n >= 10 {
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[n as usize]);
+    } else {
         at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[at] = b'0' + n as u8;
     }
     out.extend_from_slice(&buf[at..]);
 }
@@ -154,11 +220,13 @@ pub fn uint_or(out: &mut Vec<u8>, n: Option<u64>, none: &[u8]) {
     }
 }
 
-/// Lowercase hex of `bytes`.
-pub fn hex(out: &mut Vec<u8>, bytes: &[u8]) {
-    for b in bytes {
-        out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+/// Lowercase hex of `bytes` (a trace id: 16), written through a buffer in one copy.
+pub fn hex(out: &mut Vec<u8>, bytes: &[u8; 16]) {
+    let mut buf = [0u8; 32];
+    for (pair, b) in buf.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
     }
+    out.extend_from_slice(&buf);
 }
 
 /// `addr` as `Display` writes it: IPv4 by hand, IPv6 (rare on a mesh's copies) by `fmt`.
@@ -183,70 +251,11 @@ pub fn addr(out: &mut Vec<u8>, addr: std::net::SocketAddr) {
 
 /// `n` in decimal, zero-padded to `width` digits.
 pub fn padded(out: &mut Vec<u8>, n: u64, width: usize) {
-    let start = out.len();
+    let digits = n.checked_ilog10().map_or(1, |l| l as usize + 1);
+    out.extend(std::iter::repeat_n(b'0', width.saturating_sub(digits)));
     uint(out, n);
-    let len = out.len() - start;
-    if len < width {
-        out.splice(start..start, std::iter::repeat_n(b'0', width - len));
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn json(s: &str) -> String {
-        let mut out = Vec::new();
-        json_str(&mut out, s);
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn strings_are_escaped_as_json_requires() {
-        assert_eq!(json("plain"), "\"plain\"");
-        assert_eq!(json("a\"b\\c"), r#""a\"b\\c""#);
-        assert_eq!(json("\n\u{1}\u{1f}"), r#""\u000a\u0001\u001f""#);
-        assert_eq!(json("…é"), "\"…é\"");
-        assert_eq!(json(""), "\"\"");
-    }
-
-    #[test]
-    fn addresses_are_written_as_display_does() {
-        for a in [
-            "127.0.0.1:7001",
-            "0.0.0.0:0",
-            "255.255.255.255:65535",
-            "[::1]:80",
-        ] {
-            let a: std::net::SocketAddr = a.parse().unwrap();
-            let mut out = Vec::new();
-            addr(&mut out, a);
-            assert_eq!(String::from_utf8(out).unwrap(), a.to_string());
-        }
-    }
-
-    #[test]
-    fn numbers_are_decimal_and_padded() {
-        let mut out = Vec::new();
-        uint(&mut out, 0);
-        out.push(b' ');
-        uint(&mut out, u64::MAX);
-        out.push(b' ');
-        padded(&mut out, 7, 6);
-        out.push(b' ');
-        padded(&mut out, 2026, 2);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "0 18446744073709551615 000007 2026"
-        );
-    }
-
-    #[test]
-    fn names_hold_short_and_long_text() {
-        let long = "a".repeat(INLINE + 1);
-        assert_eq!(Name::new("quote").as_str(), "quote");
-        assert_eq!(Name::new(&long).as_str(), long);
-        assert_eq!(Name::new("é…").as_str(), "é…");
-        assert_eq!(Name::default().as_str(), "");
-    }
-}
+#[path = "text_tests.rs"]
+mod tests;

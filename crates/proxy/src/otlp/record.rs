@@ -3,9 +3,9 @@
 //! and the retry condition that started it. The lifecycles reach the [`Recording`] through the
 //! request's extensions (an `Arc`, only for a recorded request) and finish it with the answer.
 //!
-//! [`begin`] is the trace hook both lifecycles call first: the request's [`ProxySpan`] put in
-//! its extensions ([`crate::trace`]), and a `Recording` beside it when the span is recorded
-//! and this proxy has a collector.
+//! [`begin`] is the trace hook both lifecycles call first: the request's [`ProxySpan`]
+//! ([`crate::trace`]), returned to the lifecycle, and a `Recording` in the extensions when the
+//! span is recorded and this proxy has a collector.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -27,21 +27,27 @@ pub enum Direction {
 }
 
 /// The trace hook: continues or starts the request's trace ([`trace::inbound`] or
-/// [`trace::outbound`]), keeps its [`ProxySpan`] in the extensions, and when it is recorded
-/// and `sink` is there, a [`Recording`] too, returned to be [finished](Recording::finish).
+/// [`trace::outbound`]) and returns its [`ProxySpan`], which the lifecycle hands on by value (an
+/// extension would cost the request an allocated map); when the span is recorded and `sink` is
+/// there, a [`Recording`] too, kept in the extensions for the tries and returned to be
+/// [finished](Recording::finish).
 pub fn begin<B>(
     tracing: Option<&Tracing>,
     sink: Option<&SpanSink>,
     direction: Direction,
     service: &str,
     req: &mut Request<B>,
-) -> Option<Arc<Recording>> {
+) -> Begun {
     let span = match direction {
         Direction::Inbound => trace::inbound(tracing, req.headers_mut()),
         Direction::Outbound => trace::outbound(tracing, req.headers_mut()),
-    }?;
-    req.extensions_mut().insert(span);
-    let sink = sink.filter(|_| span.recorded)?;
+    };
+    let Some((span, sink)) = span.zip(sink).filter(|(s, _)| s.recorded) else {
+        return Begun {
+            span,
+            recording: None,
+        };
+    };
     let rec = Arc::new(Recording {
         span,
         direction,
@@ -54,7 +60,18 @@ pub fn begin<B>(
         sink: sink.clone(),
     });
     req.extensions_mut().insert(rec.clone());
-    Some(rec)
+    Begun {
+        span: Some(span),
+        recording: Some(rec),
+    }
+}
+
+/// What the trace hook made of a request: its span at this proxy (`None`: no trace), and its
+/// recording when the span is recorded.
+#[derive(Debug)]
+pub struct Begun {
+    pub span: Option<ProxySpan>,
+    pub recording: Option<Arc<Recording>>,
 }
 
 /// A recorded request's spans while it runs.
