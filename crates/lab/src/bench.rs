@@ -131,7 +131,7 @@ pub struct HopsArgs {
     /// Measure each configuration that differs from a baseline by one thing AT THE SAME TIME
     /// as that baseline, so the machine's drift cancels: every recording configuration against
     /// its recording-off twin, `captured` against `mtls` (same hops). Both chains run side by
-    /// side and one client alternates requests between them (A, B, A, B …; for captured also
+    /// side and one client alternates requests between them (A, B, then B, A …; for captured also
     /// the baseline's backend directly, for the per-hop base of the percentage). Reported: the
     /// difference of p50 (and p90) per hop — ÷ hops for recording, ÷ 1 for captured (only its
     /// first hop differs), and for captured as a % of the baseline's per-hop p50, (p50(mtls) −

@@ -1,5 +1,5 @@
 //! The paired latency client (`hopwise bench client --target A --also B …`, for `bench hops
-//! --paired`): the targets take turns, one request at a time (A, B, A, B …), each on its own
+//! --paired`): the targets take turns, one request at a time, in an order that rotates (A, B, B, A …), each on its own
 //! kept-alive connection and measured into its own histogram, so every target sees the same
 //! moments of the machine and its drift cancels in their difference. The measured rounds are
 //! also split into blocks, each block's p50 and p90 per target reported, so that one run
@@ -121,8 +121,14 @@ pub(super) async fn latency(
             start = Instant::now();
         }
         let block = round.checked_sub(warmup).map(|r| block_of(r, n, blocks));
-        for side in &mut sides {
-            side.request(block).await?;
+        // The order rotates each round (A, B, then B, A; with three, A B D, B D A, D A B): a
+        // request that follows another chain's pays for whatever that chain still does after
+        // its answer (on a pinned CPU, its proxies' bookkeeping), so no target always follows
+        // the same one (with two, each follows the other and itself equally often).
+        let k = sides.len();
+        for i in 0..k {
+            let at = (i + (round % k as u64) as usize) % k;
+            sides[at].request(block).await?;
         }
     }
     let elapsed = start.elapsed();

@@ -228,7 +228,7 @@ fn paired(r: &Report) -> String {
     let o = &r.options;
     let mut s = format!(
         "Paired: each configuration measured at the same time as its baseline, one client\n\
-         alternating requests between them (A, B, A, B …). The difference A − B of p50 (p90),\n\
+         alternating requests between them (A, B, then B, A …). The difference A − B of p50 (p90),\n\
          ÷ hops for recording, ÷ 1 for captured (only its first hop differs), median [min–max]\n\
          of {} run{} and of every run's {} blocks. Captured %: 100 × (p50(captured) − p50(mtls))\n\
          ÷ ((p50(mtls) − p50(backend)) ÷ hops), the backend called in the same alternation.\n\
