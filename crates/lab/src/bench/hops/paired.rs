@@ -1,9 +1,10 @@
 //! `bench hops --paired`: each pair ([`report::pairs`]: a recording configuration and its twin
 //! recording nothing, a captured chain and the mTLS chain of its length) measured at the same
 //! time. Per pair and run, both chains are started side by side (own ports, own directories,
-//! each as `measure` starts one) and ONE client process alternates requests between them, A,
-//! B, A, B …, one at a time, each on its own kept-alive connection, warm-up on both
-//! (`load/paired.rs`). Only the pairs run: no solo chains, no CPU or RSS phase.
+//! each as `measure` starts one) and ONE client process alternates requests between them (the
+//! order rotating each round: A, B, then B, A), one at a time, each on its own kept-alive
+//! connection, warm-up on both (`load/paired.rs`). Only the pairs run: no solo chains, no CPU
+//! or RSS phase.
 //!
 //! A captured pair: the client is not run inside the copy's namespace (then it could not reach
 //! B on the host's loopback); its connection to A is made inside it (`--target-netns`), to
