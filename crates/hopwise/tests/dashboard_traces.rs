@@ -101,7 +101,7 @@ fn a_request_through_the_shop_is_a_waterfall_on_the_dashboard() {
     }
     let cwd = tempfile::tempdir().unwrap();
     let dashboard = free();
-    let _up = Up::start_with_dashboard(cwd.path(), &shop(), dashboard, &[]);
+    let mut _up = Up::start_with_dashboard(cwd.path(), &shop(), dashboard, &[]);
     _up.wait_line(|l| l.starts_with("traces: the proxies send spans to the dashboard"));
     let samples: Value = serde_json::from_str(
         &std::fs::read_to_string(cwd.path().join(".hopwise/shop/samples.json")).unwrap(),

@@ -35,6 +35,8 @@ impl Up {
         dashboard: std::net::SocketAddr,
         extra: &[&str],
     ) -> Up {
+        // Its stderr kept in a file of the test's directory: shown if `up` ends or stalls.
+        let log = cwd.join("up.stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
             .current_dir(cwd)
             .arg("up")
@@ -43,10 +45,10 @@ impl Up {
             .args(["--dashboard", &dashboard.to_string()])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        Up::ready(child)
+        Up::ready_logged(child, Some(log))
     }
 
     /// `child` (its stdout piped), once it printed that it is ready.
@@ -57,21 +59,28 @@ impl Up {
     /// [`Up::ready`] for an `up` whose stderr goes to `log`.
     pub fn ready_logged(mut child: Child, log: Option<PathBuf>) -> Up {
         let lines = super::collect_lines(&mut child);
-        let up = Up { child, lines, log };
+        let mut up = Up { child, lines, log };
         up.wait_line(|l| l == "Ctrl-C stops everything.");
         up
     }
 
-    /// Waits for a line that satisfies `want` (the test fails if `up` exits first).
-    pub fn wait_line(&self, want: impl Fn(&str) -> bool) -> String {
+    /// Waits for a line that satisfies `want`; the test fails at once if `up` exits first,
+    /// and after 120 s, with what `up` printed on both streams.
+    pub fn wait_line(&mut self, want: impl Fn(&str) -> bool) -> String {
         let start = Instant::now();
+        let mut exited_at = None;
         loop {
             if let Some(l) = self.lines.lock().unwrap().iter().rev().find(|l| want(l)) {
                 return l.clone();
             }
+            let exited = self.child.try_wait().unwrap();
+            // Its last lines may still be in the pipe when it has exited: a moment for them.
+            let gone = exited.is_some()
+                && exited_at.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(2);
             assert!(
-                start.elapsed() < Duration::from_secs(120),
-                "no such line from up; it printed:\n{}\nand on stderr:\n{}",
+                !gone && start.elapsed() < Duration::from_secs(120),
+                "no such line from up ({}); it printed:\n{}\nand on stderr:\n{}",
+                exited.map_or("still running".to_owned(), |s| s.to_string()),
                 self.lines.lock().unwrap().join("\n"),
                 self.log
                     .as_ref()
