@@ -40,9 +40,6 @@ use text::{Name, Text};
 /// batch: the default 4,096 lines is 400,000 requests a second.
 pub const BATCH: Duration = Duration::from_millis(10);
 
-/// A local reply's reason; a name made once (looking up a `&str` parses it each time).
-const LOCAL_REPLY: http::HeaderName = http::HeaderName::from_static(hopwise_api::names::ERROR);
-
 /// A line as the request path leaves it: rendered by the writer, off the request path.
 type Queued = (Line, LogFormat);
 
@@ -322,7 +319,10 @@ impl LogEntry<'_> {
         }
         l.status = resp.status().as_u16();
         l.grpc_status = header_number(resp.headers(), &crate::error::GRPC_STATUS);
-        l.local_reply = resp.headers().get(&LOCAL_REPLY).and_then(Text::header);
+        l.local_reply = resp
+            .headers()
+            .get(&crate::error::ERROR_HEADER)
+            .and_then(Text::header);
         l.bytes_out = resp.body().size_hint().exact();
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;

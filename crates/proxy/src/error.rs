@@ -14,7 +14,9 @@ use crate::body::Body;
 /// Parsed once: a `&str` name is validated and lower-cased again on every lookup.
 pub(crate) const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
 
-pub const ERROR_HEADER: &str = hopwise_api::names::ERROR;
+/// `x-hopwise-error` on a local reply, as a name made once (the reply writes it; the access log
+/// and the span read it).
+pub const ERROR_HEADER: http::HeaderName = http::HeaderName::from_static(hopwise_api::names::ERROR);
 /// Names the cap that refused a request.
 pub const LIMIT_HEADER: &str = hopwise_api::names::LIMIT;
 
@@ -232,14 +234,14 @@ mod tests {
     fn http_replies_carry_status_and_reason() {
         let r = ProxyError::ConnectRefused.response(false, GrpcCode::DeadlineExceeded);
         assert_eq!(r.status(), 503);
-        assert_eq!(r.headers()[ERROR_HEADER], "connect-refused");
+        assert_eq!(r.headers()[&ERROR_HEADER], "connect-refused");
         let r = ProxyError::RouteTimeout.response(false, GrpcCode::DeadlineExceeded);
         assert_eq!(r.status(), 504);
         // A failed handshake is a connect failure: the give-up table's 503 (UNAVAILABLE).
         let tls = ProxyError::Tls("invalid peer certificate".into());
         let r = tls.response(false, GrpcCode::DeadlineExceeded);
         assert_eq!(r.status(), 503);
-        assert_eq!(r.headers()[ERROR_HEADER], "tls");
+        assert_eq!(r.headers()[&ERROR_HEADER], "tls");
         assert_eq!(tls.outcome(), Outcome::ConnectFailure);
         assert_eq!(tls.grpc_code(GrpcCode::DeadlineExceeded), 14);
     }

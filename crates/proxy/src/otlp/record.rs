@@ -273,5 +273,10 @@ fn push_status(attributes: &mut Vec<(&'static str, Value)>, o: Outcome) -> bool 
 }
 
 fn local_reply(h: &HeaderMap) -> Option<String> {
-    Some(h.get(hopwise_api::names::ERROR)?.to_str().ok()?.to_owned())
+    Some(
+        h.get(&crate::error::ERROR_HEADER)?
+            .to_str()
+            .ok()?
+            .to_owned(),
+    )
 }
