@@ -12,25 +12,18 @@ pub mod etcd;
 pub mod netns;
 pub mod up;
 
-/// A loopback port nothing listens on (yet), never one this test process was given before.
+/// A loopback port nothing listens on (yet), held for this test process's life.
 ///
-/// The kernel may hand out a port again as soon as its listener closes, and a test asks for
-/// several before its children bind them: without the record, `--inbound` and `--app` once
-/// got the same port. Listeners for repeats stay open until a new port comes, so the kernel
-/// cannot offer the same one twice in a row.
+/// A port found free and released can be taken before the child binds it (another test's
+/// connection gets it as its source port); a held one cannot, and the child still binds it
+/// (`hopwise_lab::processes::ports`). Held ones are never handed out twice.
 pub fn free() -> SocketAddr {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    let mut held = Vec::new();
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        if !given.contains(&addr.port()) {
-            given.push(addr.port());
-            return addr;
-        }
-        held.push(listener);
-    }
+    static HELD: std::sync::Mutex<Vec<hopwise_lab::processes::ports::Held>> =
+        std::sync::Mutex::new(Vec::new());
+    let held = hopwise_lab::processes::ports::hold(1).unwrap();
+    let addr = held.addrs()[0];
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(held);
+    addr
 }
 
 /// Every line `child` writes on its (piped) stdout, collected as it comes by a thread.

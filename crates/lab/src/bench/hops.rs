@@ -214,6 +214,8 @@ struct Running<'a> {
     proxies: Vec<usize>,
     /// A captured chain's copy: dropped (its namespace removed) after the processes are killed.
     captured: Option<captured::Captured>,
+    /// The chain's ports, held while its processes run ([`crate::processes::ports`]).
+    held: Vec<crate::processes::ports::Held>,
 }
 
 impl Drop for Running<'_> {

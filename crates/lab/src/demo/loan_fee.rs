@@ -21,7 +21,7 @@ use super::loan_thick::{LoanThick, Metric};
 use super::loan_thin::LoanThin;
 use super::{LoanFeeArgs, json_text};
 use crate::error::{LabError, io};
-use crate::processes::ports::free_ports;
+use crate::processes::ports::hold;
 use crate::processes::proxies::{Metrics, PORT_ATTEMPTS, Proxies, port_taken, scrape};
 use crate::progress;
 
@@ -244,8 +244,8 @@ async fn start_sidecar(
 ) -> Result<(Proxies, String, SocketAddr, SocketAddr), LabError> {
     let mut attempt = 1;
     loop {
-        let ports = free_ports(2)?;
-        let (upstream, admin) = match ports.as_slice() {
+        let ports = hold(2)?;
+        let (upstream, admin) = match ports.addrs() {
             [u, a] => (*u, *a),
             _ => return Err(LabError::Failed("not enough free ports".into())),
         };

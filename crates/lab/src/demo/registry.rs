@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::{RegistryArgs, json_text};
 use crate::error::{LabError, io};
-use crate::processes::ports::free_ports;
+use crate::processes::ports::{Held, hold};
 use crate::processes::proxies::{PORT_ATTEMPTS, Proxies, port_taken, scrape};
 use crate::progress;
 
@@ -151,6 +151,8 @@ struct Ctx<'a> {
     config: PathBuf,
     run: PathBuf,
     ports: Ports,
+    /// Holds `ports` for the layout's run: copies start (and restart) all along it.
+    _held: Held,
     apps: Apps,
     procs: Proxies,
     /// Per copy of b its proxy's pid, and a's.
@@ -170,7 +172,8 @@ async fn run_layout(
     for d in [&config, &run] {
         std::fs::create_dir_all(d).map_err(io(format!("cannot create {}", d.display())))?;
     }
-    let ports = Ports::from(&free_ports(3 + 2 * COPIES)?, COPIES)
+    let held = hold(3 + 2 * COPIES)?;
+    let ports = Ports::from(held.addrs(), COPIES)
         .ok_or_else(|| LabError::Failed("not enough free ports".into()))?;
     let mut c = Ctx {
         layout,
@@ -180,6 +183,7 @@ async fn run_layout(
         config,
         run,
         ports,
+        _held: held,
         copies: Vec::new(),
         a: 0,
         pids,

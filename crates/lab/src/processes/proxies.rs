@@ -160,9 +160,9 @@ impl Drop for Proxies {
 /// How many times a scenario is set up again when a port it picked was taken meanwhile.
 pub const PORT_ATTEMPTS: u32 = 3;
 
-/// Did a proxy fail to start because another process took one of its ports between
-/// [`super::ports::free_ports`] and the proxy's bind? (Then the scenario is set up again with
-/// new ports.)
+/// Did a proxy fail to start because one of its ports was taken? Ports are held
+/// ([`super::ports::hold`]), so only a program that binds that very port with `SO_REUSEADDR`
+/// can; the scenario is then set up again with new ports.
 pub fn port_taken(e: &LabError) -> bool {
     matches!(e, LabError::Start { stderr, .. } if stderr.contains("cannot listen on"))
 }

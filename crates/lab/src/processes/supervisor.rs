@@ -300,7 +300,7 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processes::ports::free_ports;
+    use crate::processes::ports::hold;
     use crate::processes::procfs::{cpu_ticks, stat_fields, tree};
 
     #[test]
@@ -312,7 +312,8 @@ mod tests {
         let (p, _) = sup
             .spawn("broken", cmd, &dir.path().join("e"), false)
             .unwrap();
-        let addr = free_ports(1).unwrap()[0];
+        let held = hold(1).unwrap();
+        let addr = held.addrs()[0];
         let err = sup.wait_listening(&p, addr).unwrap_err().to_string();
         assert!(err.contains("broken did not start"), "{err}");
         assert!(err.contains("no such port"), "{err}");

@@ -27,7 +27,7 @@ use super::samples;
 use super::{UpArgs, signals, table};
 use crate::error::{LabError, io};
 use crate::processes::parent::tie_to_parent;
-use crate::processes::ports::free_addrs;
+use crate::processes::ports::hold_addrs;
 use crate::processes::supervisor::{Proc, Supervisor};
 use crate::progress;
 use crate::samples::wire;
@@ -221,8 +221,14 @@ fn up_in(
     run: &Path,
     out: &mut dyn Write,
 ) -> Result<(), LabError> {
-    let mut ports = free_addrs(Plan::ports_needed(mesh))
-        .map_err(io("cannot find free ports on 127.0.0.1"))?
+    // Held until `up` returns: children bind them, and bind them again when restarted.
+    // Two more than the plan may ask for, as the control plane's and the dashboard's are
+    // skipped: the plan must never run short (it would get port 0, which nothing can reach).
+    let held = hold_addrs(Plan::ports_needed(mesh) + 2)
+        .map_err(io("cannot find free ports on 127.0.0.1"))?;
+    let mut ports = held
+        .addrs()
+        .to_vec()
         .into_iter()
         .filter(|p| *p != args.control && *p != args.dashboard);
     let mut next = move || {
@@ -458,17 +464,31 @@ async fn start(
                 m.proxy_started(p.pid)?;
             }
             let admin = proxy.admin;
-            wait_for(
+            // What the last try got, for the error when it never answers.
+            let last = std::rc::Rc::new(std::cell::RefCell::new(String::new()));
+            let got = last.clone();
+            let waited = wait_for(
                 &kids.sup,
                 &p,
-                "its admin endpoint did not answer /ready",
-                || async move {
-                    wire::get(admin, "/ready")
-                        .await
-                        .is_ok_and(|r| r.status == 200)
+                &format!("its admin endpoint {admin} did not answer /ready"),
+                || {
+                    let got = got.clone();
+                    async move {
+                        let r = wire::get(admin, "/ready").await;
+                        *got.borrow_mut() = match &r {
+                            Ok(r) => format!("it answered {}", r.status),
+                            Err(e) => e.to_string(),
+                        };
+                        r.is_ok_and(|r| r.status == 200)
+                    }
                 },
             )
-            .await?;
+            .await;
+            if let Err(LabError::Start { name, why, stderr }) = waited {
+                let why = format!("{why} (last: {})", last.borrow());
+                return Err(LabError::Start { name, why, stderr });
+            }
+            waited?;
             kids.proxies.push(p);
             if let Some(run) = &svc.run {
                 // Its proxy is ready: the command may call its upstreams as it starts.

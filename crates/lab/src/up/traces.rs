@@ -174,17 +174,20 @@ pub async fn follow(from: PathBuf, to: PathBuf, receiver: SocketAddr, ratio: f64
 mod tests;
 
 /// The dashboard's receiver and the copy of the file the control plane reads.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Prepared {
     pub file: PathBuf,
     pub receiver: SocketAddr,
     pub note: String,
+    /// Holds `receiver`'s port for the run ([`crate::processes::ports`]).
+    _held: crate::processes::ports::Held,
 }
 
 impl Prepared {
     /// `up`'s part when it runs a dashboard: a port for its receiver, `RUN/mesh.yaml` written.
     pub fn new(file: &Path, run: &Path, ratio: f64) -> Result<Prepared, crate::error::LabError> {
-        let receiver = crate::processes::ports::free_ports(1)?[0];
+        let held = crate::processes::ports::hold(1)?;
+        let receiver = held.addrs()[0];
         let served = run.join("mesh.yaml");
         let note = write(file, &served, receiver, ratio).map_err(|e| {
             crate::error::LabError::Failed(format!("cannot write {}: {e}", served.display()))
@@ -193,6 +196,7 @@ impl Prepared {
             file: served,
             receiver,
             note,
+            _held: held,
         })
     }
 

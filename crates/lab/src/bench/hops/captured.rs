@@ -23,7 +23,7 @@ use hopwise_model::Mesh;
 use super::super::layout::{CALLEE, CALLER};
 use crate::capture::{self, CapturedCopy, Tools, record};
 use crate::error::{LabError, io};
-use crate::processes::ports::free_ports;
+use crate::processes::ports::{Held, hold};
 use crate::processes::proxies::scrape;
 
 /// Where the bench records its namespaces unless `--state` says otherwise: apart from
@@ -86,10 +86,12 @@ impl Capture {
             .and_then(|s| s.address)
             .ok_or_else(|| LabError::Failed(format!("hop 1's {CALLEE} has no address (a bug)")))?;
         let copy = CapturedCopy::make(&mesh, CALLER, 0, None, &self.state, &self.tools)?;
-        let admin = free_ports(1)?[0];
+        let held = hold(1)?;
+        let admin = held.addrs()[0];
         Ok(Captured {
             copy,
             admin,
+            _held: held,
             callee: SocketAddr::new(callee, PORT),
         })
     }
@@ -110,6 +112,7 @@ impl Capture {
 pub struct Captured {
     copy: CapturedCopy,
     admin: SocketAddr,
+    _held: Held,
     /// `callee:80` as the namespace's hosts file resolves it.
     callee: SocketAddr,
 }

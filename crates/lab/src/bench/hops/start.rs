@@ -12,7 +12,7 @@ use super::super::layout::{self, CALLEE, CALLER, HopCerts, HopPorts, Side};
 use super::super::report::{Config, System};
 use super::{Bench, Running, captured, observe, peer_system};
 use crate::error::{LabError, io};
-use crate::processes::ports::free_ports;
+use crate::processes::ports::hold;
 
 /// One hop being started: the configuration and its mode, the hop's number (1-based) and
 /// ports, the measurement's directory.
@@ -59,8 +59,11 @@ impl Bench<'_> {
             procs: Vec::new(),
             proxies: Vec::new(),
             captured: None,
+            held: Vec::new(),
         };
-        let backend = free_ports(1)?[0];
+        let held = hold(1)?;
+        let backend = held.addrs()[0];
+        running.held.push(held);
         let mut cmd = self.command(&self.exe);
         cmd.args(["bench", "backend", "--listen"])
             .arg(backend.to_string());
@@ -75,8 +78,9 @@ impl Bench<'_> {
         let entry = if c.hops == 0 {
             backend
         } else {
-            let ports = free_ports(2 * c.hops)?;
-            let hops = layout::chain(&ports, backend);
+            let held = hold(2 * c.hops)?;
+            let hops = layout::chain(held.addrs(), backend);
+            running.held.push(held);
             let mode = c.mode.unwrap_or(Mode::Mtls);
             for (k0, hop) in hops.iter().enumerate() {
                 let k = k0 + 1;

@@ -11,7 +11,7 @@ use hopwise_model::Mesh;
 use super::Defaults;
 use super::rows::Spec;
 use crate::error::{LabError, io};
-use crate::processes::ports::free_ports;
+use crate::processes::ports::{Held, hold};
 use crate::samples::inventory::InventoryFails;
 
 /// The listeners of one chain.
@@ -28,23 +28,28 @@ pub(super) struct Ports {
 }
 
 impl Ports {
-    pub(super) fn free() -> Result<Ports, LabError> {
-        let p = free_ports(8)?;
+    /// Eight ports, held for as long as the second value lives.
+    pub(super) fn free() -> Result<(Ports, Held), LabError> {
+        let held = hold(8)?;
+        let p = held.addrs();
         let at = |i: usize| {
             p.get(i)
                 .copied()
                 .ok_or_else(|| LabError::Failed("not enough free ports".into()))
         };
-        Ok(Ports {
-            frontend_checkout: at(0)?,
-            frontend_admin: at(1)?,
-            checkout_inbound: at(2)?,
-            checkout_relay: at(3)?,
-            checkout_admin: at(4)?,
-            pricing_inbound: at(5)?,
-            pricing_relay: at(6)?,
-            pricing_admin: at(7)?,
-        })
+        Ok((
+            Ports {
+                frontend_checkout: at(0)?,
+                frontend_admin: at(1)?,
+                checkout_inbound: at(2)?,
+                checkout_relay: at(3)?,
+                checkout_admin: at(4)?,
+                pricing_inbound: at(5)?,
+                pricing_relay: at(6)?,
+                pricing_admin: at(7)?,
+            },
+            held,
+        ))
     }
 }
 

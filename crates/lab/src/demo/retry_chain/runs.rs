@@ -15,7 +15,7 @@ use super::mesh::{Ports, chain_mesh, failure_of, trap_mesh, write_mesh};
 use super::rows::Spec;
 use super::{Ctx, Defaults, HopTries, ProxyCount, Run, TRAP_REQUESTS, TrapRow};
 use crate::error::LabError;
-use crate::processes::ports::free_ports;
+use crate::processes::ports::hold;
 use crate::processes::proxies::{Metrics, PORT_ATTEMPTS, Proxies, port_taken, scrape};
 use crate::samples::inventory::{Inventory, InventoryFails};
 use crate::samples::wire::{self, Reply};
@@ -215,7 +215,7 @@ pub(super) async fn run_one(
 async fn run_once(ctx: &mut Ctx<'_>, spec: &Spec, defaults: Defaults) -> Result<Run, LabError> {
     let dir = ctx.dir.join(format!("{}-{}", spec.key, defaults.name()));
     let inventory = Inventory::start(spec.fails).await?;
-    let ports = Ports::free()?;
+    let (ports, _held) = Ports::free()?;
     let yaml = chain_mesh(spec, defaults, &ports, inventory.addr);
     let (mesh, path) = write_mesh(&dir, &yaml)?;
     let check =
@@ -288,8 +288,8 @@ async fn run_trap_once(
 ) -> Result<TrapRow, LabError> {
     let dir = ctx.dir.join(format!("timeout-trap-{key}"));
     let inventory = Inventory::start(InventoryFails::Hang).await?;
-    let ports = free_ports(2)?;
-    let (upstream, admin) = match ports.as_slice() {
+    let ports = hold(2)?;
+    let (upstream, admin) = match ports.addrs() {
         [u, a] => (*u, *a),
         _ => return Err(LabError::Failed("not enough free ports".into())),
     };
