@@ -96,8 +96,19 @@ pub fn run(args: &RunArgs, mesh: &Mesh, hopwise: &Path) -> Result<ExitStatus, La
         &tools,
     )?;
     let sup = Supervisor::new("`run`")?;
-    let proxy = start_proxy(args, &made, hopwise, &sup)?;
+    let (proxy, line) = start_proxy(args, &made, hopwise, &sup)?;
     made.proxy_started(proxy)?;
+    // Said once the record names the proxy: a run killed after this line leaves nothing the
+    // next one cannot find.
+    let plan = made.plan();
+    crate::progress(&format!(
+        "hopwise run: {} copy {} in namespace {} ({}), {}",
+        args.service,
+        args.copy,
+        plan.names.netns,
+        plan.net.app,
+        line.trim()
+    ));
     let (program, rest) = args
         .command
         .split_first()
@@ -126,13 +137,13 @@ pub fn run(args: &RunArgs, mesh: &Mesh, hopwise: &Path) -> Result<ExitStatus, La
 }
 
 /// The copy's proxy, in this namespace, its capture listener inside the copy's; returns once
-/// it has bound every listener (it prints its line then).
+/// it has bound every listener, with the line it prints then.
 fn start_proxy(
     args: &RunArgs,
     made: &CapturedCopy,
     hopwise: &Path,
     sup: &Supervisor,
-) -> Result<u32, LabError> {
+) -> Result<(u32, String), LabError> {
     let plan = made.plan();
     let mut cmd = Command::new(hopwise);
     cmd.arg("proxy")
@@ -163,13 +174,5 @@ fn start_proxy(
             stderr: proc.stderr_tail(40),
         });
     }
-    crate::progress(&format!(
-        "hopwise run: {} copy {} in namespace {} ({}), {}",
-        args.service,
-        args.copy,
-        plan.names.netns,
-        plan.net.app,
-        line.trim()
-    ));
-    Ok(proc.pid)
+    Ok((proc.pid, line))
 }

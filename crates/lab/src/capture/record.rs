@@ -41,12 +41,18 @@ fn path(state: &Path, id: &str) -> PathBuf {
     state.join("runs").join(format!("{id}.json"))
 }
 
+/// Writes `r` whole or not at all (a temporary file renamed over the record): a run killed
+/// while it writes must not leave a half record, which no sweep could read and so none would
+/// ever remove what it names.
 pub fn write(state: &Path, r: &Record) -> Result<(), LabError> {
     let dir = state.join("runs");
     std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
     let p = path(state, &r.id);
-    let text = serde_json::to_string_pretty(r).unwrap_or_default();
-    std::fs::write(&p, text).map_err(io(format!("cannot write {}", p.display())))
+    let text = serde_json::to_string_pretty(r)
+        .map_err(|e| LabError::Failed(format!("cannot render {}: {e}", p.display())))?;
+    let part = p.with_extension("json.part");
+    std::fs::write(&part, text).map_err(io(format!("cannot write {}", part.display())))?;
+    std::fs::rename(&part, &p).map_err(io(format!("cannot write {}", p.display())))
 }
 
 pub fn forget(state: &Path, id: &str) {
