@@ -1,5 +1,5 @@
 //! What `hopwise up` runs for a mesh file, and on which ports. Pure: the mesh and a source of
-//! free ports in, the processes out (the caller hands it ports it has checked are free).
+//! free ports in, the processes out (the caller hands it ports it holds for the run).
 //!
 //! - a service with `sample: chain|leaf`: per copy, the sample app and its proxy;
 //! - a service with `sample: fee` (external): one fee app on the port of its `address`;
