@@ -26,6 +26,7 @@ pub mod plan;
 pub mod run;
 pub mod rundir;
 pub mod samples;
+mod start;
 pub mod table;
 pub mod tap;
 pub mod traces;
