@@ -37,6 +37,21 @@ fn alive(pid: u32, started: u64) -> bool {
     start_time(pid) == Some(started)
 }
 
+/// Has the process `pid` started at `started` exited? A zombie has: its sockets are closed,
+/// whether or not anyone reaps it.
+fn exited(pid: u32, started: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return true;
+    };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next();
+    let start = fields.nth(18).and_then(|t| t.parse::<u64>().ok());
+    start != Some(started) || matches!(state, Some("Z" | "X"))
+}
+
 fn path(state: &Path, id: &str) -> PathBuf {
     state.join("runs").join(format!("{id}.json"))
 }
@@ -94,6 +109,12 @@ pub fn sweep(state: &Path, tools: &Tools) -> Vec<String> {
                 nix::unistd::Pid::from_raw(p),
                 nix::sys::signal::Signal::SIGKILL,
             );
+            // A kill is delivered, not finished: until the proxy is gone its ports are still
+            // bound, and the run that sweeps is about to bind the same ones.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !exited(pid, started) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
         }
         remove(&names, tools);
         forget(state, id);
@@ -113,6 +134,35 @@ mod tests {
         assert!(alive(me, t));
         assert!(!alive(me, t + 1), "another start time is another process");
         assert_eq!(start_time(u32::MAX), None);
+    }
+
+    /// A killed process whose parent has not reaped it has exited (its ports are free).
+    #[test]
+    fn a_killed_unreaped_child_has_exited_and_a_running_one_has_not() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let t = start_time(pid).unwrap();
+        assert!(!exited(pid, t));
+        assert!(exited(pid, t + 1), "another start time is another process");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !exited(pid, t) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still running after SIGKILL"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(alive(pid, t), "a zombie until reaped");
+        child.wait().unwrap();
+        assert!(exited(pid, t));
     }
 
     #[test]
