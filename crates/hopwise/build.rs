@@ -2,7 +2,8 @@
 //! a source the sidecar is built from changes, so `hopwise` can tell a `hopwise-proxy` of its own
 //! build from one an earlier build left beside it. And, for release builds of `hopwise-proxy`,
 //! the linker script that lays its hot path out first (`hot-path.ld`, written by
-//! `scripts/hot-path`): a proxy then maps that code, not pages scattered through all of it.
+//! `scripts/hot-path`): a proxy then maps that code, not pages scattered through all of it; and
+//! packed relative relocations where the loader reads them.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -45,5 +46,40 @@ fn hot_path() {
     if release && linux {
         let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
         println!("cargo:rustc-link-arg-bin=hopwise-proxy=-Wl,-T,{dir}/hot-path.ld");
+        if relr_loader() {
+            // 10,000 relative relocations as a bitmap of a few KiB instead of 240 KiB of
+            // `.rela.dyn`, which the loader reads at every start and each proxy then maps.
+            println!("cargo:rustc-link-arg-bin=hopwise-proxy=-Wl,-z,pack-relative-relocs");
+        }
+    }
+}
+
+/// Whether the binary will run on a loader that reads packed relative relocations (`DT_RELR`,
+/// glibc 2.36): only when building for this machine, whose glibc `getconf` names.
+fn relr_loader() -> bool {
+    let native = std::env::var("TARGET").ok() == std::env::var("HOST").ok();
+    let gnu = std::env::var("CARGO_CFG_TARGET_ENV").is_ok_and(|env| env == "gnu");
+    if !native || !gnu {
+        return false;
+    }
+    let Ok(out) = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+    else {
+        return false;
+    };
+    glibc_at_least(&String::from_utf8_lossy(&out.stdout), (2, 36))
+}
+
+/// `glibc 2.36` (getconf's form) at or above `want`.
+fn glibc_at_least(version: &str, want: (u32, u32)) -> bool {
+    let mut parts = version
+        .trim()
+        .trim_start_matches("glibc ")
+        .split('.')
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
     }
 }
