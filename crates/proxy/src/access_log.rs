@@ -20,6 +20,7 @@ pub mod text;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -43,16 +44,27 @@ pub const BATCH: Duration = Duration::from_millis(10);
 /// A line as the request path leaves it: rendered by the writer, off the request path.
 type Queued = (Line, LogFormat);
 
+/// Lines that may wait in the queue as the request left them, sharing its head's buffer
+/// (hyper's, 8 KiB or more): past these, a line is detached first ([`Line::detach`]), so a
+/// writer that stalls holds at most this many buffers, not one per queued line.
+const SHARED_IN_QUEUE: usize = 64;
+
 /// Where finished lines go: a bounded queue to the writer thread.
 #[derive(Debug, Clone)]
 pub struct LogSink {
     tx: SyncSender<Queued>,
+    /// Lines sent and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
     dropped: Counter,
 }
 
 impl LogSink {
-    fn send(&self, line: Queued) {
-        if self.tx.try_send(line).is_err() {
+    fn send(&self, (mut line, format): Queued) {
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= SHARED_IN_QUEUE {
+            line.detach();
+        }
+        if self.tx.try_send((line, format)).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
             self.dropped.inc();
         }
     }
@@ -72,15 +84,21 @@ pub enum LogError {
 /// Opens the log's file (or takes stderr) and starts its writer thread.
 pub fn start(log: &AccessLog, dropped: Counter) -> Result<LogSink, LogError> {
     let (tx, rx) = std::sync::mpsc::sync_channel(log.queue.max(1) as usize);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let taken = queued.clone();
     let mut out = match &log.file {
         Some(f) => Out::file(PathBuf::from(f), log.max_bytes)?,
         None => Out::stderr(),
     };
     std::thread::Builder::new()
         .name("hopwise-access-log".to_owned())
-        .spawn(move || out.run(&rx))
+        .spawn(move || out.run(&rx, &taken))
         .map_err(LogError::Start)?;
-    Ok(LogSink { tx, dropped })
+    Ok(LogSink {
+        tx,
+        queued,
+        dropped,
+    })
 }
 
 enum Out {
@@ -119,11 +137,12 @@ impl Out {
 
     /// Writes lines until every sender is gone, a batch at a time; flushes whenever the queue
     /// is empty. While it sleeps nobody waits on the queue, so a send is no system call.
-    fn run(&mut self, rx: &Receiver<Queued>) {
+    fn run(&mut self, rx: &Receiver<Queued>, queued: &AtomicUsize) {
         // One buffer for every line, and the calendar of the last second written.
         let mut buf = Vec::with_capacity(1024);
         let mut clock = Clock::default();
         let mut write = |out: &mut Out, (line, format): Queued| {
+            queued.fetch_sub(1, Ordering::Relaxed);
             buf.clear();
             line.render(format, &mut clock, &mut buf);
             out.write(&buf);
@@ -334,3 +353,7 @@ impl LogEntry<'_> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "access_log/sink_tests.rs"]
+mod sink_tests;

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use hopwise_api::trace_context::TraceId;
 use hopwise_model::raw::LogFormat;
 use http::Method;
@@ -111,6 +112,20 @@ impl Clock {
 }
 
 impl Line {
+    /// Copies what the line shares with the request's head (its path and authority are slices
+    /// of hyper's read buffer): a line waiting in the queue then holds a few bytes, not the
+    /// whole buffer the head was read into (8 KiB or more, up to 4,096 lines when the writer
+    /// is slow).
+    pub fn detach(&mut self) {
+        if let Some(p) = &self.path
+            && let Ok(own) =
+                PathAndQuery::from_maybe_shared(Bytes::copy_from_slice(p.as_str().as_bytes()))
+        {
+            self.path = Some(own);
+        }
+        self.authority = self.authority.as_ref().map(Text::detached);
+    }
+
     /// Appends the line, ending in `\n`, to `out`.
     pub fn render(&self, format: LogFormat, clock: &mut Clock, out: &mut Vec<u8>) {
         match format {

@@ -298,3 +298,28 @@ proptest! {
         prop_assert_eq!(l.json_line(), out);
     }
 }
+
+/// A detached line holds none of the buffer its head was read into (as hyper hands the path
+/// and authority over: slices of it), and says the same.
+#[test]
+fn a_detached_line_keeps_nothing_of_the_requests_buffer() {
+    let mut raw = vec![b'x'; 8192];
+    raw[..12].copy_from_slice(b"/quote/1?x=1");
+    raw[100..110].copy_from_slice(b"b.mesh:443");
+    let buf = bytes::Bytes::from(raw);
+    let within = |p: *const u8| buf.as_ptr_range().contains(&p);
+    let mut l = line();
+    l.path = Some(PathAndQuery::from_maybe_shared(buf.slice(..12)).unwrap());
+    l.authority = Some(Text::Authority(
+        Authority::from_maybe_shared(buf.slice(100..110)).unwrap(),
+    ));
+    let before = l.json_line();
+    assert!(
+        within(l.path.as_ref().unwrap().as_str().as_ptr()),
+        "the test's premise"
+    );
+    l.detach();
+    assert!(!within(l.path.as_ref().unwrap().as_str().as_ptr()));
+    assert!(!within(l.authority.as_ref().unwrap().as_bytes().as_ptr()));
+    assert_eq!(l.json_line(), before);
+}

@@ -96,6 +96,11 @@ impl Text {
             Text::Header(h) => h.to_str().unwrap_or_default(),
         }
     }
+
+    /// The same text in a buffer of its own (not a slice of the request's head).
+    pub fn detached(&self) -> Text {
+        HeaderValue::from_bytes(self.as_bytes()).map_or_else(|_| self.clone(), Text::Header)
+    }
 }
 
 impl fmt::Debug for Text {
