@@ -182,12 +182,22 @@ fn up_in(
         .to_vec()
         .into_iter()
         .filter(|p| *p != args.control && *p != args.dashboard);
-    let mut next = move || {
-        ports
-            .next()
-            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+    let mut short = false;
+    let mut next = || {
+        ports.next().unwrap_or_else(|| {
+            short = true;
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        })
     };
     let mut plan = Plan::new(mesh, &mut next).map_err(|e| LabError::Failed(e.to_string()))?;
+    if short {
+        // Port 0 would be bound somewhere nobody is told of: refuse rather than run it.
+        return Err(LabError::Failed(format!(
+            "the plan for {} asked for more than the {} ports `up` held (a bug in Plan::ports_needed)",
+            file.display(),
+            held.addrs().len()
+        )));
+    }
     let nets = if args.captured || mesh.capture.up {
         plan = captured::plan(plan, mesh).map_err(|e| LabError::Failed(e.to_string()))?;
         Some(Namespaces::new(&args.state)?)
