@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::netns::{Tools, remove};
 use super::plan::Names;
 use crate::error::{LabError, io};
+use crate::processes::procfs::stat_fields;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -27,10 +28,7 @@ pub struct Record {
 
 /// `/proc/PID/stat`'s start time: with the pid, it names one process for the machine's life.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces: count from the `)` that ends it.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    stat_fields(pid)?.get(19)?.parse().ok()
 }
 
 fn alive(pid: u32, started: u64) -> bool {
@@ -40,16 +38,11 @@ fn alive(pid: u32, started: u64) -> bool {
 /// Has the process `pid` started at `started` exited? A zombie has: its sockets are closed,
 /// whether or not anyone reaps it.
 fn exited(pid: u32, started: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Some(f) = stat_fields(pid) else {
         return true;
     };
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return true;
-    };
-    let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let start = fields.nth(18).and_then(|t| t.parse::<u64>().ok());
-    start != Some(started) || matches!(state, Some("Z" | "X"))
+    let start = f.get(19).and_then(|t| t.parse::<u64>().ok());
+    start != Some(started) || matches!(f.first().map(String::as_str), Some("Z" | "X"))
 }
 
 fn path(state: &Path, id: &str) -> PathBuf {

@@ -29,8 +29,7 @@ impl Held {
     }
 }
 
-/// `count` distinct ports on 127.0.0.1, held until the [`Held`] is dropped.
-pub fn hold_addrs(count: usize) -> std::io::Result<Held> {
+fn hold_addrs(count: usize) -> std::io::Result<Held> {
     let mut sockets = Vec::with_capacity(count);
     let mut addrs = Vec::with_capacity(count);
     for _ in 0..count {
@@ -49,7 +48,7 @@ pub fn hold_addrs(count: usize) -> std::io::Result<Held> {
     })
 }
 
-/// [`hold_addrs`], as the lab's error.
+/// `count` distinct ports on 127.0.0.1, held until the [`Held`] is dropped.
 pub fn hold(count: usize) -> Result<Held, LabError> {
     hold_addrs(count).map_err(io("cannot find a free port on 127.0.0.1"))
 }

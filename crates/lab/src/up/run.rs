@@ -29,7 +29,7 @@ use super::start::{app_args, s, start};
 use super::{UpArgs, signals, table};
 use crate::error::{LabError, io};
 use crate::processes::parent::tie_to_parent;
-use crate::processes::ports::hold_addrs;
+use crate::processes::ports::hold;
 use crate::processes::supervisor::{Proc, Supervisor};
 
 /// How long the whole mesh may take to be ready.
@@ -175,12 +175,11 @@ fn up_in(
     // Held until `up` returns: children bind them, and bind them again when restarted.
     // Two more than the plan may ask for, as the control plane's and the dashboard's are
     // skipped: the plan must never run short (it would get port 0, which nothing can reach).
-    let held = hold_addrs(Plan::ports_needed(mesh) + 2)
-        .map_err(io("cannot find free ports on 127.0.0.1"))?;
+    let held = hold(Plan::ports_needed(mesh) + 2)?;
     let mut ports = held
         .addrs()
-        .to_vec()
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|p| *p != args.control && *p != args.dashboard);
     let mut short = false;
     let mut next = || {
