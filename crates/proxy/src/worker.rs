@@ -30,7 +30,6 @@ use crate::metrics::{Direction, Metrics};
 use crate::opaque;
 use crate::outbound::{Dispatch, Entry, Outbound};
 use crate::state::State;
-use crate::tcp::detect::Prefixed;
 use crate::tls::{CertStore, TUNNEL_ALPN};
 
 /// Largest request head (request line and headers) accepted; beyond it: 431.
@@ -305,9 +304,9 @@ impl Conn {
                 service: to.service,
                 port: to.port,
             };
-            let http = |prefixed: Prefixed| {
-                let proto = Proto::of_prefix(prefixed.first());
-                self.serve_outbound(prefixed, proto, guard, drain)
+            let http = |tcp: TcpStream, h2: bool| {
+                let proto = if h2 { Proto::H2 } else { Proto::H1 };
+                self.serve_outbound(tcp, proto, guard, drain)
             };
             opaque::captured::serve(&live, self.worker, metrics, tcp, to, http).await;
         }
@@ -326,8 +325,8 @@ impl Conn {
             .await;
     }
 
-    /// The HTTP path of an outbound connection: an accepted one, or (capture) one whose first
-    /// bytes detection read ([`crate::tcp::detect::Prefixed`]).
+    /// The HTTP path of an outbound connection: an accepted one, or (capture) one detection
+    /// peeked at.
     async fn serve_outbound<I>(
         &self,
         tcp: I,

@@ -1,7 +1,7 @@
 //! A captured connection's entry point (`opaque::captured::serve`, capture's contract) with a
 //! real callee proxy over mutual TLS: a declared opaque port goes into a tunnel with no
-//! detection; on an undeclared port HTTP bytes take the HTTP path with every sniffed byte read
-//! again, and bytes that are not HTTP — sent, or a silent client's none — are refused, never
+//! detection; on an undeclared port HTTP bytes take the HTTP path with every sniffed byte still
+//! to read, and bytes that are not HTTP — sent, or a silent client's none — are refused, never
 //! carried to a port the mesh file did not open.
 
 #![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
@@ -86,11 +86,11 @@ fn serve(c: &Caller, accepted: TcpStream, port: u16) -> tokio::task::JoinHandle<
             service: "kv",
             port,
         };
-        captured::serve(&live, 0, &metrics, accepted, to, |mut prefixed| {
+        captured::serve(&live, 0, &metrics, accepted, to, |mut tcp, _h2| {
             let got = &mut http;
             async move {
                 let mut head = vec![0u8; 18];
-                prefixed.read_exact(&mut head).await.unwrap();
+                tcp.read_exact(&mut head).await.unwrap();
                 *got = Some(head);
             }
         })

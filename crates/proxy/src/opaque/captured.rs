@@ -1,8 +1,8 @@
 //! A captured connection (capture's listener, with its original destination mapped to a
 //! service): a port the service declared opaque (or a whole-TCP service) goes into a tunnel at
 //! once; any other port is detected ([`crate::tcp::detect`]): HTTP goes to `http`, the
-//! caller's HTTP path over the [`Prefixed`] stream, and anything else into a tunnel with the
-//! bytes detection read sent first. This is the whole contract with capture: it calls
+//! caller's HTTP path over the same `TcpStream` (detection only peeked), and anything else
+//! into a tunnel. This is the whole contract with capture: it calls
 //! [`serve`] once per accepted connection, with the worker's configuration in force.
 
 use bytes::Bytes;
@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use super::outbound;
 use crate::live::Live;
 use crate::metrics::Metrics;
-use crate::tcp::detect::{self, Detected, Prefixed};
+use crate::tcp::detect::{self, Detected};
 
 /// Where a captured connection was going, as capture mapped it.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +31,7 @@ pub async fn serve<F, Fut>(
     to: Destination<'_>,
     http: F,
 ) where
-    F: FnOnce(Prefixed) -> Fut,
+    F: FnOnce(TcpStream, bool) -> Fut,
     Fut: Future<Output = ()>,
 {
     let state = live.worker(worker).outbound.cluster_named(to.service);
@@ -42,9 +42,9 @@ pub async fn serve<F, Fut>(
         return outbound::serve(state, tcp, Bytes::new(), Some(to.port), metrics).await;
     }
     match detect::detect(tcp).await {
-        Ok(Detected::Http(prefixed)) => http(prefixed).await,
-        Ok(Detected::Opaque(tcp, first)) => {
-            outbound::serve(state, tcp, first, Some(to.port), metrics).await;
+        Ok(Detected::Http { tcp, h2 }) => http(tcp, h2).await,
+        Ok(Detected::Opaque(tcp)) => {
+            outbound::serve(state, tcp, Bytes::new(), Some(to.port), metrics).await;
         }
         Err(e) => tracing::debug!("captured connection to {}: {e}", to.service),
     }

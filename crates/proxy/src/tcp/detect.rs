@@ -8,12 +8,10 @@
 //! an undeclared port; [`classify`] is the pure decision.
 
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use bytes::{Buf, Bytes};
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
 /// How long a silent client may take before its connection is taken as opaque.
@@ -70,52 +68,58 @@ pub fn classify(first: &[u8]) -> Sniff {
     Sniff::Opaque
 }
 
-/// A detected connection and the bytes read to decide.
+/// A detected connection, nothing consumed: detection only peeks, so what the client sent is
+/// still in the socket for whoever serves it next.
 #[derive(Debug)]
 pub enum Detected {
-    Http(Prefixed),
-    /// The stream and the bytes already read from it (send them first).
-    Opaque(TcpStream, Bytes),
+    /// HTTP/1.x (`h2: false`) or the HTTP/2 preface.
+    Http {
+        tcp: TcpStream,
+        h2: bool,
+    },
+    Opaque(TcpStream),
 }
 
-/// Reads until [`classify`] decides, or [`DETECT_TIMEOUT`] passes (opaque), or the client
-/// closes (opaque: the bytes it sent are carried). Never reads more than the longest prefix.
-pub async fn detect(mut tcp: TcpStream) -> io::Result<Detected> {
-    let mut buf = BytesMut::with_capacity(H2_PREFACE.len());
+/// The longest a peer dribbling a prefix waits between two looks; the first is sooner.
+const REPEEK_MAX: Duration = Duration::from_millis(20);
+
+/// Peeks until [`classify`] decides, or [`DETECT_TIMEOUT`] passes (opaque), or the client
+/// closes with nothing sent (opaque). Never looks at more than the longest prefix.
+///
+/// Why a peek and not a read: HTTP is then served over the plain `TcpStream`, the very code
+/// (and the same monomorphized hyper connection) as the explicit outbound port, where a read
+/// ahead would need a wrapper type under hyper — a second copy of its HTTP/1 server outside the
+/// proxy's hot text, and a branch on every read (docs/performance.md, "A captured hop").
+/// A peek that shows a prefix of something HTTP leaves the socket readable, so the next look
+/// waits a little (1 ms, doubling to 20 ms) rather than spinning: only a client that splits
+/// its first line pays it.
+pub async fn detect(tcp: TcpStream) -> io::Result<Detected> {
+    let mut buf = [0u8; H2_PREFACE.len()];
     let deadline = tokio::time::Instant::now() + DETECT_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
     let sniff = loop {
-        match classify(&buf) {
-            Sniff::NeedMore if buf.len() < H2_PREFACE.len() => {}
+        let n = match tokio::time::timeout_at(deadline, tcp.peek(&mut buf)).await {
+            Err(_) | Ok(Ok(0)) => break Sniff::Opaque,
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => return Err(e),
+        };
+        match classify(&buf[..n]) {
+            Sniff::NeedMore if n < buf.len() => {}
             Sniff::NeedMore => break Sniff::Opaque,
             decided => break decided,
         }
-        match tokio::time::timeout_at(deadline, tcp.read_buf(&mut buf)).await {
-            Err(_) | Ok(Ok(0)) => break Sniff::Opaque,
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(e),
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            break Sniff::Opaque;
         }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(REPEEK_MAX);
     };
     Ok(match sniff {
-        Sniff::Http1 | Sniff::Http2 => Detected::Http(Prefixed {
-            first: buf.freeze(),
-            tcp,
-        }),
-        _ => Detected::Opaque(tcp, buf.freeze()),
+        Sniff::Http1 => Detected::Http { tcp, h2: false },
+        Sniff::Http2 => Detected::Http { tcp, h2: true },
+        _ => Detected::Opaque(tcp),
     })
-}
-
-/// A stream whose first bytes were already read: they are read again first.
-#[derive(Debug)]
-pub struct Prefixed {
-    first: Bytes,
-    pub tcp: TcpStream,
-}
-
-impl Prefixed {
-    /// The bytes read ahead and not yet read again.
-    pub fn first(&self) -> &[u8] {
-        &self.first
-    }
 }
 
 /// Gives `out` what is left of `ahead` (bytes read before the stream was wrapped), if any:
@@ -128,38 +132,6 @@ pub(crate) fn read_ahead(ahead: &mut Bytes, out: &mut ReadBuf<'_>) -> bool {
     out.put_slice(&ahead[..n]);
     ahead.advance(n);
     true
-}
-
-impl AsyncRead for Prefixed {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let me = self.get_mut();
-        if read_ahead(&mut me.first, out) {
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut me.tcp).poll_read(cx, out)
-    }
-}
-
-impl AsyncWrite for Prefixed {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
-    }
 }
 
 #[cfg(test)]
@@ -203,13 +175,63 @@ mod tests {
             .unwrap();
         let (accepted, _) = listener.accept().await.unwrap();
         let started = tokio::time::Instant::now();
-        let Detected::Opaque(_, first) = detect(accepted).await.unwrap() else {
+        let Detected::Opaque(_) = detect(accepted).await.unwrap() else {
             panic!("a silent client was taken for HTTP");
         };
-        assert!(first.is_empty());
         assert!(
             started.elapsed() >= DETECT_TIMEOUT,
             "decided before the timeout"
         );
+    }
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        (client, listener.accept().await.unwrap().0)
+    }
+
+    async fn read_all(mut tcp: TcpStream) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut got = Vec::new();
+        tcp.read_to_end(&mut got).await.unwrap();
+        got
+    }
+
+    #[tokio::test]
+    async fn a_request_line_split_in_two_is_http_and_nothing_is_consumed() {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, accepted) = pair().await;
+        let writer = tokio::spawn(async move {
+            client.write_all(b"GE").await.unwrap();
+            tokio::time::sleep(Duration::from_millis(15)).await;
+            client.write_all(b"T / HTTP/1.1\r\n\r\n").await.unwrap();
+        });
+        let Detected::Http { tcp, h2: false } = detect(accepted).await.unwrap() else {
+            panic!("a split request line was not taken for HTTP/1");
+        };
+        writer.await.unwrap();
+        assert_eq!(read_all(tcp).await, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn the_preface_is_http2_and_opaque_bytes_stay_in_the_socket() {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, accepted) = pair().await;
+        client.write_all(H2_PREFACE).await.unwrap();
+        drop(client);
+        let Detected::Http { tcp, h2: true } = detect(accepted).await.unwrap() else {
+            panic!("the preface was not taken for HTTP/2");
+        };
+        assert_eq!(read_all(tcp).await, H2_PREFACE);
+
+        let (mut client, accepted) = pair().await;
+        client.write_all(b"*1\r\n$4\r\nPING\r\n").await.unwrap();
+        drop(client);
+        let Detected::Opaque(tcp) = detect(accepted).await.unwrap() else {
+            panic!("RESP was taken for HTTP");
+        };
+        assert_eq!(read_all(tcp).await, b"*1\r\n$4\r\nPING\r\n");
     }
 }

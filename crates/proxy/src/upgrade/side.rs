@@ -2,7 +2,7 @@
 //! bytes hyper had read ahead of the switch, so that a failure on the other side can be passed
 //! on as a TCP reset (`SO_LINGER` 0, then close) rather than a clean close. hyper hands an
 //! upgraded connection back as an opaque `Upgraded`; [`Side::of`] asks for each stream type
-//! the proxy gives hyper (the app's TCP, a captured connection, the inbound port's TLS, a
+//! the proxy gives hyper (the app's TCP, captured or not, the inbound port's TLS, a
 //! connection to a copy or the app). A type it does not know (a connection whose protocol
 //! hyper-util detected, behind its rewind buffer) is carried as it is and closed, not reset.
 
@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::tcp::detect::{Prefixed, read_ahead};
+use crate::tcp::detect::read_ahead;
 use crate::tcp::splice::reset;
 use crate::upstream::Stream;
 
@@ -24,7 +24,6 @@ use crate::upstream::Stream;
 #[derive(Debug)]
 enum Io {
     Tcp(TcpStream),
-    Captured(Prefixed),
     InboundTls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
     Upstream(Stream),
     /// Not one of ours: readable and writable, not resettable.
@@ -55,7 +54,6 @@ impl Side {
             };
         }
         let up = take!(up, TcpStream, Io::Tcp);
-        let up = take!(up, Prefixed, Io::Captured);
         let up = take!(
             up,
             Box<tokio_rustls::server::TlsStream<TcpStream>>,
@@ -72,7 +70,6 @@ impl Side {
     fn tcp(&self) -> Option<&TcpStream> {
         match &self.io {
             Io::Tcp(t) => Some(t),
-            Io::Captured(p) => Some(&p.tcp),
             Io::InboundTls(t) => Some(t.get_ref().0),
             Io::Upstream(Stream::Plain(t)) => Some(t),
             Io::Upstream(Stream::Tls(t)) => Some(t.get_ref().0),
@@ -106,7 +103,6 @@ impl AsyncRead for Side {
         }
         match &mut me.io {
             Io::Tcp(t) => Pin::new(t).poll_read(cx, out),
-            Io::Captured(p) => Pin::new(p).poll_read(cx, out),
             Io::InboundTls(t) => Pin::new(t.as_mut()).poll_read(cx, out),
             Io::Upstream(s) => Pin::new(s).poll_read(cx, out),
             Io::Opaque(u) => Pin::new(u).poll_read(cx, out),
@@ -122,7 +118,6 @@ impl AsyncWrite for Side {
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().io {
             Io::Tcp(t) => Pin::new(t).poll_write(cx, buf),
-            Io::Captured(p) => Pin::new(p).poll_write(cx, buf),
             Io::InboundTls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
             Io::Upstream(s) => Pin::new(s).poll_write(cx, buf),
             Io::Opaque(u) => Pin::new(u).poll_write(cx, buf),
@@ -132,7 +127,6 @@ impl AsyncWrite for Side {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().io {
             Io::Tcp(t) => Pin::new(t).poll_flush(cx),
-            Io::Captured(p) => Pin::new(p).poll_flush(cx),
             Io::InboundTls(t) => Pin::new(t.as_mut()).poll_flush(cx),
             Io::Upstream(s) => Pin::new(s).poll_flush(cx),
             Io::Opaque(u) => Pin::new(u).poll_flush(cx),
@@ -142,7 +136,6 @@ impl AsyncWrite for Side {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().io {
             Io::Tcp(t) => Pin::new(t).poll_shutdown(cx),
-            Io::Captured(p) => Pin::new(p).poll_shutdown(cx),
             Io::InboundTls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
             Io::Upstream(s) => Pin::new(s).poll_shutdown(cx),
             Io::Opaque(u) => Pin::new(u).poll_shutdown(cx),
