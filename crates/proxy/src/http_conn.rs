@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use crate::conn::{Finish, Guard};
 
 /// The HTTP/2 connection preface (RFC 9113 §3.4).
-const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// What a connection speaks, as far as is known before serving it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

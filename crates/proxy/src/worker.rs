@@ -304,10 +304,7 @@ impl Conn {
                 service: to.service,
                 port: to.port,
             };
-            let http = |tcp: TcpStream, h2: bool| {
-                let proto = if h2 { Proto::H2 } else { Proto::H1 };
-                self.serve_outbound(tcp, proto, guard, drain)
-            };
+            let http = |tcp: TcpStream, proto| self.serve_outbound(tcp, proto, guard, drain);
             opaque::captured::serve(&live, self.worker, metrics, tcp, to, http).await;
         }
     }

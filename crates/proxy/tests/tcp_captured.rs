@@ -86,7 +86,7 @@ fn serve(c: &Caller, accepted: TcpStream, port: u16) -> tokio::task::JoinHandle<
             service: "kv",
             port,
         };
-        captured::serve(&live, 0, &metrics, accepted, to, |mut tcp, _h2| {
+        captured::serve(&live, 0, &metrics, accepted, to, |mut tcp, _proto| {
             let got = &mut http;
             async move {
                 let mut head = vec![0u8; 18];

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use tokio::net::TcpStream;
 
 use super::outbound;
+use crate::http_conn::Proto;
 use crate::live::Live;
 use crate::metrics::Metrics;
 use crate::tcp::detect::{self, Detected};
@@ -31,7 +32,7 @@ pub async fn serve<F, Fut>(
     to: Destination<'_>,
     http: F,
 ) where
-    F: FnOnce(TcpStream, bool) -> Fut,
+    F: FnOnce(TcpStream, Proto) -> Fut,
     Fut: Future<Output = ()>,
 {
     let state = live.worker(worker).outbound.cluster_named(to.service);
@@ -42,7 +43,7 @@ pub async fn serve<F, Fut>(
         return outbound::serve(state, tcp, Bytes::new(), Some(to.port), metrics).await;
     }
     match detect::detect(tcp).await {
-        Ok(Detected::Http { tcp, h2 }) => http(tcp, h2).await,
+        Ok(Detected::Http(tcp, proto)) => http(tcp, proto).await,
         Ok(Detected::Opaque(tcp)) => {
             outbound::serve(state, tcp, Bytes::new(), Some(to.port), metrics).await;
         }

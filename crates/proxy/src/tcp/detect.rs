@@ -17,8 +17,7 @@ use tokio::net::TcpStream;
 /// How long a silent client may take before its connection is taken as opaque.
 pub const DETECT_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// The HTTP/2 connection preface (RFC 9113 §3.4).
-const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+use crate::http_conn::{H2_PREFACE, Proto};
 
 /// RFC 9110 §9 methods and PATCH, each with the space that ends it in a request line.
 const METHODS: [&[u8]; 9] = [
@@ -48,7 +47,7 @@ pub fn classify(first: &[u8]) -> Sniff {
     if first.is_empty() {
         return Sniff::NeedMore;
     }
-    if first.len() >= H2_PREFACE.len() && first.starts_with(H2_PREFACE) {
+    if first.len() >= H2_PREFACE.len() && first.starts_with(H2_PREFACE.as_slice()) {
         return Sniff::Http2;
     }
     if first.starts_with(b"PRI ") || H2_PREFACE.starts_with(first) {
@@ -72,11 +71,8 @@ pub fn classify(first: &[u8]) -> Sniff {
 /// still in the socket for whoever serves it next.
 #[derive(Debug)]
 pub enum Detected {
-    /// HTTP/1.x (`h2: false`) or the HTTP/2 preface.
-    Http {
-        tcp: TcpStream,
-        h2: bool,
-    },
+    /// HTTP/1.x or the HTTP/2 preface: `Proto::H1` or `Proto::H2`.
+    Http(TcpStream, Proto),
     Opaque(TcpStream),
 }
 
@@ -116,8 +112,8 @@ pub async fn detect(tcp: TcpStream) -> io::Result<Detected> {
         pause = (pause * 2).min(REPEEK_MAX);
     };
     Ok(match sniff {
-        Sniff::Http1 => Detected::Http { tcp, h2: false },
-        Sniff::Http2 => Detected::Http { tcp, h2: true },
+        Sniff::Http1 => Detected::Http(tcp, Proto::H1),
+        Sniff::Http2 => Detected::Http(tcp, Proto::H2),
         _ => Detected::Opaque(tcp),
     })
 }
@@ -208,7 +204,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(15)).await;
             client.write_all(b"T / HTTP/1.1\r\n\r\n").await.unwrap();
         });
-        let Detected::Http { tcp, h2: false } = detect(accepted).await.unwrap() else {
+        let Detected::Http(tcp, Proto::H1) = detect(accepted).await.unwrap() else {
             panic!("a split request line was not taken for HTTP/1");
         };
         writer.await.unwrap();
@@ -221,7 +217,7 @@ mod tests {
         let (mut client, accepted) = pair().await;
         client.write_all(H2_PREFACE).await.unwrap();
         drop(client);
-        let Detected::Http { tcp, h2: true } = detect(accepted).await.unwrap() else {
+        let Detected::Http(tcp, Proto::H2) = detect(accepted).await.unwrap() else {
             panic!("the preface was not taken for HTTP/2");
         };
         assert_eq!(read_all(tcp).await, H2_PREFACE);
