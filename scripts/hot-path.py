@@ -2,7 +2,8 @@
 
 write: every function of the binary holding an executed instruction (aliases included: LLVM
 merges identical functions, and the section is named after any of them) becomes a pattern of the
-linker script, its rebuild-specific parts wildcarded.
+linker script, its rebuild-specific parts wildcarded; the functions only the files after `--then`
+ran (recording's) follow all the others.
 check: the share of executed functions and bytes that lie outside the hot section.
 """
 import bisect
@@ -113,8 +114,18 @@ def native_members(binary, symbols):
 
 
 def write(binary, script, files):
-    ran = executed(binary, files)
+    """`files` may hold `--then`: the functions that only the files after it ran (recording's:
+    tracing, the access log) go after every function the first files ran, so a proxy that does
+    not record maps none of their pages."""
+    first, then = files, []
+    if "--then" in files:
+        i = files.index("--then")
+        first, then = files[:i], files[i + 1 :]
+    ran = executed(binary, first)
     names = [n for _, (_, ns) in sorted(ran.items()) for n in ns]
+    later = {a: v for a, v in executed(binary, then).items() if a not in ran} if then else {}
+    names += [n for _, (_, ns) in sorted(later.items()) for n in ns]
+    ran.update(later)
     patterns = list(dict.fromkeys(pattern(n) for n in names))
     members = native_members(binary, set(names))
     with open(script, "w") as out:
@@ -130,7 +141,7 @@ def write(binary, script, files):
 
 
 def check(binary, _script, files):
-    ran = executed(binary, files)
+    ran = executed(binary, [f for f in files if f != "--then"])
     sections = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True, check=True).stdout
     hot = re.search(r"\.text\.hopwise_hot\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", sections)
     if not hot:
