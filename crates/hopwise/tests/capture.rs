@@ -166,18 +166,30 @@ fn curl_by_name_from_a_captured_app_gets_fees_answer_through_both_proxies() {
     let f = file.to_str().unwrap();
     let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
     let state = dir.path().join("state");
-    let curl = ["curl", "-sS", "-m", "10", "http://fee/penalty/U-41"];
+    // Then the rule that took it: a call to a service address goes by TPROXY, not NAT.
+    let curl = [
+        "sh",
+        "-c",
+        "curl -sS -m 10 http://fee/penalty/U-41 && echo && nft list chain ip hopwise to_services",
+    ];
     let out = host
         .run(f, state.to_str().unwrap(), "web", &curl)
         .output()
         .unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (answer, chain) = stdout.split_once('\n').unwrap();
     // Only a call that went web's proxy → mTLS → fee's proxy carries web's verified identity.
     assert_eq!(
-        stdout,
+        answer,
         "fee saw spiffe://hopwise.local/service/web for /penalty/U-41"
     );
+    let rule = chain.lines().find(|l| l.contains("tproxy")).unwrap_or("");
+    let packets: u64 = rule
+        .split_once("counter packets ")
+        .and_then(|(_, r)| r.split(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    assert!(packets >= 3, "the call did not go by TPROXY:\n{chain}");
     assert_nothing_left(&host, &state, &run_id(&stderr));
 }
 

@@ -51,10 +51,17 @@ pub fn in_netns<R: Send>(netns: Option<&Path>, f: impl FnOnce() -> R + Send) -> 
     })
 }
 
-/// Where the app meant to connect: the destination before the namespace's rules redirected it.
-/// An error when the connection was not redirected (someone called the listener directly).
+/// Where the app meant to connect. A connection to a service address came by TPROXY: the
+/// kernel gave the listener a socket addressed to where the app called, so its own address is
+/// the answer (the listener is on loopback, and service addresses never are). Any other came
+/// by the rules' redirect: the destination before it, from connection tracking. An error when
+/// the connection was neither (someone called the listener directly).
 pub fn original_dst(tcp: &TcpStream) -> io::Result<SocketAddr> {
-    match tcp.local_addr()? {
+    let local = tcp.local_addr()?;
+    if !local.ip().is_loopback() {
+        return Ok(local);
+    }
+    match local {
         SocketAddr::V4(_) => {
             let sin = getsockopt(tcp, sockopt::OriginalDst)?;
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));

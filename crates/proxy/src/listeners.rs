@@ -18,17 +18,24 @@ pub const ADMIN_MAX_CONNECTIONS: usize = 64;
 /// A listener that would bind an address others can reach, without the flag that allows it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the {listener} listener would listen on {addr}, which is not a loopback address: anyone who can reach it {risk}. Bind 127.0.0.1 or ::1, or pass {flag} to allow it"
+    "the {listener} listener would listen on {addr}, which is not a loopback address: anyone who can reach it {risk}. Bind 127.0.0.1 or ::1{}", allow(*.flag)
 )]
 pub struct NotLoopback {
     pub listener: String,
     pub addr: SocketAddr,
     pub risk: &'static str,
-    pub flag: &'static str,
+    /// The flag that allows it; `None`: nothing does.
+    pub flag: Option<&'static str>,
+}
+
+fn allow(flag: Option<&str>) -> String {
+    flag.map(|f| format!(", or pass {f} to allow it"))
+        .unwrap_or_default()
 }
 
 /// Refuses outbound (per-upstream and HTTP-proxy) and admin addresses that are not loopback,
-/// unless `policy` allows them. The inbound listener is mutual TLS: any address. Pure.
+/// unless `policy` allows them, and capture's always. The inbound listener is mutual TLS: any
+/// address. Pure.
 pub fn check_loopback(config: &ProxyConfig) -> Result<(), NotLoopback> {
     const RELAY: &str = "could call the mesh with this service's identity";
     let policy = &config.listeners;
@@ -49,10 +56,22 @@ pub fn check_loopback(config: &ProxyConfig) -> Result<(), NotLoopback> {
                     listener,
                     addr,
                     risk: RELAY,
-                    flag: "--allow-remote-outbound",
+                    flag: Some("--allow-remote-outbound"),
                 });
             }
         }
+    }
+    // Capture's listener, always: `capture::original_dst` tells a connection TPROXY handed
+    // over from one called directly by its own address being on loopback.
+    if let Some(c) = &config.capture
+        && !c.listen.ip().is_loopback()
+    {
+        return Err(NotLoopback {
+            listener: "capture".to_owned(),
+            addr: c.listen,
+            risk: "could pass for a captured app (capture's rules send to 127.0.0.1)",
+            flag: None,
+        });
     }
     if let Some(addr) = config.admin
         && !policy.allow_remote_admin
@@ -62,7 +81,7 @@ pub fn check_loopback(config: &ProxyConfig) -> Result<(), NotLoopback> {
             listener: "admin".to_owned(),
             addr,
             risk: "could read the configuration and the metrics",
-            flag: "--allow-remote-admin",
+            flag: Some("--allow-remote-admin"),
         });
     }
     Ok(())

@@ -102,6 +102,7 @@ fn bind(
     addr: SocketAddr,
     what: &str,
     reuse_port: bool,
+    transparent: bool,
 ) -> Result<std::net::TcpListener, ServerError> {
     let err = |source| ServerError::Bind {
         addr,
@@ -114,6 +115,16 @@ fn bind(
     if reuse_port {
         socket.set_reuse_port(true).map_err(err)?;
     }
+    // Capture's listener takes the namespace's connections to service addresses by TPROXY
+    // (crate::capture): the kernel hands it sockets addressed elsewhere only if it may.
+    #[cfg(target_os = "linux")]
+    if transparent {
+        match addr {
+            SocketAddr::V4(_) => socket.set_ip_transparent_v4(true),
+            SocketAddr::V6(_) => socket.set_ip_transparent_v6(true),
+        }
+        .map_err(err)?;
+    }
     socket.bind(&addr.into()).map_err(err)?;
     socket.listen(1024).map_err(err)?;
     socket.set_nonblocking(true).map_err(err)?;
@@ -125,8 +136,9 @@ fn bind_all(
     addr: SocketAddr,
     what: &str,
     workers: usize,
+    transparent: bool,
 ) -> Result<Vec<std::net::TcpListener>, ServerError> {
-    let first = bind(addr, what, workers > 1)?;
+    let first = bind(addr, what, workers > 1, transparent)?;
     let actual = first.local_addr().map_err(|source| ServerError::Bind {
         addr,
         what: what.to_owned(),
@@ -134,7 +146,7 @@ fn bind_all(
     })?;
     let mut all = vec![first];
     for _ in 1..workers {
-        all.push(bind(actual, what, true)?);
+        all.push(bind(actual, what, true, transparent)?);
     }
     Ok(all)
 }
@@ -175,7 +187,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     let mut listens = Vec::new();
     let mut bound = Bound::default();
     if let Some(a) = config.inbound {
-        let s = bind_all(a, "inbound", workers)?;
+        let s = bind_all(a, "inbound", workers, false)?;
         bound.inbound = s[0].local_addr().ok();
         listens.push(Listen {
             kind: Kind::Inbound,
@@ -185,7 +197,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         });
     }
     if let Some(a) = config.outbound {
-        let s = bind_all(a, "outbound", workers)?;
+        let s = bind_all(a, "outbound", workers, false)?;
         bound.outbound = s[0].local_addr().ok();
         listens.push(Listen {
             kind: Kind::Outbound,
@@ -196,7 +208,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     }
     if let Some(c) = &config.capture {
         let s = capture::in_netns(c.netns.as_deref(), || {
-            bind_all(c.listen, "capture", workers)
+            bind_all(c.listen, "capture", workers, c.netns.is_some())
         })
         .map_err(|source| ServerError::Bind {
             addr: c.listen,
@@ -212,7 +224,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         });
     }
     for (name, a) in &config.upstream_ports {
-        let s = bind_all(*a, &format!("upstream {name}"), workers)?;
+        let s = bind_all(*a, &format!("upstream {name}"), workers, false)?;
         if let Ok(local) = s[0].local_addr() {
             bound.upstreams.insert(name.clone(), local);
         }
@@ -227,7 +239,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
     }
     let admin_socket = match config.admin {
         Some(a) => {
-            let s = bind(a, "admin", false)?;
+            let s = bind(a, "admin", false, false)?;
             bound.admin = s.local_addr().ok();
             Some(s)
         }

@@ -238,7 +238,7 @@ async fn a_full_listener_refuses_at_once_and_accepts_again_when_places_free() {
 }
 
 #[tokio::test]
-async fn outbound_and_admin_listeners_bind_loopback_unless_a_flag_allows_more() {
+async fn outbound_and_admin_listeners_bind_loopback_unless_a_flag_allows_more_and_capture_always() {
     let f = Fixture::new(MESH);
     let anywhere: SocketAddr = "0.0.0.0:0".parse().unwrap();
     let mut c = outbound(f.config("a"), &[]);
@@ -262,6 +262,21 @@ async fn outbound_and_admin_listeners_bind_loopback_unless_a_flag_allows_more() 
     let err = hopwise_proxy::start(admin.clone()).unwrap_err().to_string();
     assert!(
         err.contains("admin listener") && err.contains("--allow-remote-admin"),
+        "{err}"
+    );
+    // Capture's listener, never: TPROXY's connections are told from direct ones by their own
+    // address being off loopback (docs/capture.md), and no flag changes that.
+    let mut captured = outbound(f.config("a"), &[]);
+    captured.capture = Some(hopwise_proxy::config::CaptureConfig {
+        netns: None,
+        listen: anywhere,
+        destinations: hopwise_model::capture::Destinations::of(&f.mesh),
+    });
+    captured.listeners.allow_remote_outbound = true;
+    captured.listeners.allow_remote_admin = true;
+    let err = hopwise_proxy::start(captured).unwrap_err().to_string();
+    assert!(
+        err.contains("capture listener") && err.contains("0.0.0.0:0") && !err.contains("pass --"),
         "{err}"
     );
     // With the flags they start.

@@ -135,10 +135,11 @@ fn hosts(mesh: &Mesh) -> String {
 }
 
 /// The nftables script loaded inside the namespace. Outbound: every new TCP connection of the
-/// app to anything but loopback and the lists to skip is redirected to the capture listener
-/// (its loopback). The proxy's own connections need no exemption: the proxy runs in the host's
-/// namespace, so none of them starts in this one (and an app cannot claim to be it, as it could
-/// a uid, gid or mark). Inbound: TCP from the host's end to the app's port goes to the app on
+/// app to anything but loopback and the lists to skip goes to the capture listener (its
+/// loopback): to a service address by TPROXY ([`to_services`]), to anything else by NAT. The
+/// proxy's own connections need no exemption: the proxy runs in the host's namespace, so none
+/// of them starts in this one (and an app cannot claim to be it, as it could a uid, gid or
+/// mark). Inbound: TCP from the host's end to the app's port goes to the app on
 /// its loopback (it need not listen elsewhere); any other new TCP arriving on the link is dropped.
 /// Anything but TCP leaving the namespace is refused (only TCP is captured).
 pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
@@ -166,6 +167,7 @@ pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) ->
     out.push_str(&format!(
         "\t\tmeta l4proto tcp redirect to :{CAPTURE_PORT}\n\t}}\n"
     ));
+    out.push_str(&to_services(mesh, &c.skip_ports, &v4));
     let link = &names.veth_app;
     if let Some(port) = app_port {
         out.push_str("\tchain pre {\n\t\ttype nat hook prerouting priority -100; policy accept;\n");
@@ -191,6 +193,56 @@ pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) ->
     // refused here, so none of it can leave past the proxy.
     out.push_str("\tchain only_tcp {\n\t\ttype filter hook output priority 0; policy accept;\n");
     out.push_str("\t\toifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject\n\t}\n}\n");
+    out
+}
+
+/// The calls to service addresses (the common case: `http://fee/…` resolves to one), taken
+/// without NAT: the addresses are the namespace's own (on its `lo`), so the app's packets to
+/// them come back in through `lo`'s prerouting, where TPROXY hands them to the capture listener
+/// (bound with `IP_TRANSPARENT`) with their destination untouched: the proxy reads it from the
+/// accepted socket's own address. Both directions skip connection tracking, so `out`'s NAT never
+/// sees them: no conntrack entry per connection, no NAT on every packet (docs/capture.md). The
+/// counter shows it at work (`nft list chain ip hopwise to_services` in the namespace).
+/// Anything else (egress, copies' addresses) still takes `out`'s redirect. Empty when no
+/// service has an IPv4 address.
+fn to_services(mesh: &Mesh, skip_ports: &[u16], skip_cidrs: &[String]) -> String {
+    let addrs: Vec<String> = mesh
+        .services
+        .values()
+        .filter_map(|s| s.address.filter(IpAddr::is_ipv4))
+        .map(|a| a.to_string())
+        .collect();
+    if addrs.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "\tset services {{\n\t\ttype ipv4_addr\n\t\telements = {{ {} }}\n\t}}\n",
+        addrs.join(", ")
+    );
+    out.push_str("\tchain untracked {\n\t\ttype filter hook output priority raw; policy accept;\n");
+    // The proxy's answers too: a reply tracked mid-stream would be a new connection to `out`.
+    out.push_str("\t\toifname \"lo\" ip daddr @services notrack\n");
+    out.push_str("\t\toifname \"lo\" ip saddr @services notrack\n\t}\n");
+    out.push_str(
+        "\tchain to_services {\n\t\ttype filter hook prerouting priority mangle; policy accept;\n",
+    );
+    out.push_str("\t\tiifname != \"lo\" return\n");
+    if !skip_ports.is_empty() {
+        let ports: Vec<String> = skip_ports.iter().map(u16::to_string).collect();
+        out.push_str(&format!(
+            "\t\ttcp dport {{ {} }} return\n",
+            ports.join(", ")
+        ));
+    }
+    if !skip_cidrs.is_empty() {
+        out.push_str(&format!(
+            "\t\tip daddr {{ {} }} return\n",
+            skip_cidrs.join(", ")
+        ));
+    }
+    out.push_str(&format!(
+        "\t\tip daddr @services meta l4proto tcp counter tproxy to 127.0.0.1:{CAPTURE_PORT}\n\t}}\n"
+    ));
     out
 }
 

@@ -90,6 +90,49 @@ fn the_rules_redirect_outbound_tcp_but_loopback_and_the_skips_and_guard_the_app(
 }
 
 #[test]
+fn calls_to_service_addresses_skip_nat_and_conntrack_by_tproxy_and_keep_the_skips() {
+    let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
+    let r = &p.rules;
+    // Every IPv4 service address, none of the IPv6 ones.
+    assert!(
+        r.contains("elements = { 100.77.0.1, 192.0.2.9, 100.77.0.3 }"),
+        "{r}"
+    );
+    // Both directions untracked (an answer tracked mid-stream would meet `out`'s redirect).
+    let untracked = &r[r.find("chain untracked").unwrap()..];
+    assert!(
+        untracked.contains("type filter hook output priority raw;")
+            && untracked.contains("oifname \"lo\" ip daddr @services notrack")
+            && untracked.contains("oifname \"lo\" ip saddr @services notrack"),
+        "{r}"
+    );
+    let to = &r[r.find("chain to_services").unwrap()..];
+    let order = [
+        "type filter hook prerouting priority mangle;",
+        "iifname != \"lo\" return",
+        "tcp dport { 22 } return",
+        "ip daddr { 10.0.0.0/8 } return",
+        "ip daddr @services meta l4proto tcp counter tproxy to 127.0.0.1:4140",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|l| to.find(l).unwrap_or_else(|| panic!("{l}\n{r}")))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{r}");
+}
+
+#[test]
+fn without_an_ipv4_service_address_there_is_nothing_to_tproxy() {
+    let m = Mesh::from_yaml(
+        "mesh: { trust_domain: t.test }\nservices:\n  web:\n    address: 'fd00::9'\n    copies: [{ app: '127.0.0.1:7001' }]\n",
+    )
+    .unwrap();
+    let p = plan(&m, "web", 0, Names::of("00000001").unwrap()).unwrap();
+    assert!(!p.rules.contains("@services"), "{}", p.rules);
+    assert!(p.rules.contains("redirect to :4140"), "{}", p.rules);
+}
+
+#[test]
 fn a_copy_without_an_app_drops_every_new_inbound_connection() {
     let p = plan(&mesh(), "probe", 0, Names::of("00000002").unwrap()).unwrap();
     assert_eq!(p.app_port, None);
