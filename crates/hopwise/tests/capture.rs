@@ -10,7 +10,8 @@
 //! fails) and runs everything inside it: the copies' namespaces hang off it, every address
 //! (copies', services', the proxies' loopback ports) is assigned inside those namespaces, and
 //! the host's own network is never touched. Needs root, `ip` (iproute2), `nft` (nftables) and
-//! `curl` (and util-linux's `nsenter`); without them the tests fail, naming the package.
+//! `curl` (and util-linux's `nsenter`), and `iptables` for the test of the rules without `nft`;
+//! without them the tests fail, naming the package.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -159,6 +160,33 @@ fn text(o: &Output) -> (String, String) {
 
 #[test]
 fn curl_by_name_from_a_captured_app_gets_fees_answer_through_both_proxies() {
+    // Then the rule that took it: a call to a service address goes by TPROXY, not NAT.
+    let chain = curl_fee_captured("nft", "nft list chain ip hopwise to_services");
+    let rule = chain.lines().find(|l| l.contains("tproxy")).unwrap_or("");
+    let packets: u64 = rule
+        .split_once("counter packets ")
+        .and_then(|(_, r)| r.split(' ').next()?.parse().ok())
+        .unwrap_or(0);
+    assert!(packets >= 3, "the call did not go by TPROXY:\n{chain}");
+}
+
+#[test]
+fn without_nft_iptables_rules_capture_the_same_call() {
+    let chain = curl_fee_captured("iptables", "iptables -t mangle -L PREROUTING -v -n -x");
+    // `pkts bytes target prot opt in out source destination`, fee's address as destination.
+    let packets: u64 = chain
+        .lines()
+        .filter(|l| l.contains("TPROXY"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    // Its SYN only: the rule takes new connections (plan/iptables.rs).
+    assert!(packets >= 1, "the call did not go by TPROXY:\n{chain}");
+}
+
+/// An unmodified `curl http://fee/penalty/U-41` from a captured copy of web, its rules loaded
+/// by `rules` (`HOPWISE_CAPTURE_RULES`), gets fee's answer; then `list`, run in the copy's
+/// namespace, shows the rule that took it (its output is returned). Nothing is left after.
+fn curl_fee_captured(rules: &str, list: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let file = mesh(dir.path(), false);
     let host = Host::new();
@@ -166,31 +194,19 @@ fn curl_by_name_from_a_captured_app_gets_fees_answer_through_both_proxies() {
     let f = file.to_str().unwrap();
     let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
     let state = dir.path().join("state");
-    // Then the rule that took it: a call to a service address goes by TPROXY, not NAT.
-    let curl = [
-        "sh",
-        "-c",
-        "curl -sS -m 10 http://fee/penalty/U-41 && echo && nft list chain ip hopwise to_services",
-    ];
-    let out = host
-        .run(f, state.to_str().unwrap(), "web", &curl)
-        .output()
-        .unwrap();
+    let script = format!("curl -sS -m 10 http://fee/penalty/U-41 && echo && {list}");
+    let mut run = host.run(f, state.to_str().unwrap(), "web", &["sh", "-c", &script]);
+    let out = run.env("HOPWISE_CAPTURE_RULES", rules).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let (answer, chain) = stdout.split_once('\n').unwrap();
+    let (answer, listed) = stdout.split_once('\n').unwrap();
     // Only a call that went web's proxy → mTLS → fee's proxy carries web's verified identity.
     assert_eq!(
         answer,
         "fee saw spiffe://hopwise.local/service/web for /penalty/U-41"
     );
-    let rule = chain.lines().find(|l| l.contains("tproxy")).unwrap_or("");
-    let packets: u64 = rule
-        .split_once("counter packets ")
-        .and_then(|(_, r)| r.split(' ').next()?.parse().ok())
-        .unwrap_or(0);
-    assert!(packets >= 3, "the call did not go by TPROXY:\n{chain}");
     assert_nothing_left(&host, &state, &run_id(&stderr));
+    listed.to_owned()
 }
 
 #[test]
@@ -307,7 +323,12 @@ fn a_destination_outside_the_mesh_is_refused_or_passed_as_the_file_says() {
         }
     });
     let curl = ["curl", "-sS", "-m", "5", "http://192.0.2.55:8080/"];
-    for (egress, answered) in [("refuse", false), ("pass", true)] {
+    // Egress takes the redirect (NAT), not TPROXY: both ways of loading it.
+    let cases = [("refuse", false), ("pass", true)];
+    for (rules, (egress, answered)) in ["nft", "iptables"]
+        .into_iter()
+        .flat_map(|r| cases.map(|c| (r, c)))
+    {
         let dir = tempfile::tempdir().unwrap();
         let file = mesh_with(dir.path(), false, egress);
         let state = dir.path().join("state");
@@ -318,15 +339,20 @@ fn a_destination_outside_the_mesh_is_refused_or_passed_as_the_file_says() {
                 "web",
                 &curl,
             )
+            .env("HOPWISE_CAPTURE_RULES", rules)
             .output()
             .unwrap();
         let (stdout, stderr) = text(&out);
         assert_eq!(
             out.status.success(),
             answered,
-            "egress {egress}: {stdout}\n{stderr}"
+            "{rules}, egress {egress}: {stdout}\n{stderr}"
         );
-        assert_eq!(stdout == "outside", answered, "egress {egress}: {stdout}");
+        assert_eq!(
+            stdout == "outside",
+            answered,
+            "{rules}, egress {egress}: {stdout}"
+        );
         assert_nothing_left(&host, &state, &run_id(&stderr));
     }
 }

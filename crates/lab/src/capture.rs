@@ -27,13 +27,14 @@ pub mod plan;
 pub mod record;
 
 pub use copy::CapturedCopy;
-pub use netns::Tools;
+pub use netns::{Rules, Tools};
 
 /// Where runs are recorded unless `--state` says otherwise (emptied at boot).
 pub const STATE: &str = "/run/hopwise";
 
 /// Removes what dead runs recorded under `state` left (for `hopwise up`); the ids swept. Nothing
-/// to do, and nothing done, without `ip` and `nft`: no run could have made anything then.
+/// to do, and nothing done, without `ip` and `nft` or `iptables-restore`: no run could have
+/// made anything then.
 pub fn sweep(state: &Path) -> Vec<String> {
     match Tools::find() {
         Ok(tools) => record::sweep(state, &tools),

@@ -1,5 +1,5 @@
 //! The I/O edge of capture: `plan.rs`'s commands run with `ip` (iproute2) and `nft`
-//! (nftables), the hosts file written, and all of it removed again — only names derived from
+//! (nftables; `iptables-restore` where `nft` is missing), the hosts file written, and all of it removed again — only names derived from
 //! a run's id, so nothing that is not hopwise's is ever touched.
 
 use std::io::Write as _;
@@ -11,15 +11,28 @@ use super::plan::{Names, Plan, setup};
 use crate::error::{LabError, io};
 use crate::processes::supervisor::find_program;
 
-/// The two programs capture needs, found once.
+/// The programs capture needs, found once.
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub ip: PathBuf,
-    pub nft: PathBuf,
+    pub rules: Rules,
 }
 
+/// What loads the namespace's rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rules {
+    /// `nft -f -`, the plan's nftables script.
+    Nft(PathBuf),
+    /// `iptables-restore`, the same rules as iptables tables.
+    Iptables(PathBuf),
+}
+
+/// Set to `nft` or `iptables` to choose what loads the rules; unset: `nft` if installed.
+pub const RULES_ENV: &str = "HOPWISE_CAPTURE_RULES";
+
 impl Tools {
-    /// `ip` and `nft`, or an error naming the Debian package that ships the missing one.
+    /// `ip`, and `nft` or else `iptables-restore` (or the one [`RULES_ENV`] names), or an error
+    /// naming the Debian package that ships what is missing.
     pub fn find() -> Result<Tools, LabError> {
         let need = |program: &str, package: &str| {
             find_program(program).ok_or_else(|| {
@@ -28,10 +41,28 @@ impl Tools {
                 ))
             })
         };
-        Ok(Tools {
-            ip: need("ip", "iproute2")?,
-            nft: need("nft", "nftables")?,
-        })
+        let ip = need("ip", "iproute2")?;
+        let rules = match std::env::var(RULES_ENV).ok().as_deref() {
+            Some("nft") => Rules::Nft(need("nft", "nftables")?),
+            Some("iptables") => Rules::Iptables(need("iptables-restore", "iptables")?),
+            Some(other) => {
+                return Err(LabError::Failed(format!(
+                    "{RULES_ENV}={other}: say `nft` or `iptables`, or leave it unset"
+                )));
+            }
+            None => match (find_program("nft"), find_program("iptables-restore")) {
+                (Some(nft), _) => Rules::Nft(nft),
+                (None, Some(ipt)) => Rules::Iptables(ipt),
+                (None, None) => {
+                    return Err(LabError::Failed(
+                        "capture needs `nft` (Debian: apt-get install nftables) or \
+                         `iptables-restore` (apt-get install iptables), and root"
+                            .to_owned(),
+                    ));
+                }
+            },
+        };
+        Ok(Tools { ip, rules })
     }
 
     fn ip(&self, args: &[String]) -> Result<(), LabError> {
@@ -87,11 +118,12 @@ pub fn build(plan: &Plan, tools: &Tools) -> Result<(), LabError> {
     std::fs::create_dir_all(&etc).map_err(io(format!("cannot create {}", etc.display())))?;
     let hosts = etc.join("hosts");
     std::fs::write(&hosts, &plan.hosts).map_err(io(format!("cannot write {}", hosts.display())))?;
-    let mut nft = Command::new(&tools.ip);
-    nft.args(["netns", "exec", &n.netns])
-        .arg(&tools.nft)
-        .args(["-f", "-"]);
-    run(&mut nft, Some(&plan.rules))
+    let mut load = Command::new(&tools.ip);
+    load.args(["netns", "exec", &n.netns]);
+    match &tools.rules {
+        Rules::Nft(nft) => run(load.arg(nft).args(["-f", "-"]), Some(&plan.rules)),
+        Rules::Iptables(restore) => run(load.arg(restore), Some(&plan.iptables)),
+    }
 }
 
 /// Removes everything a run named `names` may have made, whatever is left of it: the processes

@@ -1,7 +1,8 @@
 //! Pure: what one captured copy makes on the machine, as data — its names (a prefix and the
 //! run's id, so each is provably hopwise's), its addresses (`hopwise-model`'s capture range),
-//! the `ip` commands that build the namespace and its link, the nftables script loaded inside
-//! it, and its hosts file. Nothing here runs a command; `netns.rs` does.
+//! the `ip` commands that build the namespace and its link, the rules loaded inside it (an
+//! nftables script, or the same rules for `iptables-restore` where `nft` is missing:
+//! `plan/iptables.rs`), and its hosts file. Nothing here runs a command; `netns.rs` does.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -62,7 +63,10 @@ pub struct Plan {
     /// Every service's address, put on the namespace's loopback.
     pub service_addresses: Vec<IpAddr>,
     pub hosts: String,
+    /// The rules as an nftables script (`nft -f -`).
     pub rules: String,
+    /// The same rules for `iptables-restore`.
+    pub iptables: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,6 +117,7 @@ pub fn plan_app(
         app_from_host: app_port.map(|p| SocketAddr::new(IpAddr::V4(net.app), p)),
         hosts: hosts(mesh),
         rules: rules(mesh, &names, net, app_port),
+        iptables: iptables::rules(mesh, &names, net, app_port),
         names,
         net,
         app_port,
@@ -144,12 +149,7 @@ fn hosts(mesh: &Mesh) -> String {
 /// Anything but TCP leaving the namespace is refused (only TCP is captured).
 pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
     let c = &mesh.capture;
-    let v4: Vec<String> = c
-        .skip_cidrs
-        .iter()
-        .filter(|c| c.addr.is_ipv4())
-        .map(Cidr::to_string)
-        .collect();
+    let v4 = skip_v4(mesh);
     let mut out = String::new();
     out.push_str("table ip hopwise {\n");
     out.push_str("\tchain out {\n\t\ttype nat hook output priority -100; policy accept;\n");
@@ -206,12 +206,7 @@ pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) ->
 /// Anything else (egress, copies' addresses) still takes `out`'s redirect. Empty when no
 /// service has an IPv4 address.
 fn to_services(mesh: &Mesh, skip_ports: &[u16], skip_cidrs: &[String]) -> String {
-    let addrs: Vec<String> = mesh
-        .services
-        .values()
-        .filter_map(|s| s.address.filter(IpAddr::is_ipv4))
-        .map(|a| a.to_string())
-        .collect();
+    let addrs = services_v4(mesh);
     if addrs.is_empty() {
         return String::new();
     }
@@ -244,6 +239,23 @@ fn to_services(mesh: &Mesh, skip_ports: &[u16], skip_cidrs: &[String]) -> String
         "\t\tip daddr @services meta l4proto tcp counter tproxy to 127.0.0.1:{CAPTURE_PORT}\n\t}}\n"
     ));
     out
+}
+
+/// `mesh.capture.skip_cidrs`' IPv4 ones (the rules are IPv4's), as written.
+fn skip_v4(mesh: &Mesh) -> Vec<String> {
+    let c = &mesh.capture.skip_cidrs;
+    c.iter()
+        .filter(|c| c.addr.is_ipv4())
+        .map(Cidr::to_string)
+        .collect()
+}
+
+/// Every service's IPv4 address: the calls TPROXY takes.
+fn services_v4(mesh: &Mesh) -> Vec<String> {
+    let s = mesh.services.values();
+    s.filter_map(|s| s.address.filter(IpAddr::is_ipv4))
+        .map(|a| a.to_string())
+        .collect()
 }
 
 /// The `ip` commands that build the namespace, in order (each one's arguments). Deleting the
@@ -280,5 +292,6 @@ fn words(s: &str) -> Vec<String> {
     s.split(' ').map(str::to_owned).collect()
 }
 
+mod iptables;
 #[cfg(test)]
 mod tests;

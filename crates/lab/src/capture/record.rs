@@ -174,7 +174,7 @@ mod tests {
         std::fs::write(dir.path().join("runs/not-an-id.json"), "{}").unwrap();
         let tools = Tools {
             ip: "/nonexistent/ip".into(),
-            nft: "/nonexistent/nft".into(),
+            rules: crate::capture::netns::Rules::Nft("/nonexistent/nft".into()),
         };
         assert!(sweep(dir.path(), &tools).is_empty());
         assert!(path(dir.path(), "0000beef").exists());

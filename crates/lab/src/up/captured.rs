@@ -59,7 +59,8 @@ pub struct Namespaces {
 }
 
 impl Namespaces {
-    /// Capture needs root, `ip` and `nft`: an error naming what is missing.
+    /// Capture needs root, `ip` and `nft` (or `iptables-restore`): an error naming what is
+    /// missing.
     pub fn new(state: &Path) -> Result<Namespaces, LabError> {
         let tools = Tools::find()?;
         if !crate::capture::is_root() {

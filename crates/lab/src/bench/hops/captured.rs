@@ -46,14 +46,15 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Refuses, naming what is missing, unless this is root with `ip` and `nft`; then removes
+    /// Refuses, naming what is missing, unless this is root with `ip` and `nft` (or
+    /// `iptables-restore`); then removes
     /// what dead benches recorded under `state` (their ids).
     pub fn prepare(state: &Path) -> Result<(Capture, Vec<String>), LabError> {
         let tools =
             Tools::find().map_err(|e| LabError::Failed(format!("--modes captured: {e}")))?;
         if !capture::is_root() {
             return Err(LabError::Failed(
-                "--modes captured makes a network namespace and nftables rules for the client, as \
+                "--modes captured makes a network namespace and capture rules for the client, as \
                  `hopwise run` does: run the bench as root, or without `captured` in --modes"
                     .into(),
             ));

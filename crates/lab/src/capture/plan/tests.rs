@@ -196,3 +196,61 @@ fn a_copy_whose_port_up_chose_lets_the_host_reach_that_port() {
         Err(PlanError::UnknownService("nope".into()))
     );
 }
+
+#[test]
+fn without_nft_the_same_rules_go_to_iptables_restore_table_by_table() {
+    let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
+    let svc = ["100.77.0.1", "192.0.2.9", "100.77.0.3"];
+    let mut want = String::from("# written by hopwise run: this namespace's rules only\n");
+    want.push_str("*raw\n:OUTPUT ACCEPT [0:0]\n");
+    for a in svc {
+        want.push_str(&format!(
+            "-A OUTPUT -o lo -d {a}/32 -j CT --notrack\n-A OUTPUT -o lo -s {a}/32 -j CT --notrack\n"
+        ));
+    }
+    want.push_str("COMMIT\n*mangle\n:PREROUTING ACCEPT [0:0]\n");
+    want.push_str("-A PREROUTING -i lo -p tcp --dport 22 -j RETURN\n");
+    want.push_str("-A PREROUTING -i lo -d 10.0.0.0/8 -j RETURN\n");
+    for a in svc {
+        want.push_str(&format!(
+            "-A PREROUTING -i lo -p tcp --syn -d {a}/32 -j TPROXY --on-ip 127.0.0.1 --on-port 4140\n"
+        ));
+    }
+    want.push_str(
+        "COMMIT\n*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         -A OUTPUT -d 127.0.0.0/8 -j RETURN\n\
+         -A OUTPUT -p tcp --dport 22 -j RETURN\n\
+         -A OUTPUT -d 10.0.0.0/8 -j RETURN\n\
+         -A OUTPUT -p tcp -j REDIRECT --to-ports 4140\n\
+         -A PREROUTING -i hw00000001a -s 100.77.1.1/32 -p tcp --dport 7001 -j DNAT --to-destination 127.0.0.1:7001\n\
+         COMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         -A INPUT -i hw00000001a -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n\
+         -A INPUT -i hw00000001a -s 100.77.1.1/32 -p tcp --dport 7001 -j ACCEPT\n\
+         -A INPUT -i hw00000001a -p tcp -j DROP\n\
+         -A OUTPUT -o lo -j ACCEPT\n-A OUTPUT -p tcp -j ACCEPT\n-A OUTPUT -j REJECT\nCOMMIT\n",
+    );
+    assert_eq!(p.iptables, want);
+}
+
+#[test]
+fn iptables_without_an_app_or_service_addresses_keeps_the_redirect_and_the_guards() {
+    let m = Mesh::from_yaml(
+        "mesh: { trust_domain: t.test }\nservices:\n  web:\n    address: 'fd00::9'\n    copies: [{ inbound: '127.0.0.1:7101' }]\n",
+    )
+    .unwrap();
+    let r = plan(&m, "web", 0, Names::of("00000001").unwrap())
+        .unwrap()
+        .iptables;
+    assert!(
+        !r.contains("TPROXY") && !r.contains("notrack") && !r.contains("DNAT"),
+        "{r}"
+    );
+    assert!(
+        r.contains("-A OUTPUT -p tcp -j REDIRECT --to-ports 4140\n"),
+        "{r}"
+    );
+    assert!(
+        r.contains("-A INPUT -i hw00000001a -p tcp -j DROP\n"),
+        "{r}"
+    );
+}
