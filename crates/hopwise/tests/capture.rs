@@ -167,7 +167,8 @@ fn curl_by_name_from_a_captured_app_gets_fees_answer_through_both_proxies() {
         .split_once("counter packets ")
         .and_then(|(_, r)| r.split(' ').next()?.parse().ok())
         .unwrap_or(0);
-    assert!(packets >= 3, "the call did not go by TPROXY:\n{chain}");
+    // Its SYN: the rule takes new connections only (plan.rs).
+    assert!(packets >= 1, "the call did not go by TPROXY:\n{chain}");
 }
 
 #[test]
@@ -179,7 +180,7 @@ fn without_nft_iptables_rules_capture_the_same_call() {
         .filter(|l| l.contains("TPROXY"))
         .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
         .sum();
-    // Its SYN only: the rule takes new connections (plan/iptables.rs).
+    // Its SYN, as with nft.
     assert!(packets >= 1, "the call did not go by TPROXY:\n{chain}");
 }
 

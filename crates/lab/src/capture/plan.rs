@@ -235,8 +235,10 @@ fn to_services(mesh: &Mesh, skip_ports: &[u16], skip_cidrs: &[String]) -> String
             skip_cidrs.join(", ")
         ));
     }
+    // New connections only: every later packet finds its socket by the normal lookup, so a
+    // TPROXY lookup on it would be a second one for nothing.
     out.push_str(&format!(
-        "\t\tip daddr @services meta l4proto tcp counter tproxy to 127.0.0.1:{CAPTURE_PORT}\n\t}}\n"
+        "\t\tip daddr @services tcp flags syn / fin,syn,rst,ack counter tproxy to 127.0.0.1:{CAPTURE_PORT}\n\t}}\n"
     ));
     out
 }

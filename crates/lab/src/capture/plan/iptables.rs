@@ -35,9 +35,9 @@ pub(super) fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u
                 .map(|c| format!("-A PREROUTING -i lo -d {c} -j RETURN")),
         );
     }
-    // New connections only (`--syn`): iptables' TPROXY drops a packet whose socket it finds
-    // but is not transparent — the app's own, for every answer — where nft's lets it pass.
-    // Every later packet finds its socket by the normal lookup.
+    // New connections only (`--syn`), as nft's: here also because iptables' TPROXY drops a
+    // packet whose socket it finds but is not transparent — the app's own, for every answer —
+    // where nft's lets it pass.
     for a in &services {
         mangle.push(format!(
             "-A PREROUTING -i lo -p tcp --syn -d {a}/32 -j TPROXY --on-ip 127.0.0.1 --on-port {CAPTURE_PORT}"

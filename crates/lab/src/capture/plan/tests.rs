@@ -112,7 +112,7 @@ fn calls_to_service_addresses_skip_nat_and_conntrack_by_tproxy_and_keep_the_skip
         "iifname != \"lo\" return",
         "tcp dport { 22 } return",
         "ip daddr { 10.0.0.0/8 } return",
-        "ip daddr @services meta l4proto tcp counter tproxy to 127.0.0.1:4140",
+        "ip daddr @services tcp flags syn / fin,syn,rst,ack counter tproxy to 127.0.0.1:4140",
     ];
     let at: Vec<usize> = order
         .iter()
