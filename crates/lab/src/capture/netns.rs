@@ -1,6 +1,7 @@
 //! The I/O edge of capture: `plan.rs`'s commands run with `ip` (iproute2) and `nft`
-//! (nftables; `iptables-restore` where `nft` is missing), the hosts file written, and all of it removed again — only names derived from
-//! a run's id, so nothing that is not hopwise's is ever touched.
+//! (nftables; `iptables-restore` where `nft` is missing), the hosts file written, and all of
+//! it removed again — only names derived from a run's id, so nothing that is not hopwise's is
+//! ever touched.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
