@@ -27,7 +27,7 @@ pub mod plan;
 pub mod record;
 
 pub use copy::CapturedCopy;
-pub use netns::{Rules, Tools};
+pub use netns::Tools;
 
 /// Where runs are recorded unless `--state` says otherwise (emptied at boot).
 pub const STATE: &str = "/run/hopwise";

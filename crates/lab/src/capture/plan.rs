@@ -144,9 +144,9 @@ fn hosts(mesh: &Mesh) -> String {
 /// loopback): to a service address by TPROXY ([`to_services`]), to anything else by NAT. The
 /// proxy's own connections need no exemption: the proxy runs in the host's namespace, so none
 /// of them starts in this one (and an app cannot claim to be it, as it could a uid, gid or
-/// mark). Inbound: TCP from the host's end to the app's port goes to the app on
-/// its loopback (it need not listen elsewhere); any other new TCP arriving on the link is dropped.
-/// Anything but TCP leaving the namespace is refused (only TCP is captured).
+/// mark). Inbound: TCP from the host's end to the app's port goes to the app on its loopback
+/// (it need not listen elsewhere); any other new TCP arriving on the link is dropped. Anything
+/// but TCP leaving the namespace is refused (only TCP is captured).
 pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
     let c = &mesh.capture;
     let v4 = skip_v4(mesh);

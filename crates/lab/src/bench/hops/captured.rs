@@ -47,8 +47,7 @@ pub struct Capture {
 
 impl Capture {
     /// Refuses, naming what is missing, unless this is root with `ip` and `nft` (or
-    /// `iptables-restore`); then removes
-    /// what dead benches recorded under `state` (their ids).
+    /// `iptables-restore`); then removes what dead benches recorded under `state` (their ids).
     pub fn prepare(state: &Path) -> Result<(Capture, Vec<String>), LabError> {
         let tools =
             Tools::find().map_err(|e| LabError::Failed(format!("--modes captured: {e}")))?;
