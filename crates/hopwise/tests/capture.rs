@@ -16,69 +16,14 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod common;
+use common::captured::assert_nothing_left;
 use common::netns::{Host, ip};
+use common::run::{HOPWISE, RunIn, mesh, mesh_with, run_id, start_announced, start_run, text};
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-const HOPWISE: &str = env!("CARGO_BIN_EXE_hopwise");
-
-/// `hopwise run` in a test's host namespace.
-trait RunIn {
-    fn run(&self, mesh: &str, state: &str, service: &str, command: &[&str]) -> Command;
-}
-
-impl RunIn for Host {
-    /// `hopwise run` of `service` inside this namespace, with the mesh file and state given,
-    /// running `command`.
-    fn run(&self, mesh: &str, state: &str, service: &str, command: &[&str]) -> Command {
-        let mut c = self.hopwise(&["run", "--config", mesh, "--service", service]);
-        c.args(["--state", state, "--"]).args(command);
-        c
-    }
-}
-
-/// Starts `cmd` and waits for the first line of its stdout (a proxy prints it once bound).
-fn start_announced(cmd: Command) -> common::Proc {
-    let (proc, line) = common::first_line(cmd, Stdio::inherit());
-    assert!(line.starts_with("hopwise proxy for"), "it said {line:?}");
-    proc
-}
-
-/// The mesh of these tests, its certificates made, in a fresh directory.
-fn mesh(dir: &Path, fee_sample: bool) -> PathBuf {
-    mesh_with(dir, fee_sample, "refuse")
-}
-
-/// [`mesh`] with the egress rule given.
-fn mesh_with(dir: &Path, fee_sample: bool, egress: &str) -> PathBuf {
-    let sample = if fee_sample { "\n    sample: leaf" } else { "" };
-    let text = format!(
-        "mesh: {{ name: capture-test, certs: certs, capture: {{ egress: {egress} }} }}
-services:
-  web:
-    copies: [{{ admin: '127.0.0.1:9901' }}]
-    calls: {{ fee: {{}} }}
-  fee:{sample}
-    copies: [{{ app: '127.0.0.1:7002', inbound: '127.0.0.1:7102' }}]
-"
-    );
-    let file = dir.join("mesh.yaml");
-    std::fs::write(&file, text).unwrap();
-    let out = Command::new(HOPWISE)
-        .args(["certs", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    file
-}
 
 /// A stand-in fee app inside `host` on 127.0.0.1:7002: answers with the identity its proxy
 /// vouched for and the path.
@@ -113,55 +58,10 @@ fn fee_app(host: &Host) {
     });
 }
 
-/// The run id `hopwise run` announced on stderr (`… in namespace hopwise-<id> …`).
-fn run_id(stderr: &str) -> String {
-    let at = stderr
-        .find("in namespace hopwise-")
-        .unwrap_or_else(|| panic!("no namespace announced:\n{stderr}"));
-    stderr[at + "in namespace hopwise-".len()..][..8].to_owned()
-}
-
-/// Everything run `id` could have made is gone: namespace, hosts directory, the host's end of
-/// its link, its record. Namespaces are freed a moment after their last process: polled.
-fn assert_nothing_left(host: &Host, state: &Path, id: &str) {
-    let start = Instant::now();
-    let left = || {
-        let mut left = Vec::new();
-        for p in [
-            format!("/run/netns/hopwise-{id}"),
-            format!("/etc/netns/hopwise-{id}"),
-            state
-                .join("runs")
-                .join(format!("{id}.json"))
-                .display()
-                .to_string(),
-        ] {
-            if Path::new(&p).exists() {
-                left.push(p);
-            }
-        }
-        if host.links().contains(&format!("hw{id}h")) {
-            left.push(format!("link hw{id}h"));
-        }
-        left
-    };
-    while !left().is_empty() && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(left(), Vec::<String>::new(), "run {id} left these behind");
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn curl_by_name_from_a_captured_app_gets_fees_answer_through_both_proxies() {
     // Then the rule that took it: a call to a service address goes by TPROXY, not NAT.
-    let chain = curl_fee_captured("nft", "nft list chain ip hopwise to_services");
+    let chain = curl_fee_captured("nft", "nft list chain inet hopwise to_services");
     let rule = chain.lines().find(|l| l.contains("tproxy")).unwrap_or("");
     let packets: u64 = rule
         .split_once("counter packets ")
@@ -206,7 +106,7 @@ fn curl_fee_captured(rules: &str, list: &str) -> String {
         answer,
         "fee saw spiffe://hopwise.local/service/web for /penalty/U-41"
     );
-    assert_nothing_left(&host, &state, &run_id(&stderr));
+    assert_nothing_left(&host, &state, &[run_id(&stderr)]);
     listed.to_owned()
 }
 
@@ -231,15 +131,7 @@ fn a_captured_app_on_its_own_loopback_answers_a_captured_caller() {
         "--knobs",
         "127.0.0.1:7003",
     ];
-    let mut fee = host
-        .run(f, s, "fee", &app)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut fee_err = BufReader::new(fee.stderr.take().unwrap());
-    let mut line = String::new();
-    fee_err.read_line(&mut line).unwrap();
-    let fee_id = run_id(&line);
+    let (fee, fee_err, fee_id) = start_run(host.run(f, s, "fee", &app));
     let mut fee = common::Proc(fee);
     let mut answer = String::new();
     let start = Instant::now();
@@ -261,7 +153,7 @@ fn a_captured_app_on_its_own_loopback_answers_a_captured_caller() {
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
     let _ = fee.0.wait();
     drop(fee_err);
-    assert_nothing_left(&host, &state, &fee_id);
+    assert_nothing_left(&host, &state, &[fee_id]);
 }
 
 #[test]
@@ -272,16 +164,7 @@ fn a_sigkilled_runs_leftovers_are_removed_by_the_next_run() {
     let f = file.to_str().unwrap();
     let state = dir.path().join("state");
     let s = state.to_str().unwrap();
-    let mut first = host
-        .run(f, s, "web", &["sleep", "600"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(first.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let id = run_id(&line);
+    let (mut first, _, id) = start_run(host.run(f, s, "web", &["sleep", "600"]));
     // `nsenter` became `hopwise run` (same pid): SIGKILL, no goodbye.
     first.kill().unwrap();
     first.wait().unwrap();
@@ -297,8 +180,8 @@ fn a_sigkilled_runs_leftovers_are_removed_by_the_next_run() {
         stderr.contains(&format!("removed what the dead run {id} left")),
         "{stderr}"
     );
-    assert_nothing_left(&host, &state, &id);
-    assert_nothing_left(&host, &state, &run_id(&stderr));
+    assert_nothing_left(&host, &state, std::slice::from_ref(&id));
+    assert_nothing_left(&host, &state, &[run_id(&stderr)]);
 }
 
 #[test]
@@ -354,7 +237,7 @@ fn a_destination_outside_the_mesh_is_refused_or_passed_as_the_file_says() {
             answered,
             "{rules}, egress {egress}: {stdout}"
         );
-        assert_nothing_left(&host, &state, &run_id(&stderr));
+        assert_nothing_left(&host, &state, &[run_id(&stderr)]);
     }
 }
 
@@ -377,15 +260,7 @@ fn a_proxy_killed_under_a_captured_connection_ends_the_call_and_the_run() {
     let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
     let state = dir.path().join("state");
     let curl = ["curl", "-sS", "-m", "120", "http://fee/hang"];
-    let mut run = host
-        .run(f, state.to_str().unwrap(), "web", &curl)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(run.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let id = run_id(&line);
+    let (mut run, mut err, id) = start_run(host.run(f, state.to_str().unwrap(), "web", &curl));
     got.recv_timeout(Duration::from_secs(30))
         .expect("the call never reached fee's app");
     let record: serde_json::Value = serde_json::from_str(
@@ -417,7 +292,7 @@ fn a_proxy_killed_under_a_captured_connection_ends_the_call_and_the_run() {
     // run its proxy gone (it then stops the command).
     let seen = ["curl: (52)", "curl: (56)", "the proxy of web stopped"];
     assert!(seen.iter().any(|s| rest.contains(s)), "{rest}");
-    assert_nothing_left(&host, &state, &id);
+    assert_nothing_left(&host, &state, std::slice::from_ref(&id));
 }
 
 #[test]
@@ -472,7 +347,7 @@ services:
             .output()
             .unwrap();
         let (stdout, stderr) = text(&out);
-        assert_nothing_left(&host, &state, &run_id(&stderr));
+        assert_nothing_left(&host, &state, &[run_id(&stderr)]);
         stdout
     };
     assert_eq!(talk(7005), "ping\n", "carried whole through both proxies");

@@ -151,6 +151,32 @@ fn bind_all(
     Ok(all)
 }
 
+/// The capture listener, and, in a namespace of the copy's own, its IPv6 twin: `[::1]` at the
+/// same port, where the namespace's rules redirect the app's IPv6 connections (docs/capture.md).
+/// A namespace without IPv6 has no `::1` to bind and no IPv6 path to redirect: no twin then.
+fn bind_capture(
+    c: &crate::config::CaptureConfig,
+    workers: usize,
+) -> Result<Vec<Vec<std::net::TcpListener>>, ServerError> {
+    let in_netns = c.netns.is_some();
+    let v4 = bind_all(c.listen, "capture", workers, in_netns)?;
+    let mut all = vec![v4];
+    if in_netns && c.listen.is_ipv4() {
+        let port = all[0][0].local_addr().map_or(c.listen.port(), |a| a.port());
+        let twin = SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), port);
+        match bind_all(twin, "capture (IPv6)", workers, true) {
+            Ok(s) => all.push(s),
+            Err(ServerError::Bind { source, .. })
+                if source.kind() == std::io::ErrorKind::AddrNotAvailable =>
+            {
+                tracing::info!("capture: the namespace has no IPv6, so no IPv6 listener");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(all)
+}
+
 /// Resolves on SIGTERM or Ctrl-C: when a proxy drains, and when the lab's runs stop their
 /// children (`hopwise-api`'s one wait).
 pub use hopwise_api::shutdown::signal as shutdown_signal;
@@ -207,21 +233,23 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         });
     }
     if let Some(c) = &config.capture {
-        let s = capture::in_netns(c.netns.as_deref(), || {
-            bind_all(c.listen, "capture", workers, c.netns.is_some())
-        })
-        .map_err(|source| ServerError::Bind {
-            addr: c.listen,
-            what: "capture".to_owned(),
-            source,
-        })??;
-        bound.capture = s[0].local_addr().ok();
-        listens.push(Listen {
-            kind: Kind::Capture,
-            entry: Some(Entry::HttpProxy),
-            sockets: s,
-            cap: ConnCap::new(cap),
-        });
+        let families = capture::in_netns(c.netns.as_deref(), || bind_capture(c, workers))
+            .map_err(|source| ServerError::Bind {
+                addr: c.listen,
+                what: "capture".to_owned(),
+                source,
+            })??;
+        bound.capture = families[0][0].local_addr().ok();
+        // One cap for both families: they are one listener to the app.
+        let shared = ConnCap::new(cap);
+        for s in families {
+            listens.push(Listen {
+                kind: Kind::Capture,
+                entry: Some(Entry::HttpProxy),
+                sockets: s,
+                cap: shared.clone(),
+            });
+        }
     }
     for (name, a) in &config.upstream_ports {
         let s = bind_all(*a, &format!("upstream {name}"), workers, false)?;

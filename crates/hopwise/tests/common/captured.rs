@@ -60,10 +60,16 @@ pub fn get(host: &Host, addr: SocketAddr, path: &str) -> String {
 
 /// Captured connections a proxy sent to a service (its `/metrics`).
 pub fn captured_to_services(host: &Host, admin: SocketAddr) -> u64 {
+    captured(host, admin, "service")
+}
+
+/// Captured connections of one `outcome` at the proxy whose admin port is `admin`.
+pub fn captured(host: &Host, admin: SocketAddr, outcome: &str) -> u64 {
+    let label = format!("outcome=\"{outcome}\"");
     get(host, admin, "/metrics")
         .lines()
         .filter(|l| l.starts_with("hopwise_captured_connections_total"))
-        .filter(|l| l.contains("outcome=\"service\""))
+        .filter(|l| l.contains(&label))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|v| v as u64)
         .sum()
@@ -93,6 +99,11 @@ pub fn left_of(host: &Host, state: &Path, id: &str) -> Vec<String> {
         format!("/run/netns/hopwise-{id}"),
         format!("/etc/netns/hopwise-{id}"),
         state.join(format!("runs/{id}.json")).display().to_string(),
+        // `hopwise run`'s proxy log (docs/capture.md: a run's files are removed).
+        state
+            .join(format!("runs/{id}.proxy.stderr"))
+            .display()
+            .to_string(),
     ] {
         if Path::new(&p).exists() {
             left.push(p);

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 pub mod captured;
 pub mod etcd;
 pub mod netns;
+pub mod run;
 pub mod up;
 
 /// A loopback port nothing listens on (yet), held for this test process's life.
@@ -212,8 +213,10 @@ pub fn until_all(port: SocketAddr, want: &[&str], limit: std::time::Duration) ->
 /// `name_and_labels`.
 pub fn metric(admin: SocketAddr, name_and_labels: &str) -> u64 {
     let mut s = TcpStream::connect(admin).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        format!("GET /metrics HTTP/1.1\r\nhost: {admin}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out.lines()

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const HOPWISE: &str = env!("CARGO_BIN_EXE_hopwise");
+pub const HOPWISE: &str = env!("CARGO_BIN_EXE_hopwise");
 
 /// What these tests need of the machine, or a failure naming the Debian package.
 pub fn need_tools() {

@@ -24,8 +24,9 @@ pub struct Tools {
 pub enum Rules {
     /// `nft -f -`, the plan's nftables script.
     Nft(PathBuf),
-    /// `iptables-restore`, the same rules as iptables tables.
-    Iptables(PathBuf),
+    /// `iptables-restore` and `ip6tables-restore`, the same rules as iptables tables, one
+    /// program a family (the package ships both).
+    Iptables { v4: PathBuf, v6: PathBuf },
 }
 
 /// Set to `nft` or `iptables` to choose what loads the rules; unset: `nft` if installed.
@@ -45,19 +46,27 @@ impl Tools {
         let ip = need("ip", "iproute2")?;
         let rules = match std::env::var(RULES_ENV).ok().as_deref() {
             Some("nft") => Rules::Nft(need("nft", "nftables")?),
-            Some("iptables") => Rules::Iptables(need("iptables-restore", "iptables")?),
+            Some("iptables") => Rules::Iptables {
+                v4: need("iptables-restore", "iptables")?,
+                v6: need("ip6tables-restore", "iptables")?,
+            },
             Some(other) => {
                 return Err(LabError::Failed(format!(
                     "{RULES_ENV}={other}: say `nft` or `iptables`, or leave it unset"
                 )));
             }
-            None => match (find_program("nft"), find_program("iptables-restore")) {
-                (Some(nft), _) => Rules::Nft(nft),
-                (None, Some(ipt)) => Rules::Iptables(ipt),
-                (None, None) => {
+            None => match (
+                find_program("nft"),
+                find_program("iptables-restore"),
+                find_program("ip6tables-restore"),
+            ) {
+                (Some(nft), _, _) => Rules::Nft(nft),
+                (None, Some(v4), Some(v6)) => Rules::Iptables { v4, v6 },
+                (None, _, _) => {
                     return Err(LabError::Failed(
                         "capture needs `nft` (Debian: apt-get install nftables) or \
-                         `iptables-restore` (apt-get install iptables), and root"
+                         `iptables-restore` and `ip6tables-restore` (apt-get install \
+                         iptables), and root"
                             .to_owned(),
                     ));
                 }
@@ -119,11 +128,20 @@ pub fn build(plan: &Plan, tools: &Tools) -> Result<(), LabError> {
     std::fs::create_dir_all(&etc).map_err(io(format!("cannot create {}", etc.display())))?;
     let hosts = etc.join("hosts");
     std::fs::write(&hosts, &plan.hosts).map_err(io(format!("cannot write {}", hosts.display())))?;
-    let mut load = Command::new(&tools.ip);
-    load.args(["netns", "exec", &n.netns]);
+    let load = |program: &Path, args: &[&str], rules: &str| {
+        let mut cmd = Command::new(&tools.ip);
+        cmd.args(["netns", "exec", &n.netns])
+            .arg(program)
+            .args(args);
+        run(&mut cmd, Some(rules))
+    };
     match &tools.rules {
-        Rules::Nft(nft) => run(load.arg(nft).args(["-f", "-"]), Some(&plan.rules)),
-        Rules::Iptables(restore) => run(load.arg(restore), Some(&plan.iptables)),
+        Rules::Nft(nft) => load(nft, &["-f", "-"], &plan.rules),
+        // Both families, or neither: a namespace with IPv4's rules alone would leave IPv6 open.
+        Rules::Iptables { v4, v6 } => {
+            load(v4, &[], &plan.iptables)?;
+            load(v6, &[], &plan.ip6tables)
+        }
     }
 }
 

@@ -1,8 +1,10 @@
 //! Pure: what one captured copy makes on the machine, as data — its names (a prefix and the
 //! run's id, so each is provably hopwise's), its addresses (`hopwise-model`'s capture range),
 //! the `ip` commands that build the namespace and its link, the rules loaded inside it (an
-//! nftables script, or the same rules for `iptables-restore` where `nft` is missing:
-//! `plan/iptables.rs`), and its hosts file. Nothing here runs a command; `netns.rs` does.
+//! nftables script, `plan/nft.rs`, or the same rules for `iptables-restore` and
+//! `ip6tables-restore` where `nft` is missing: `plan/iptables.rs`), and its hosts file. The
+//! rules cover both address families: an app has no path out but through its proxy over IPv4
+//! or IPv6. Nothing here runs a command; `netns.rs` does.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -63,10 +65,12 @@ pub struct Plan {
     /// Every service's address, put on the namespace's loopback.
     pub service_addresses: Vec<IpAddr>,
     pub hosts: String,
-    /// The rules as an nftables script (`nft -f -`).
+    /// The rules as an nftables script (`nft -f -`), IPv4 and IPv6 in one `inet` table.
     pub rules: String,
-    /// The same rules for `iptables-restore`.
+    /// The same rules for `iptables-restore` (IPv4)…
     pub iptables: String,
+    /// …and for `ip6tables-restore` (IPv6): both are loaded, or capture fails.
+    pub ip6tables: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,8 +120,9 @@ pub fn plan_app(
     Ok(Plan {
         app_from_host: app_port.map(|p| SocketAddr::new(IpAddr::V4(net.app), p)),
         hosts: hosts(mesh),
-        rules: rules(mesh, &names, net, app_port),
+        rules: nft::rules(mesh, &names, net, app_port),
         iptables: iptables::rules(mesh, &names, net, app_port),
+        ip6tables: iptables::rules6(mesh, &names),
         names,
         net,
         app_port,
@@ -139,115 +144,20 @@ fn hosts(mesh: &Mesh) -> String {
     out
 }
 
-/// The nftables script loaded inside the namespace. Outbound: every new TCP connection of the
-/// app to anything but loopback and the lists to skip goes to the capture listener (its
-/// loopback): to a service address by TPROXY ([`to_services`]), to anything else by NAT. The
-/// proxy's own connections need no exemption: the proxy runs in the host's namespace, so none
-/// of them starts in this one (and an app cannot claim to be it, as it could a uid, gid or
-/// mark). Inbound: TCP from the host's end to the app's port goes to the app on its loopback
-/// (it need not listen elsewhere); any other new TCP arriving on the link is dropped. Anything
-/// but TCP leaving the namespace is refused (only TCP is captured).
-pub fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
-    let c = &mesh.capture;
-    let v4 = skip_v4(mesh);
-    let mut out = String::new();
-    out.push_str("table ip hopwise {\n");
-    out.push_str("\tchain out {\n\t\ttype nat hook output priority -100; policy accept;\n");
-    out.push_str("\t\tip daddr 127.0.0.0/8 return\n");
-    if !c.skip_ports.is_empty() {
-        let ports: Vec<String> = c.skip_ports.iter().map(u16::to_string).collect();
-        out.push_str(&format!(
-            "\t\ttcp dport {{ {} }} return\n",
-            ports.join(", ")
-        ));
-    }
-    if !v4.is_empty() {
-        out.push_str(&format!("\t\tip daddr {{ {} }} return\n", v4.join(", ")));
-    }
-    out.push_str(&format!(
-        "\t\tmeta l4proto tcp redirect to :{CAPTURE_PORT}\n\t}}\n"
-    ));
-    out.push_str(&to_services(mesh, &c.skip_ports, &v4));
-    let link = &names.veth_app;
-    if let Some(port) = app_port {
-        out.push_str("\tchain pre {\n\t\ttype nat hook prerouting priority -100; policy accept;\n");
-        out.push_str(&format!(
-            "\t\tiifname \"{link}\" ip saddr {} tcp dport {port} dnat to 127.0.0.1:{port}\n\t}}\n",
-            net.host
-        ));
-    }
-    out.push_str("\tchain in {\n\t\ttype filter hook input priority 0; policy accept;\n");
-    out.push_str(&format!(
-        "\t\tiifname \"{link}\" ct state established,related accept\n"
-    ));
-    if let Some(port) = app_port {
-        out.push_str(&format!(
-            "\t\tiifname \"{link}\" ip saddr {} tcp dport {port} accept\n",
-            net.host
-        ));
-    }
-    out.push_str(&format!(
-        "\t\tiifname \"{link}\" meta l4proto tcp drop\n\t}}\n"
-    ));
-    // Only TCP is captured: anything else the app sends off its loopback (UDP, ICMP) is
-    // refused here, so none of it can leave past the proxy.
-    out.push_str("\tchain only_tcp {\n\t\ttype filter hook output priority 0; policy accept;\n");
-    out.push_str("\t\toifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject\n\t}\n}\n");
-    out
-}
-
-/// The calls to service addresses (the common case: `http://fee/…` resolves to one), taken
-/// without NAT: the addresses are the namespace's own (on its `lo`), so the app's packets to
-/// them come back in through `lo`'s prerouting, where TPROXY hands them to the capture listener
-/// (bound with `IP_TRANSPARENT`) with their destination untouched: the proxy reads it from the
-/// accepted socket's own address. Both directions skip connection tracking, so `out`'s NAT never
-/// sees them: no conntrack entry per connection, no NAT on every packet (docs/capture.md). The
-/// counter shows it at work (`nft list chain ip hopwise to_services` in the namespace).
-/// Anything else (egress, copies' addresses) still takes `out`'s redirect. Empty when no
-/// service has an IPv4 address.
-fn to_services(mesh: &Mesh, skip_ports: &[u16], skip_cidrs: &[String]) -> String {
-    let addrs = services_v4(mesh);
-    if addrs.is_empty() {
-        return String::new();
-    }
-    let mut out = format!(
-        "\tset services {{\n\t\ttype ipv4_addr\n\t\telements = {{ {} }}\n\t}}\n",
-        addrs.join(", ")
-    );
-    out.push_str("\tchain untracked {\n\t\ttype filter hook output priority raw; policy accept;\n");
-    // The proxy's answers too: a reply tracked mid-stream would be a new connection to `out`.
-    out.push_str("\t\toifname \"lo\" ip daddr @services notrack\n");
-    out.push_str("\t\toifname \"lo\" ip saddr @services notrack\n\t}\n");
-    out.push_str(
-        "\tchain to_services {\n\t\ttype filter hook prerouting priority mangle; policy accept;\n",
-    );
-    out.push_str("\t\tiifname != \"lo\" return\n");
-    if !skip_ports.is_empty() {
-        let ports: Vec<String> = skip_ports.iter().map(u16::to_string).collect();
-        out.push_str(&format!(
-            "\t\ttcp dport {{ {} }} return\n",
-            ports.join(", ")
-        ));
-    }
-    if !skip_cidrs.is_empty() {
-        out.push_str(&format!(
-            "\t\tip daddr {{ {} }} return\n",
-            skip_cidrs.join(", ")
-        ));
-    }
-    // New connections only: every later packet finds its socket by the normal lookup, so a
-    // TPROXY lookup on it would be a second one for nothing.
-    out.push_str(&format!(
-        "\t\tip daddr @services tcp flags syn / fin,syn,rst,ack counter tproxy to 127.0.0.1:{CAPTURE_PORT}\n\t}}\n"
-    ));
-    out
-}
-
-/// `mesh.capture.skip_cidrs`' IPv4 ones (the rules are IPv4's), as written.
+/// `mesh.capture.skip_cidrs`' IPv4 ones, as written.
 fn skip_v4(mesh: &Mesh) -> Vec<String> {
+    skip_of(mesh, true)
+}
+
+/// `mesh.capture.skip_cidrs`' IPv6 ones, as written.
+fn skip_v6(mesh: &Mesh) -> Vec<String> {
+    skip_of(mesh, false)
+}
+
+fn skip_of(mesh: &Mesh, v4: bool) -> Vec<String> {
     let c = &mesh.capture.skip_cidrs;
     c.iter()
-        .filter(|c| c.addr.is_ipv4())
+        .filter(|c| c.addr.is_ipv4() == v4)
         .map(Cidr::to_string)
         .collect()
 }
@@ -295,5 +205,6 @@ fn words(s: &str) -> Vec<String> {
 }
 
 mod iptables;
+mod nft;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 //! that very process still lives, removes what its id names ([`super::netns::remove`]), and
 //! the record. A record whose run is alive is left alone; nothing without a record is touched.
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -54,7 +55,12 @@ fn path(state: &Path, id: &str) -> PathBuf {
 /// ever remove what it names.
 pub fn write(state: &Path, r: &Record) -> Result<(), LabError> {
     let dir = state.join("runs");
-    std::fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+    // Root's alone: the records and the proxies' logs name every run on the machine.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io(format!("cannot create {}", dir.display())))?;
     let p = path(state, &r.id);
     let text = serde_json::to_string_pretty(r)
         .map_err(|e| LabError::Failed(format!("cannot render {}: {e}", p.display())))?;
@@ -63,7 +69,10 @@ pub fn write(state: &Path, r: &Record) -> Result<(), LabError> {
     std::fs::rename(&part, &p).map_err(io(format!("cannot write {}", p.display())))
 }
 
+/// Removes run `id`'s record and its proxy's log (the proxy has stopped: its last lines were
+/// read for any error already).
 pub fn forget(state: &Path, id: &str) {
+    let _ = std::fs::remove_file(state.join("runs").join(format!("{id}.proxy.stderr")));
     let _ = std::fs::remove_file(path(state, id));
 }
 

@@ -6,21 +6,48 @@
 use hopwise_model::Mesh;
 use hopwise_model::capture::CopyNet;
 
-use super::{CAPTURE_PORT, Names, services_v4, skip_v4};
+use super::{CAPTURE_PORT, Names, services_v4, skip_v4, skip_v6};
 
-/// The `iptables-restore` input for one copy's namespace (IPv4, as the nftables script is).
+/// The `iptables-restore` input for one copy's namespace (IPv4).
 pub(super) fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u16>) -> String {
     let ports = &mesh.capture.skip_ports;
     let cidrs = skip_v4(mesh);
     let (raw, mangle) = to_services(ports, &cidrs, &services_v4(mesh));
-    let (nat, filter) = redirected_and_guarded(ports, &cidrs, &names.veth_app, net, app_port);
-    let mut out = String::from("# written by hopwise run: this namespace's rules only\n");
-    for (table, chains, lines) in [
+    let guard = Guard {
+        loopback: "127.0.0.0/8",
+        link_local: None,
+        link: &names.veth_app,
+        app: app_port.map(|p| (net, p)),
+    };
+    let (nat, filter) = redirected_and_guarded(ports, &cidrs, &guard);
+    restore([
         ("raw", "OUTPUT", raw),
         ("mangle", "PREROUTING", mangle),
         ("nat", "PREROUTING OUTPUT", nat),
         ("filter", "INPUT OUTPUT", filter),
-    ] {
+    ])
+}
+
+/// The `ip6tables-restore` input: IPv6's redirect and guards. The app's port is reached from
+/// the host's end over IPv4 only, so nothing new on the link is let in.
+pub(super) fn rules6(mesh: &Mesh, names: &Names) -> String {
+    let guard = Guard {
+        loopback: "::1/128",
+        link_local: Some("fe80::/10"),
+        link: &names.veth_app,
+        app: None,
+    };
+    let (nat, filter) = redirected_and_guarded(&mesh.capture.skip_ports, &skip_v6(mesh), &guard);
+    restore([
+        ("nat", "PREROUTING OUTPUT", nat),
+        ("filter", "INPUT OUTPUT", filter),
+    ])
+}
+
+/// Tables in `*table … COMMIT` blocks, each chain's policy ACCEPT.
+fn restore<const N: usize>(tables: [(&str, &str, Vec<String>); N]) -> String {
+    let mut out = String::from("# written by hopwise run: this namespace's rules only\n");
+    for (table, chains, lines) in tables {
         out.push_str(&format!("*{table}\n"));
         for c in chains.split(' ') {
             out.push_str(&format!(":{c} ACCEPT [0:0]\n"));
@@ -67,17 +94,32 @@ fn to_services(ports: &[u16], cidrs: &[String], services: &[String]) -> (Vec<Str
     (raw, mangle)
 }
 
+/// What [`redirected_and_guarded`] guards, in one family.
+struct Guard<'a> {
+    /// The loopback range that is never redirected.
+    loopback: &'a str,
+    /// A range refused at once instead (IPv6's link-local: redirected, it would hang).
+    link_local: Option<&'a str>,
+    /// The copy's end of the link.
+    link: &'a str,
+    /// The link and the app's port, when the host's end may reach the app (IPv4 only).
+    app: Option<(CopyNet, u16)>,
+}
+
 /// Everything else redirected and the app's port reached on its loopback (`nat`: nft's `out`
 /// and `pre`); the link guarded and only TCP let out (`filter`: `in` and `only_tcp`).
 fn redirected_and_guarded(
     ports: &[u16],
     cidrs: &[String],
-    link: &str,
-    net: CopyNet,
-    app_port: Option<u16>,
+    guard: &Guard<'_>,
 ) -> (Vec<String>, Vec<String>) {
-    let host = net.host;
-    let mut nat = vec!["-A OUTPUT -d 127.0.0.0/8 -j RETURN".to_owned()];
+    let link = guard.link;
+    let mut nat = vec![format!("-A OUTPUT -d {} -j RETURN", guard.loopback)];
+    nat.extend(
+        guard
+            .link_local
+            .map(|l| format!("-A OUTPUT -d {l} -j RETURN")),
+    );
     nat.extend(
         ports
             .iter()
@@ -90,7 +132,8 @@ fn redirected_and_guarded(
     let mut filter = vec![format!(
         "-A INPUT -i {link} -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
     )];
-    if let Some(port) = app_port {
+    if let Some((net, port)) = guard.app {
+        let host = net.host;
         nat.push(format!(
             "-A PREROUTING -i {link} -s {host}/32 -p tcp --dport {port} -j DNAT --to-destination 127.0.0.1:{port}"
         ));
@@ -100,11 +143,13 @@ fn redirected_and_guarded(
     }
     filter.push(format!("-A INPUT -i {link} -p tcp -j DROP"));
     // Only TCP is captured: anything else leaving the loopback is refused.
-    for l in [
-        "-A OUTPUT -o lo -j ACCEPT",
-        "-A OUTPUT -p tcp -j ACCEPT",
-        "-A OUTPUT -j REJECT",
-    ] {
+    filter.push("-A OUTPUT -o lo -j ACCEPT".to_owned());
+    filter.extend(
+        guard
+            .link_local
+            .map(|l| format!("-A OUTPUT -d {l} -p tcp -j REJECT --reject-with tcp-reset")),
+    );
+    for l in ["-A OUTPUT -p tcp -j ACCEPT", "-A OUTPUT -j REJECT"] {
         filter.push(l.to_owned());
     }
     (nat, filter)

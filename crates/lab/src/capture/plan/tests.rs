@@ -59,10 +59,14 @@ fn a_copy_gets_its_link_its_app_port_and_every_service_address() {
 fn the_rules_redirect_outbound_tcp_but_loopback_and_the_skips_and_guard_the_app() {
     let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
     let r = &p.rules;
+    // One table for both families: IPv6 has no way around the proxy (issue 28).
+    assert!(r.starts_with("table inet hopwise {\n"), "{r}");
     let order = [
         "ip daddr 127.0.0.0/8 return",
+        "ip6 daddr { ::1, fe80::/10 } return",
         "tcp dport { 22 } return",
         "ip daddr { 10.0.0.0/8 } return",
+        "ip6 daddr { fd00::/8 } return",
         "meta l4proto tcp redirect to :4140",
     ];
     let at: Vec<usize> = order
@@ -74,15 +78,12 @@ fn the_rules_redirect_outbound_tcp_but_loopback_and_the_skips_and_guard_the_app(
         "returns come before the redirect:\n{r}"
     );
     assert!(
-        !r.contains("fd00"),
-        "an IPv6 range has no place in an ip table:\n{r}"
-    );
-    assert!(
         r.contains(
-            "iifname \"hw00000001a\" ip saddr 100.77.1.1 tcp dport 7001 dnat to 127.0.0.1:7001"
+            "iifname \"hw00000001a\" ip saddr 100.77.1.1 tcp dport 7001 dnat ip to 127.0.0.1:7001"
         ),
         "{r}"
     );
+    // Matched by `meta l4proto`, not `ip protocol`: IPv6's new connections are dropped too.
     assert!(
         r.contains("iifname \"hw00000001a\" meta l4proto tcp drop"),
         "{r}"
@@ -112,7 +113,7 @@ fn calls_to_service_addresses_skip_nat_and_conntrack_by_tproxy_and_keep_the_skip
         "iifname != \"lo\" return",
         "tcp dport { 22 } return",
         "ip daddr { 10.0.0.0/8 } return",
-        "ip daddr @services tcp flags syn / fin,syn,rst,ack counter tproxy to 127.0.0.1:4140",
+        "ip daddr @services tcp flags syn / fin,syn,rst,ack counter tproxy ip to 127.0.0.1:4140",
     ];
     let at: Vec<usize> = order
         .iter()
@@ -140,7 +141,9 @@ fn a_copy_without_an_app_drops_every_new_inbound_connection() {
     assert!(p.rules.contains("meta l4proto tcp drop"));
     let only_tcp = &p.rules[p.rules.find("chain only_tcp").unwrap()..];
     assert!(
-        only_tcp.contains("oifname \"lo\" accept\n\t\tmeta l4proto tcp accept\n\t\treject"),
+        only_tcp.contains(
+            "oifname \"lo\" accept\n\t\tip6 daddr fe80::/10 meta l4proto tcp reject with tcp reset\n\t\tmeta l4proto tcp accept\n\t\treject"
+        ),
         "{}",
         p.rules
     );
@@ -187,7 +190,7 @@ fn a_copy_whose_port_up_chose_lets_the_host_reach_that_port() {
     assert_eq!(p.app_from_host, Some("100.77.4.38:40123".parse().unwrap()));
     assert!(
         p.rules
-            .contains("ip saddr 100.77.4.37 tcp dport 40123 dnat to 127.0.0.1:40123"),
+            .contains("ip saddr 100.77.4.37 tcp dport 40123 dnat ip to 127.0.0.1:40123"),
         "{}",
         p.rules
     );
@@ -253,4 +256,26 @@ fn iptables_without_an_app_or_service_addresses_keeps_the_redirect_and_the_guard
         r.contains("-A INPUT -i hw00000001a -p tcp -j DROP\n"),
         "{r}"
     );
+}
+
+#[test]
+fn ip6tables_gets_the_same_redirect_and_guards_for_ipv6() {
+    let p = plan(&mesh(), "web", 0, Names::of("00000001").unwrap()).unwrap();
+    let want = "# written by hopwise run: this namespace's rules only\n\
+         *nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         -A OUTPUT -d ::1/128 -j RETURN\n\
+         -A OUTPUT -d fe80::/10 -j RETURN\n\
+         -A OUTPUT -p tcp --dport 22 -j RETURN\n\
+         -A OUTPUT -d fd00::/8 -j RETURN\n\
+         -A OUTPUT -p tcp -j REDIRECT --to-ports 4140\n\
+         COMMIT\n*filter\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+         -A INPUT -i hw00000001a -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT\n\
+         -A INPUT -i hw00000001a -p tcp -j DROP\n\
+         -A OUTPUT -o lo -j ACCEPT\n\
+         -A OUTPUT -d fe80::/10 -p tcp -j REJECT --reject-with tcp-reset\n\
+         -A OUTPUT -p tcp -j ACCEPT\n-A OUTPUT -j REJECT\nCOMMIT\n";
+    assert_eq!(p.ip6tables, want);
+    // IPv4's rules name no IPv6 range, and IPv6's no IPv4 one.
+    assert!(!p.iptables.contains("fd00"), "{}", p.iptables);
+    assert!(!p.ip6tables.contains("10.0.0.0"), "{}", p.ip6tables);
 }
