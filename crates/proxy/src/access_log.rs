@@ -278,10 +278,15 @@ pub fn begin<'c, B>(
     }))
 }
 
+/// The request's authority: the URI's (parsed by hyper), else `Host` when it is one — a peer's
+/// `Host` is its own text, written into a line only when it cannot pass for other fields.
 fn authority<B>(req: &Request<B>) -> Option<Text> {
     match req.uri().authority() {
         Some(a) => Some(Text::Authority(a.clone())),
-        None => Text::header(req.headers().get(http::header::HOST)?),
+        None => {
+            let host = req.headers().get(http::header::HOST)?;
+            text::is_authority(host.as_bytes()).then(|| Text::Header(host.clone()))
+        }
     }
 }
 
@@ -338,10 +343,7 @@ impl LogEntry<'_> {
         }
         l.status = resp.status().as_u16();
         l.grpc_status = header_number(resp.headers(), &crate::error::GRPC_STATUS);
-        l.local_reply = resp
-            .headers()
-            .get(&crate::error::ERROR_HEADER)
-            .and_then(Text::header);
+        l.local_reply = crate::error::LocalReply::of(resp);
         l.bytes_out = resp.body().size_hint().exact();
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;

@@ -200,11 +200,25 @@ impl ProxyError {
             r
         };
         resp.headers_mut().insert(ERROR_HEADER, reason);
+        resp.extensions_mut().insert(LocalReply(self.reason()));
         if let ProxyError::Overflow(limit) | ProxyError::InboundOverflow(limit) = self {
             resp.headers_mut()
                 .insert(LIMIT_HEADER, HeaderValue::from_static(limit));
         }
         resp
+    }
+}
+
+/// Marks an answer this proxy made itself, with its reason. An extension, not a header: it
+/// never crosses the wire, so an app's or a peer's `x-hopwise-error` cannot pass for it in the
+/// access log, a span or the tap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalReply(pub &'static str);
+
+impl LocalReply {
+    /// The reason, if `resp` is a reply of this proxy's own.
+    pub fn of<B>(resp: &http::Response<B>) -> Option<&'static str> {
+        resp.extensions().get::<LocalReply>().map(|r| r.0)
     }
 }
 

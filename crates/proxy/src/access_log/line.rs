@@ -15,7 +15,7 @@ use hopwise_model::raw::LogFormat;
 use http::Method;
 use http::uri::PathAndQuery;
 
-use super::text::{self, Name, Text, escape, json_opt, padded, uint, uint_or};
+use super::text::{self, Name, Text, common_escape, escape, json_opt, padded, uint, uint_or};
 
 /// What one line says about one request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,8 +44,9 @@ pub struct Line {
     pub retry_skipped: Option<&'static str>,
     /// The copy the last try went to.
     pub copy: Option<SocketAddr>,
-    /// A reply the proxy made itself: its `x-hopwise-error` reason.
-    pub local_reply: Option<Text>,
+    /// A reply the proxy made itself: its reason (`error::LocalReply`, never a header an app
+    /// or a peer could send).
+    pub local_reply: Option<&'static str>,
     /// Body bytes as their `content-length` says (`None`: streamed, not counted).
     pub bytes_in: Option<u64>,
     pub bytes_out: Option<u64>,
@@ -172,10 +173,10 @@ impl Line {
         out.extend_from_slice(b" [");
         out.extend_from_slice(&clock.at(self.time).clf);
         out.extend_from_slice(b"] \"");
-        out.extend_from_slice(self.method.as_str().as_bytes());
+        common_escape(out, self.method.as_str().as_bytes());
         out.push(b' ');
         let (path, redacted) = self.logged_path();
-        out.extend_from_slice(path.as_bytes());
+        common_escape(out, path.as_bytes());
         out.extend_from_slice(redacted.as_bytes());
         out.extend_from_slice(b"\" ");
         uint(out, u64::from(self.status));
@@ -229,7 +230,10 @@ impl Line {
         form.key(out, "copy");
         form.with(out, self.copy, text::addr);
         form.key(out, "local_reply");
-        form.str(out, self.local_reply.as_ref().map(Text::as_bytes));
+        match self.local_reply {
+            Some(r) => form.plain(out, r),
+            None => out.extend_from_slice(form.none()),
+        }
         form.key(out, "bytes_in");
         form.num(out, self.bytes_in);
         if json {
@@ -303,7 +307,7 @@ impl Form {
     fn str(self, out: &mut Vec<u8>, v: Option<&[u8]>) {
         match (self, v) {
             (Form::Json, v) => json_opt(out, v),
-            (Form::Common, Some(v)) => out.extend_from_slice(v),
+            (Form::Common, Some(v)) => common_escape(out, v),
             (Form::Common, None) => out.push(b'-'),
         }
     }

@@ -56,7 +56,7 @@ fn oracle(l: &Line) -> serde_json::Value {
         "retries": l.retries,
         "retry_skipped": l.retry_skipped,
         "copy": l.copy.map(|c| c.to_string()),
-        "local_reply": l.local_reply.as_ref().map(Text::as_str),
+        "local_reply": l.local_reply,
         "bytes_in": l.bytes_in,
         "bytes_out": l.bytes_out,
         "duration_us": l.duration_us,
@@ -155,7 +155,7 @@ fn the_common_form_starts_as_the_common_log_format() {
         retries: vec!["5xx", "reset"],
         retry_skipped: Some("budget"),
         copy: None,
-        local_reply: Text::header(&HeaderValue::from_static("forbidden")),
+        local_reply: Some("forbidden"),
         bytes_in: Some(3),
         bytes_out: None,
         trace_id: None,
@@ -235,7 +235,7 @@ fn answer() -> impl Strategy<Value = Line> {
         (
             proptest::option::of(Just("budget")),
             any::<Option<SocketAddr>>(),
-            text(),
+            proptest::option::of(prop_oneof![Just("forbidden"), Just("timeout")]),
         ),
         (
             any::<Option<u64>>(),
@@ -297,6 +297,88 @@ proptest! {
         prop_assert_eq!(keys(&got), keys(&want));
         prop_assert_eq!(l.json_line(), out);
     }
+}
+
+/// The common form's fields after the status, in order: nothing a peer sends can add one.
+const COMMON_KEYS: [&str; 15] = [
+    "direction",
+    "service",
+    "upstream",
+    "route",
+    "authority",
+    "grpc_status",
+    "tries",
+    "retries",
+    "retry_skipped",
+    "copy",
+    "local_reply",
+    "bytes_in",
+    "duration_us",
+    "proxy_us",
+    "trace_id",
+];
+
+/// What a common-form line is made of, or why it is not one: `caller`, the quoted request,
+/// the keys after the status.
+fn common_parts(line: &str) -> Result<(String, String, Vec<String>), String> {
+    let body = line.strip_suffix('\n').ok_or("no newline at the end")?;
+    // The proxy's own mark of a redacted query is its only text beyond ASCII.
+    let ascii = body.replace("?…", "?");
+    if let Some(b) = ascii.bytes().find(|b| !b.is_ascii_graphic() && *b != b' ') {
+        return Err(format!("byte {b:#x} in the line"));
+    }
+    let rest = body.strip_prefix("- - ").ok_or("not `- - `")?;
+    let (caller, rest) = rest.split_once(" [").ok_or("no time")?;
+    let (_, rest) = rest.split_once("] \"").ok_or("no request")?;
+    let (request, rest) = rest.split_once("\" ").ok_or("request not closed")?;
+    if request.contains('"') {
+        return Err("a quote inside the request".into());
+    }
+    let mut words = rest.split(' ').skip(2);
+    let keys = words
+        .by_ref()
+        .map(|w| {
+            w.split_once('=')
+                .map(|(k, _)| k.to_owned())
+                .ok_or(w.to_owned())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((caller.to_owned(), request.to_owned(), keys))
+}
+
+proptest! {
+    #[test]
+    fn a_common_line_keeps_its_shape_whatever_a_peer_sent(l in lines()) {
+        let out = render(&l, LogFormat::Common);
+        let (_, _, keys) = common_parts(&out).map_err(|e| TestCaseError::fail(format!("{e}: {out}")))?;
+        prop_assert_eq!(keys, COMMON_KEYS.to_vec(), "{}", out);
+    }
+}
+
+/// The forgeries an outside look made (issue 28): each stays inside its own field.
+#[test]
+fn a_forged_host_path_or_caller_cannot_add_or_break_fields() {
+    let mut l = line();
+    l.caller = Some(Arc::from("spiffe://t/a [x] \"GET"));
+    l.path = Some(PathAndQuery::from_str("/a\"b").unwrap());
+    l.authority = Some(Text::Header(HeaderValue::from_static(
+        "b local_reply=forbidden trace_id=1",
+    )));
+    l.method = Method::from_bytes(b"GET").unwrap();
+    let out = render(&l, LogFormat::Common);
+    let (caller, request, keys) = common_parts(&out).unwrap();
+    assert_eq!(caller, "spiffe://t/a\\x20[x]\\x20\\x22GET", "{out}");
+    assert_eq!(request, "GET /a\\x22b", "{out}");
+    assert_eq!(keys, COMMON_KEYS.to_vec(), "{out}");
+    assert!(
+        out.contains(" authority=b\\x20local_reply=forbidden\\x20trace_id=1 "),
+        "{out}"
+    );
+    // Tabs and C1 controls (UTF-8 `c2 85`) are bytes like any other.
+    let mut t = line();
+    t.upstream = Some(Name::new("b\tc\u{85}"));
+    let out = render(&t, LogFormat::Common);
+    assert!(out.contains(" upstream=b\\x09c\\xc2\\x85 "), "{out}");
 }
 
 /// A detached line holds none of the buffer its head was read into (as hyper hands the path

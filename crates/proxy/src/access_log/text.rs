@@ -175,6 +175,44 @@ fn needs_escape(w: u64) -> bool {
     below(w, 0x20) || below(w ^ (ONES * u64::from(b'"')), 1) || below(w ^ (ONES * 0x5c), 1)
 }
 
+/// `s` for the common form, where a value ends at a space and the request sits in quotes:
+/// every byte that could end or fake a field (space, `"`, `\\`), every control byte (C0, DEL)
+/// and every byte of non-ASCII text (C1 controls come as such) written `\\xHH`, as nginx's
+/// default escaping does. A peer's `Host: b direction=inbound` stays one value.
+pub fn common_escape(out: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.iter().all(|&b| common_plain(b)) {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    for &b in bytes {
+        if common_plain(b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        }
+    }
+}
+
+/// A byte the common form writes as it is: visible ASCII but `"` and `\\`.
+fn common_plain(b: u8) -> bool {
+    b.is_ascii_graphic() && b != b'"' && b != b'\\'
+}
+
+/// Whether `bytes` is an authority as RFC 3986 spells one (`host[:port]`, registered names,
+/// IPv4 and bracketed IPv6 literals, percent-encoding): what a `Host` header must be to be
+/// logged. No allocation: the header's own bytes are kept.
+pub fn is_authority(bytes: &[u8]) -> bool {
+    !bytes.is_empty()
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&b))
+}
+
 /// A JSON string or `null`.
 pub fn json_opt(out: &mut Vec<u8>, s: Option<&[u8]>) {
     match s {

@@ -204,7 +204,10 @@ impl Recording {
             ("hopwise.upstream", n.upstream.clone()),
             ("hopwise.route", n.route.clone()),
             ("hopwise.peer", n.peer.clone()),
-            ("hopwise.local_reply", local_reply(resp.headers())),
+            (
+                "hopwise.local_reply",
+                crate::error::LocalReply::of(resp).map(str::to_owned),
+            ),
         ] {
             if let Some(v) = value {
                 attributes.push((key, Value::Str(v)));
@@ -270,13 +273,4 @@ fn push_status(attributes: &mut Vec<(&'static str, Value)>, o: Outcome) -> bool 
         attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g.number()))));
     }
     status >= 500 || grpc.is_some_and(|g| g.number() != 0)
-}
-
-fn local_reply(h: &HeaderMap) -> Option<String> {
-    Some(
-        h.get(&crate::error::ERROR_HEADER)?
-            .to_str()
-            .ok()?
-            .to_owned(),
-    )
 }
