@@ -189,8 +189,10 @@ fn rotate((server, dir): (SocketAddr, &Path), stage: &str) -> String {
 
 fn metric(admin: SocketAddr, prefix: &str, label: &str) -> u64 {
     let mut s = TcpStream::connect(admin).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        format!("GET /metrics HTTP/1.1\r\nhost: {admin}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out.lines()

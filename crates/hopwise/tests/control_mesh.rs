@@ -444,7 +444,7 @@ services:
     assert!(applied.upstreams.is_empty() && applied.removed_upstreams.is_empty());
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let config = body(&common::http_get(admin, "/config", "admin")).to_owned();
+        let config = body(&common::http_get(admin, "/config", &admin.to_string())).to_owned();
         let json: serde_json::Value = serde_json::from_str(&config).unwrap();
         if json["config_version"] == 2 {
             assert!(config.contains("\"7s\""), "{config}");

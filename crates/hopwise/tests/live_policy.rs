@@ -96,8 +96,10 @@ fn get_from(port: SocketAddr, host: &str, path: &str) -> (u16, String) {
 
 fn admin_config(admin: SocketAddr) -> serde_json::Value {
     let mut s = TcpStream::connect(admin).unwrap();
-    s.write_all(b"GET /config HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        format!("GET /config HTTP/1.1\r\nhost: {admin}\r\nconnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap()

@@ -282,7 +282,7 @@ fn a_route_the_service_does_not_have_is_refused_by_name() {
 
 /// The sum of the series of `name` on an admin endpoint's `/metrics`.
 fn metric(admin: SocketAddr, name: &str) -> u64 {
-    http_get(admin, "/metrics", "admin")
+    http_get(admin, "/metrics", &admin.to_string())
         .lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
@@ -296,7 +296,7 @@ fn a_tapper_that_never_reads_loses_lines_and_holds_no_request() {
     // A tap of a's proxy whose reader never reads: its socket buffers fill, then its queue.
     let mut stalled = TcpStream::connect(m.a_admin).unwrap();
     stalled
-        .write_all(b"GET /tap HTTP/1.1\r\nhost: admin\r\n\r\n")
+        .write_all(format!("GET /tap HTTP/1.1\r\nhost: {}\r\n\r\n", m.a_admin).as_bytes())
         .unwrap();
     // Long paths make long lines: the buffers fill sooner.
     let path = format!("/quote/{}", "x".repeat(3000));

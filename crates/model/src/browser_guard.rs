@@ -3,8 +3,9 @@
 //!
 //! - every request names the server by one of its own loopback names and its port in `Host`
 //!   (and in an absolute-form request target): `127.0.0.1:PORT`, `localhost:PORT`,
-//!   `[::1]:PORT`. A page on `evil.example` that re-binds its name to 127.0.0.1 (DNS rebinding)
-//!   still sends `Host: evil.example:PORT`, and is refused;
+//!   `[::1]:PORT` (or, for a server bound off loopback, its own address as written:
+//!   [`check_at`]). A page on `evil.example` that re-binds its name to 127.0.0.1 (DNS
+//!   rebinding) still sends `Host: evil.example:PORT`, and is refused;
 //! - a request that can change state (every method but `GET` and `HEAD`) also says
 //!   `Content-Type: application/json` (a cross-site form cannot, and a cross-site `fetch` that
 //!   does needs a CORS preflight these servers never grant) and carries no `Origin`, or the
@@ -86,11 +87,27 @@ pub fn changes_state(method: &str) -> bool {
 
 /// Accepts `asked` or says why not, for a server listening on loopback port `port`.
 pub fn check(port: u16, asked: &Asked<'_>) -> Result<(), Refusal> {
+    check_names(port, |a| own_authority(port, a), asked)
+}
+
+/// [`check`] for a server listening at `local`, which may be off loopback (a proxy's admin
+/// port with `--allow-remote-admin`, scraped at a pod's address): on loopback, its loopback
+/// names; elsewhere, only `local` itself written as an address (`10.1.2.3:9901`), which no
+/// page can re-bind a name of its own to.
+pub fn check_at(local: std::net::SocketAddr, asked: &Asked<'_>) -> Result<(), Refusal> {
+    let port = local.port();
+    if local.ip().is_loopback() {
+        return check(port, asked);
+    }
+    check_names(port, |a| literal_authority(local, a), asked)
+}
+
+fn check_names(port: u16, own: impl Fn(&str) -> bool, asked: &Asked<'_>) -> Result<(), Refusal> {
     let host_ok = match asked.host {
-        Header::One(h) => own_authority(port, h),
+        Header::One(h) => own(h),
         Header::Absent | Header::Unusable => false,
     };
-    if !host_ok || asked.authority.is_some_and(|a| !own_authority(port, a)) {
+    if !host_ok || asked.authority.is_some_and(|a| !own(a)) {
         return Err(Refusal::Host(port));
     }
     if !changes_state(asked.method) {
@@ -139,6 +156,15 @@ fn own_authority(port: u16, authority: &str) -> bool {
     };
     given == Some(port)
         && (name.eq_ignore_ascii_case("localhost") || name == "127.0.0.1" || name == "[::1]")
+}
+
+/// `authority` is `local` written as an address, its port given or (on port 80) left out.
+fn literal_authority(local: std::net::SocketAddr, authority: &str) -> bool {
+    if let Ok(a) = authority.parse::<std::net::SocketAddr>() {
+        return a == local;
+    }
+    let bare = authority.trim_start_matches('[').trim_end_matches(']');
+    local.port() == 80 && bare.parse::<std::net::IpAddr>() == Ok(local.ip())
 }
 
 /// `origin` is `http://` and one of this server's own authorities (the servers speak plain HTTP).

@@ -161,3 +161,40 @@ fn a_header_sent_twice_or_not_text_is_unusable() {
     assert_eq!(Header::of([&b"local\xffhost"[..]]), Header::Unusable);
     assert_eq!(Header::of([&b"local\nhost"[..]]), Header::Unusable);
 }
+
+#[test]
+fn off_loopback_only_the_servers_own_address_is_its_name() {
+    let local: std::net::SocketAddr = "10.1.2.3:9901".parse().unwrap();
+    let at = |host| check_at(local, &asked("GET", host, None, None));
+    assert_eq!(at("10.1.2.3:9901"), Ok(()));
+    for host in [
+        "rebind.example:9901",
+        "10.1.2.3:9902",
+        "10.1.2.4:9901",
+        "10.1.2.3",
+        "127.0.0.1:9901",
+        "localhost:9901",
+    ] {
+        assert_eq!(at(host), Err(Refusal::Host(9901)), "{host}");
+    }
+    let v6: std::net::SocketAddr = "[fd00::7]:80".parse().unwrap();
+    assert_eq!(check_at(v6, &asked("GET", "[fd00::7]", None, None)), Ok(()));
+    assert_eq!(
+        check_at(v6, &asked("GET", "[fd00::7]:80", None, None)),
+        Ok(())
+    );
+}
+
+#[test]
+fn on_loopback_check_at_is_check() {
+    let local: std::net::SocketAddr = "127.0.0.1:7980".parse().unwrap();
+    for host in [
+        "127.0.0.1:7980",
+        "localhost:7980",
+        "[::1]:7980",
+        "rebind.example:7980",
+    ] {
+        let a = asked("GET", host, None, None);
+        assert_eq!(check_at(local, &a), check(PORT, &a), "{host}");
+    }
+}

@@ -1,8 +1,14 @@
 //! The admin endpoint (bind it to localhost): `/metrics` (Prometheus text), `/ready` (200 once
 //! every worker listens, 503 while draining), `/live`, `/config` (the effective configuration),
-//! `/tap[?route=R]` (the live tap's stream of JSON lines, `tap.rs`).
+//! `/tap[?route=R]` (the live tap's stream of JSON lines, `tap.rs`). Every request passes
+//! `hopwise_model::browser_guard` first, as the dashboard's do: `Host` must name this port by a
+//! loopback name (or, bound off loopback, by its own address), so a web page that re-binds its
+//! name to 127.0.0.1 cannot read the tap's live requests or the topology (DNS rebinding).
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+
+use hopwise_model::browser_guard::{self, Header};
 
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
@@ -79,13 +85,18 @@ fn tap(state: &State, query: Option<&str>) -> Response<Reply> {
     }
 }
 
-pub fn handle(state: &State, req: Request<Incoming>) -> Response<Reply> {
+/// The answer to `req`, which arrived at `local` (the accepted socket's own address).
+pub fn handle(state: &State, local: SocketAddr, req: Request<Incoming>) -> Response<Reply> {
     if req.method() != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain; charset=utf-8",
             "the admin endpoint only answers GET\n".to_owned(),
         );
+    }
+    if let Err(refused) = guard(local, &req) {
+        let status = StatusCode::from_u16(refused.status()).unwrap_or(StatusCode::FORBIDDEN);
+        return text(status, "text/plain; charset=utf-8", format!("{refused}\n"));
     }
     match req.uri().path() {
         "/metrics" => text(
@@ -115,4 +126,24 @@ pub fn handle(state: &State, req: Request<Incoming>) -> Response<Reply> {
             "not found; try /metrics, /ready, /live, /config or /tap\n".to_owned(),
         ),
     }
+}
+
+/// [`browser_guard::check_at`] on `req`, for this connection's own address.
+fn guard<B>(local: SocketAddr, req: &Request<B>) -> Result<(), browser_guard::Refusal> {
+    let header = |name| {
+        Header::of(
+            req.headers()
+                .get_all(name)
+                .iter()
+                .map(HeaderValue::as_bytes),
+        )
+    };
+    let asked = browser_guard::Asked {
+        method: req.method().as_str(),
+        authority: req.uri().authority().map(|a| a.as_str()),
+        host: header("host"),
+        origin: header("origin"),
+        content_type: header("content-type"),
+    };
+    browser_guard::check_at(local, &asked)
 }

@@ -311,9 +311,11 @@ impl Conn {
 
     async fn serve_admin(&self, tcp: TcpStream, guard: Guard, drain: watch::Receiver<bool>) {
         let state = self.state.clone();
+        // The guard names the server by the address this connection reached.
+        let Ok(local) = tcp.local_addr() else { return };
         let svc = service_fn(move |req| {
             let state = state.clone();
-            async move { Ok::<_, Infallible>(admin::handle(&state, req)) }
+            async move { Ok::<_, Infallible>(admin::handle(&state, local, req)) }
         });
         let svc = guard.track(svc);
         let servers = &self.servers;

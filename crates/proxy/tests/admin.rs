@@ -20,11 +20,12 @@ async fn admin_answers_ready_live_config_and_nothing_else() {
     let f = Fixture::new(MESH);
     let a = start(outbound(f.config("a"), &[("b", closed_port())])).await;
     let admin = a.bound.admin.unwrap();
-    let (s, _, body) = get(admin, request("GET", "/ready", "admin", b"")).await;
+    let host = &admin.to_string();
+    let (s, _, body) = get(admin, request("GET", "/ready", host, b"")).await;
     assert_eq!((s.as_u16(), body.trim()), (200, "ready"));
-    let (s, _, _) = get(admin, request("GET", "/live", "admin", b"")).await;
+    let (s, _, _) = get(admin, request("GET", "/live", host, b"")).await;
     assert_eq!(s, 200);
-    let (s, headers, body) = get(admin, request("GET", "/config", "admin", b"")).await;
+    let (s, headers, body) = get(admin, request("GET", "/config", host, b"")).await;
     assert_eq!(s, 200);
     assert_eq!(headers["content-type"], "application/json");
     let config: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -34,10 +35,28 @@ async fn admin_answers_ready_live_config_and_nothing_else() {
         config["clusters"]["b"]["routes"][0]["policy"]["timeout"],
         "2s"
     );
-    let (s, _, _) = get(admin, request("GET", "/nope", "admin", b"")).await;
+    let (s, _, _) = get(admin, request("GET", "/nope", host, b"")).await;
     assert_eq!(s, 404);
-    let (s, _, _) = get(admin, request("POST", "/metrics", "admin", b"")).await;
+    let (s, _, _) = get(admin, request("POST", "/metrics", host, b"")).await;
     assert_eq!(s, 405);
+    // A page that re-bound its own name to 127.0.0.1 reads nothing (DNS rebinding): not the
+    // topology, not the live requests, not even the metrics.
+    for path in ["/config", "/tap", "/metrics", "/ready"] {
+        let mut req = request("GET", path, "rebind.example:80", b"");
+        req.headers_mut()
+            .insert("origin", "http://rebind.example".parse().unwrap());
+        let (s, _, body) = get(admin, req).await;
+        assert_eq!(s, 403, "{path}: {body}");
+        assert!(body.contains("answers only to Host 127.0.0.1"), "{body}");
+        assert!(!body.contains("spiffe://"), "{body}");
+    }
+    // Its own port by another loopback name is still itself.
+    let (s, _, _) = get(
+        admin,
+        request("GET", "/live", &format!("localhost:{}", admin.port()), b""),
+    )
+    .await;
+    assert_eq!(s, 200);
     // While draining, /ready says so (load balancers stop sending).
     a.shutdown();
     assert!(!a.state.ready());

@@ -254,7 +254,9 @@ pub async fn raw(addr: SocketAddr, bytes: &[u8], limit: Duration) -> String {
 /// The text of a proxy's `/metrics`.
 pub async fn metrics(running: &Running) -> String {
     let admin = running.bound.admin.unwrap();
-    get(admin, request("GET", "/metrics", "admin", b"")).await.2
+    get(admin, request("GET", "/metrics", &admin.to_string(), b""))
+        .await
+        .2
 }
 
 pub fn path(p: &Path) -> String {
