@@ -67,7 +67,12 @@ impl ProxySpan {
 /// id of ours, written toward the app in the formats it came in), started (no context came and
 /// `mesh.tracing` is set: a new trace in W3C), or nothing.
 pub fn inbound(tracing: Option<&Tracing>, headers: &mut HeaderMap) -> Option<ProxySpan> {
-    let (span, _) = arrive(tracing, headers)?;
+    let (span, continued) = arrive(tracing, headers)?;
+    if !continued {
+        // Whatever arrived was not a context (garbage B3, a lone sampling flag): none of it
+        // reaches the app beside the trace started here, which is the one the app continues.
+        hopwise_api::trace_context::remove_all(headers);
+    }
     span.context.inject(headers);
     Some(span)
 }

@@ -120,6 +120,26 @@ fn a_trace_is_started_where_none_arrives_under_mesh_tracing() {
 }
 
 #[test]
+fn garbage_trace_headers_never_reach_the_app_beside_a_new_trace() {
+    let garbage = [
+        ("b3", "not-a-context"),
+        ("x-b3-traceid", "zz"),
+        ("x-b3-spanid", "0000000000000000"),
+        ("x-b3-sampled", "1"),
+        ("traceparent", "00-broken"),
+        ("tracestate", "k=v"),
+    ];
+    let mut h = headers(&garbage);
+    let span = inbound(Some(&tracing(1.0, true)), &mut h).unwrap();
+    assert_eq!(span.parent_span_id(), None, "nothing was continued");
+    let written = format!("00-{}-{}-01", span.trace_id(), span.span_id());
+    assert_eq!(get(&h, "traceparent"), written);
+    for (name, _) in garbage.iter().filter(|(n, _)| *n != "traceparent") {
+        assert!(h.get(*name).is_none(), "{name} reached the app: {h:?}");
+    }
+}
+
+#[test]
 fn outbound_leaves_the_apps_headers_unless_it_records() {
     let sent = format!("{TRACE}-{CALLER}-1");
     let mut h = headers(&[("b3", &sent)]);
