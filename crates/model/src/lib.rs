@@ -21,6 +21,7 @@ pub mod policy;
 pub mod preset;
 pub mod raw;
 pub mod read;
+pub mod route;
 pub mod run;
 pub mod tcp;
 pub mod timing;

@@ -1,0 +1,211 @@
+//! Which rule a request takes: every (route, rule, match) that matches is ranked, and the best
+//! wins, ties going to the one given first. The ranking is the Gateway API's, in order:
+//!
+//! 1. the route's hostname: most characters in a matching non-wildcard hostname, then most
+//!    characters in a matching hostname (a route without hostnames matches any, ranking last);
+//! 2. for HTTPRoute: an `Exact` path, then a `RegularExpression` path (the spec leaves its place
+//!    to implementations; hopwise puts it above every prefix, so a pattern is not lost behind a
+//!    catch-all `/`), then the longest `PathPrefix`; then a method match; then the most header
+//!    matches; then the most query-parameter matches;
+//!    for GRPCRoute: most characters in a matching service, then in a matching method (a
+//!    `RegularExpression` counts none), then the most header matches;
+//! 3. the route given first, then the rule, then the match.
+//!
+//! Paths are compared in hopwise's canonical form (`crate::path`); a path that has none matches
+//! nothing. Decides only; what the rule then does is the caller's.
+
+use std::sync::LazyLock;
+
+use super::matches::{GrpcMatch, GrpcMethodMatch, HeaderMatch, Match, PathMatch};
+use super::request::Request;
+use super::{Route, Rule};
+
+/// A kind of match (HTTP's or gRPC's): whether it takes a request, and how specifically.
+pub trait Matcher: Sized + 'static {
+    /// Greater is more specific.
+    type Score: Ord + Copy;
+    /// `None` if the match does not take the request, else its rank. `path` is the request's
+    /// canonical path.
+    fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score>;
+    /// What a rule without matches holds: the spec's default match.
+    fn catch_all() -> &'static Self;
+}
+
+/// The rule `request` takes among `routes`, and the route and match that gave it; `None` when
+/// none does (the spec answers 404, or UNIMPLEMENTED for gRPC).
+pub fn find<'r, M: Matcher>(
+    routes: &'r [Route<M>],
+    request: &Request<'_>,
+) -> Option<(&'r Route<M>, &'r Rule<M>, &'r M)> {
+    let path = crate::path::normalize(request.path).ok()?;
+    let host = request.host();
+    let mut best = None;
+    let mut best_key = None;
+    for route in routes {
+        let Some(host_rank) = host_rank(route, host) else {
+            continue;
+        };
+        for rule in &route.rules {
+            let matches = if rule.matches.is_empty() {
+                std::slice::from_ref(M::catch_all())
+            } else {
+                &rule.matches[..]
+            };
+            for m in matches {
+                let Some(score) = m.score(request, &path) else {
+                    continue;
+                };
+                let key = (host_rank, score);
+                // Strictly better only: a tie stays with the one given first.
+                if best_key.is_none_or(|b| key > b) {
+                    best_key = Some(key);
+                    best = Some((route, rule, m));
+                }
+            }
+        }
+    }
+    best
+}
+
+/// (characters of the matching non-wildcard hostname, characters of the matching hostname),
+/// the best over the route's hostnames; `None` if the route has hostnames and none matches.
+fn host_rank<M>(route: &Route<M>, host: Option<&str>) -> Option<(usize, usize)> {
+    if route.hostnames.is_empty() {
+        return Some((0, 0));
+    }
+    let host = host?;
+    route
+        .hostnames
+        .iter()
+        .filter(|h| h.covers(host))
+        .map(|h| {
+            let len = h.as_str().len();
+            (if h.is_wildcard() { 0 } else { len }, len)
+        })
+        .max()
+}
+
+/// How specific an HTTP path match is; the derived order is the precedence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PathRank {
+    /// Its length in characters.
+    Prefix(usize),
+    RegularExpression,
+    Exact,
+}
+
+impl Matcher for Match {
+    /// (path, method given, header matches, query matches).
+    type Score = (PathRank, bool, usize, usize);
+
+    fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score> {
+        let rank = match &self.path {
+            PathMatch::Exact(p) => (p.as_str() == path).then_some(PathRank::Exact)?,
+            PathMatch::PathPrefix(p) => {
+                under_prefix(path, p.as_str()).then_some(PathRank::Prefix(p.as_str().len()))?
+            }
+            PathMatch::RegularExpression(p) => {
+                p.matches(path).then_some(PathRank::RegularExpression)?
+            }
+        };
+        if let Some(m) = self.method
+            && m.as_str() != request.method
+        {
+            return None;
+        }
+        if !headers_hold(&self.headers, request) {
+            return None;
+        }
+        let query_hold = self.query_params.iter().all(|q| {
+            request
+                .query_param(&q.name)
+                .is_some_and(|v| q.value.is_match(&v))
+        });
+        if !query_hold {
+            return None;
+        }
+        Some((
+            rank,
+            self.method.is_some(),
+            self.headers.len(),
+            self.query_params.len(),
+        ))
+    }
+
+    fn catch_all() -> &'static Self {
+        static DEFAULT: LazyLock<Match> = LazyLock::new(Match::default);
+        &DEFAULT
+    }
+}
+
+/// Whether `path` is `prefix` or below it, on a segment boundary (`prefix` has no trailing
+/// `/`, or is `/`).
+pub(super) fn under_prefix(path: &str, prefix: &str) -> bool {
+    prefix == "/"
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+fn headers_hold(headers: &[HeaderMatch], request: &Request<'_>) -> bool {
+    headers.iter().all(|h| {
+        request
+            .headers
+            .any_value(h.name.as_str(), &mut |v| h.value.is_match(v))
+    })
+}
+
+impl Matcher for GrpcMatch {
+    /// (service characters, method characters, header matches).
+    type Score = (usize, usize, usize);
+
+    fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score> {
+        let (service_len, method_len) = match &self.method {
+            None => (0, 0),
+            Some(m) => {
+                // `/pkg.Service/Method`, and nothing else.
+                let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+                if method.contains('/') {
+                    return None;
+                }
+                grpc_method(m, service, method)?
+            }
+        };
+        if !headers_hold(&self.headers, request) {
+            return None;
+        }
+        Some((service_len, method_len, self.headers.len()))
+    }
+
+    fn catch_all() -> &'static Self {
+        static DEFAULT: LazyLock<GrpcMatch> = LazyLock::new(GrpcMatch::default);
+        &DEFAULT
+    }
+}
+
+/// The characters of service and method that matched, `None` if either side does not match.
+fn grpc_method(m: &GrpcMethodMatch, service: &str, method: &str) -> Option<(usize, usize)> {
+    match m {
+        GrpcMethodMatch::Exact {
+            service: s,
+            method: me,
+        } => {
+            let s_ok = s.as_deref().is_none_or(|s| s == service);
+            let m_ok = me.as_deref().is_none_or(|m| m == method);
+            (s_ok && m_ok).then(|| {
+                (
+                    s.as_ref().map_or(0, String::len),
+                    me.as_ref().map_or(0, String::len),
+                )
+            })
+        }
+        GrpcMethodMatch::RegularExpression {
+            service: s,
+            method: me,
+        } => {
+            let ok = s.as_ref().is_none_or(|p| p.matches(service))
+                && me.as_ref().is_none_or(|p| p.matches(method));
+            ok.then_some((0, 0))
+        }
+    }
+}
