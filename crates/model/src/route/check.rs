@@ -166,7 +166,9 @@ fn check_filter<M: Checked>(f: &Filter, rule: &Rule<M>, at: &str, out: &mut Vec<
             "a redirect or rewrite names one host, not `*.`".into(),
         );
     }
-    let single_prefix = rule.matches.len() == 1 && rule.matches[0].is_prefix();
+    // No match is the spec's default, one `PathPrefix /`.
+    let single_prefix =
+        rule.matches.is_empty() || (rule.matches.len() == 1 && rule.matches[0].is_prefix());
     if matches!(path, Some(PathModifier::ReplacePrefixMatch(_))) && !single_prefix {
         problem(
             out,

@@ -173,3 +173,37 @@ fn a_rule_without_matches_is_prefix_slash() {
         ],
     );
 }
+
+/// `RegularExpression` header and query matches compare whole values; a header sent twice
+/// matches if either value does.
+#[test]
+fn regex_values_and_repeated_headers() {
+    let re = |p: &str| StringMatch::RegularExpression(Pattern::new(p).unwrap());
+    let m = Match {
+        headers: vec![HeaderMatch {
+            name: HeaderName::new("x-version").unwrap(),
+            value: re("v[0-9]+"),
+        }],
+        query_params: vec![QueryMatch {
+            name: "id".into(),
+            value: re("[a-f0-9]{4}"),
+        }],
+        ..Match::default()
+    };
+    let r = route(vec![rule("v", vec![m])]);
+    table(
+        &[r],
+        &[
+            (G, "/?id=beef", &[("X-Version", "v2")], Some("v")),
+            (
+                G,
+                "/?id=beef",
+                &[("x-version", "x"), ("x-version", "v10")],
+                Some("v"),
+            ),
+            (G, "/?id=beef", &[("x-version", "v2-beta")], None),
+            (G, "/?id=beefy", &[("x-version", "v2")], None),
+            (G, "/?id=be%65f", &[("x-version", "v2")], Some("v")),
+        ],
+    );
+}

@@ -126,3 +126,22 @@ fn redirect_statuses_are_the_specs() {
     }
     assert!(RedirectStatus::from_code(304).is_err());
 }
+
+/// `ReplacePrefixMatch` needs one `PathPrefix` match; no match is the default `PathPrefix /`.
+#[test]
+fn replace_prefix_match_needs_one_prefix() {
+    let with = |matches: Vec<Match>| {
+        let mut r = route(vec![rule("v1", matches)]);
+        r.rules[0].filters = vec![Filter::UrlRewrite(Rewrite {
+            hostname: None,
+            path: Some(PathModifier::ReplacePrefixMatch(
+                RoutePath::new("/b").unwrap(),
+            )),
+        })];
+        at(&check(&r)).len()
+    };
+    assert_eq!(with(vec![]), 0);
+    assert_eq!(with(vec![prefix("/a")]), 0);
+    assert_eq!(with(vec![exact("/a")]), 1);
+    assert_eq!(with(vec![prefix("/a"), prefix("/b")]), 1);
+}
