@@ -133,6 +133,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 upgrade: None,
                 // Istio's chain: apps pass nothing on (its retries have no mark to keep).
                 carries: Default::default(),
+                routes: Default::default(),
             },
         );
     }

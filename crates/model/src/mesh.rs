@@ -66,6 +66,10 @@ pub struct Service {
     pub upgrade: Option<crate::upgrade::Upgrade>,
     /// What its app carries from a request to the calls it makes for it.
     pub carries: Carries,
+    /// Its own routes (`routes`), HTTP or gRPC as it speaks; not yet used by the proxy, nor in
+    /// the JSON of the mesh.
+    #[serde(skip)]
+    pub routes: crate::route::ServiceRoutes,
 }
 
 /// Who may call a service (checked by its inbound proxy against the caller's identity).
@@ -270,6 +274,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 tcp: rs.tcp.as_ref().map(crate::tcp::Tcp::of),
                 upgrade: crate::upgrade::Upgrade::read(rs, name, &locations, diags),
                 carries: Carries::resolve(rs.carries.as_deref().unwrap_or_default(), &copies),
+                routes: crate::route::resolve(rs, name, &raw.services, &locations, diags),
                 copies,
             },
         );

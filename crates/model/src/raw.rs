@@ -7,6 +7,8 @@
 //! `carries.rs`: what a service's app carries on from a request to its calls;
 //! `run.rs`: `services.<name>.run`, the service's own command that `hopwise up` starts;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
+//! `routes.rs`, `read_routes.rs`: a service's own routes (`services.<name>.routes`, HTTPRoute and
+//! GRPCRoute in the file's words) and their reader;
 //! `capture.rs`: `mesh.capture` and services' addresses; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
@@ -20,7 +22,9 @@ mod capture;
 mod carries;
 mod observe;
 mod read_policy;
+mod read_routes;
 mod readers;
+mod routes;
 mod run;
 mod services;
 mod tcp;
@@ -35,6 +39,12 @@ pub use capture::RawCapture;
 pub use carries::Carry;
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use readers::read_mesh;
+pub use routes::{
+    FilterType, PathMatchType, PathModifierType, RawBackend, RawFilter, RawGrpcMethod, RawHeader,
+    RawHeaderModifier, RawMethodMatch, RawMirror, RawPathMatch, RawPathModifier, RawRedirect,
+    RawRewrite, RawRouteMatch, RawRouteRule, RawServiceRoute, RawTarget, RawValueMatch,
+    ValueMatchType,
+};
 pub use run::{RawRun, RawRunCommand};
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

@@ -165,7 +165,11 @@ impl Reader {
                 items
                     .iter()
                     .enumerate()
-                    .filter_map(|(i, n)| read(self, n, &format!("{path}[{i}]")))
+                    .filter_map(|(i, n)| {
+                        let item = format!("{path}[{i}]");
+                        self.locations.0.insert(item.clone(), n.pos);
+                        read(self, n, &item)
+                    })
                     .collect(),
             ),
             _ => {

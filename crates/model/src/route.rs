@@ -7,8 +7,8 @@
 //! Pure and plain: no I/O, no clock, no randomness, nothing of the proxy. Values that can be
 //! wrong on their own (header names and values, hostnames, paths, regular expressions) are
 //! checked when they are built, so a `Route` holds nothing a request could smuggle through;
-//! what depends on several fields at once is [`check`]'s. Not yet read from the mesh file, and
-//! not yet what the proxy routes by (docs/routes.md).
+//! what depends on several fields at once is [`check`]'s. Read from the mesh file
+//! (`services.<name>.routes`, `resolve.rs`); not yet what the proxy routes by (docs/routes.md).
 
 mod backend;
 mod check;
@@ -17,6 +17,8 @@ mod find;
 mod matches;
 mod pattern;
 mod request;
+mod resolve;
+mod resolve_match;
 mod values;
 
 pub use backend::{Backend, Pick, Target, pick_backend};
@@ -30,6 +32,8 @@ pub use matches::{
 };
 pub use pattern::Pattern;
 pub use request::{Headers, Request};
+pub use resolve::ServiceRoutes;
+pub(crate) use resolve::resolve;
 pub use values::{HeaderName, HeaderValue, Hostname, RoutePath};
 
 /// A set of rules for the requests to some hostnames: an HTTPRoute (`Route<Match>`, the

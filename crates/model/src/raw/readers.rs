@@ -153,6 +153,11 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
         carries: f.get(r, "carries", super::carries::read_carries),
         access_log: f.get(r, "access_log", read_access_log),
         policy: read_policy(r, &mut f),
+        routes: f
+            .get(r, "routes", |r, n, p| {
+                Some(r.named(n, p, super::read_routes::read_route))
+            })
+            .unwrap_or_default(),
         calls: f
             .get(r, "calls", |r, n, p| Some(r.named(n, p, read_call)))
             .unwrap_or_default(),

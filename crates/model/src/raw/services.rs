@@ -120,6 +120,11 @@ pub struct RawService {
     pub access_log: Option<RawAccessLog>,
     #[serde(flatten)]
     pub policy: RawPolicy,
+    /// The service's own routes, by name: HTTPRoutes (or GRPCRoutes, for a gRPC service) in
+    /// the Gateway API's words — hostnames, rules of matches, filters and weighted backends
+    /// (docs/routes.md). Not yet used by the proxy.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub routes: IndexMap<String, super::RawServiceRoute>,
     /// The calls this service makes, by the name of the service called.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub calls: IndexMap<String, RawCall>,

@@ -6,7 +6,7 @@
 //! and percentages in range.
 //!
 //! Returns every problem at once, each with where it stands relative to the route
-//! (`rules[1].filters[0].requestRedirect.hostname`), for the reader to prefix with the route's
+//! (`rules[1].filters[0].request_redirect.hostname`, the mesh file's path), for the reader to prefix with the route's
 //! own path and line. Reads nothing, decides nothing about requests.
 
 use std::collections::HashSet;
@@ -112,6 +112,8 @@ fn check_rule<M: Checked>(rule: &Rule<M>, at: &str, out: &mut Vec<Problem>) {
 }
 
 fn check_filter<M: Checked>(f: &Filter, rule: &Rule<M>, at: &str, out: &mut Vec<Problem>) {
+    let kind_at = at;
+    let at = &format!("{at}.{}", f.field());
     let (path, hostname) = match f {
         Filter::RequestHeaderModifier(h) | Filter::ResponseHeaderModifier(h) => {
             unique(
@@ -155,7 +157,7 @@ fn check_filter<M: Checked>(f: &Filter, rule: &Rule<M>, at: &str, out: &mut Vec<
     if !M::REDIRECTS {
         problem(
             out,
-            at.to_owned(),
+            kind_at.to_owned(),
             format!("a {} has no {} filter", M::KIND, f.kind()),
         );
     }

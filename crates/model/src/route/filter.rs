@@ -34,6 +34,17 @@ impl Filter {
             Self::RequestMirror(_) => "RequestMirror",
         }
     }
+
+    /// The field that holds the filter's settings (the spec's, in the mesh file's snake case).
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::RequestHeaderModifier(_) => "request_header_modifier",
+            Self::ResponseHeaderModifier(_) => "response_header_modifier",
+            Self::RequestRedirect(_) => "request_redirect",
+            Self::UrlRewrite(_) => "url_rewrite",
+            Self::RequestMirror(_) => "request_mirror",
+        }
+    }
 }
 
 /// HTTPHeaderFilter: `set` replaces (or adds) a header, `add` appends a value, `remove` drops

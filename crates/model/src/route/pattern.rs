@@ -39,10 +39,15 @@ impl Pattern {
                 source.len()
             ));
         }
-        let regex = RegexBuilder::new(&format!("^(?:{source})$"))
-            .size_limit(Self::SIZE_LIMIT)
-            .dfa_size_limit(Self::DFA_SIZE_LIMIT)
-            .build()
+        let build = |pattern: &str| {
+            RegexBuilder::new(pattern)
+                .size_limit(Self::SIZE_LIMIT)
+                .dfa_size_limit(Self::DFA_SIZE_LIMIT)
+                .build()
+        };
+        // Compiled as written first, so that an error quotes the user's text, not the anchors.
+        let regex = build(source)
+            .and_then(|_| build(&format!("^(?:{source})$")))
             .map_err(|e| match e {
                 regex::Error::CompiledTooBig(limit) => format!(
                     "the regular expression `{source}` compiles larger than {limit} bytes; \

@@ -12,6 +12,7 @@ mod hosts;
 mod paths;
 mod pick;
 mod props;
+mod read;
 mod request_fields;
 
 use super::*;
@@ -86,7 +87,7 @@ pub(super) fn route<M>(rules: Vec<Rule<M>>) -> Route<M> {
 }
 
 /// The service of the first backend of the rule `method path?query` with `headers` takes from
-/// `host`, `None` for no rule.
+/// `host` (`(no backend)` for a rule without one), `None` for no rule.
 pub(super) fn to<'r, M: Matcher>(
     routes: &'r [Route<M>],
     host: Option<&str>,
@@ -105,7 +106,11 @@ pub(super) fn to<'r, M: Matcher>(
         query,
         headers: &headers,
     };
-    find(routes, &request).map(|(_, rule, _)| rule.backends[0].target.service.as_str())
+    find(routes, &request).map(|(_, rule, _)| {
+        rule.backends
+            .first()
+            .map_or("(no backend)", |b| b.target.service.as_str())
+    })
 }
 
 pub(super) type Case<'a> = (&'a str, &'a str, Hs<'a>, Option<&'a str>);
