@@ -331,6 +331,25 @@ impl LogEntry<'_> {
     /// The answer's head is out: the line goes to the writer if its route is logged, and to
     /// the tappers of its route.
     pub fn finish<B: http_body::Body>(&self, resp: &Response<B>) {
+        self.close(|l| {
+            l.status = resp.status().as_u16();
+            l.grpc_status = header_number(resp.headers(), &crate::error::GRPC_STATUS);
+            l.local_reply = crate::error::LocalReply::of(resp);
+            l.bytes_out = resp.body().size_hint().exact();
+        });
+    }
+
+    /// The caller went first (`recorded.rs` says `how`): the line says so, with status 0 (no
+    /// answer was sent), as Envoy's does.
+    pub fn ended(&self, how: &'static str) {
+        self.close(|l| {
+            l.status = 0;
+            l.ended = Some(how);
+        });
+    }
+
+    /// Fills the line's end with `answer` and sends it where it goes.
+    fn close(&self, answer: impl FnOnce(&mut Line)) {
         let log = self.log;
         let total = self.started.elapsed();
         let mut state = self.state();
@@ -341,10 +360,7 @@ impl LogEntry<'_> {
         if logged.is_none() && self.tap.is_none() {
             return;
         }
-        l.status = resp.status().as_u16();
-        l.grpc_status = header_number(resp.headers(), &crate::error::GRPC_STATUS);
-        l.local_reply = crate::error::LocalReply::of(resp);
-        l.bytes_out = resp.body().size_hint().exact();
+        answer(l);
         l.duration_us = total.as_micros() as u64;
         l.proxy_us = total.saturating_sub(upstream).as_micros() as u64;
         if let Some(tap) = &self.tap {

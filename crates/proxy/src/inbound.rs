@@ -30,6 +30,7 @@ use crate::headers::{PEER, is_grpc, normalize_path, rewrite, rewrite_h1, strip_h
 use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
+use crate::recorded::Recorded;
 use crate::replay::{Replay, ReplayBody};
 use crate::tls::{IdentityError, peer_identity};
 use crate::trace::ProxySpan;
@@ -183,13 +184,10 @@ impl Inbound {
         };
         let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
         let log = access_log::begin(&self.config, logs, tap, "inbound", peer, span, &req);
-        let mut resp = self.forward(caller, span, log.as_deref(), req).await;
-        if let Some(r) = traced.recording {
-            r.finish(&resp);
-        }
-        if let Some(l) = log {
-            l.finish(&resp);
-        }
+        // Finished with the answer, or with how it ended if the caller goes first.
+        let recorded = Recorded::new(traced.recording, log, req.headers());
+        let mut resp = self.forward(caller, span, recorded.log(), req).await;
+        recorded.finish(&resp);
         *resp.version_mut() = version;
         resp
     }

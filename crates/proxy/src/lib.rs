@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod opaque;
 pub mod otlp;
 pub mod outbound;
+pub mod recorded;
 pub mod replay;
 pub mod server;
 pub mod state;

@@ -30,6 +30,7 @@ use crate::headers::{PEER, host_of, is_grpc, normalize_path, strip_hop_by_hop};
 use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
+use crate::recorded::Recorded;
 use crate::replay::Replay;
 use crate::tls::{CertStore, TlsError};
 use crate::trace::ProxySpan;
@@ -138,13 +139,10 @@ impl Outbound {
         let span = traced.span.as_ref();
         let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
         let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, span, &req);
-        let mut resp = self.forward(dispatch, span, log.as_deref(), req).await;
-        if let Some(r) = traced.recording {
-            r.finish(&resp);
-        }
-        if let Some(l) = log {
-            l.finish(&resp);
-        }
+        // Finished with the answer, or with how it ended if the app goes first.
+        let recorded = Recorded::new(traced.recording, log, req.headers());
+        let mut resp = self.forward(dispatch, span, recorded.log(), req).await;
+        recorded.finish(&resp);
         *resp.version_mut() = version;
         resp
     }

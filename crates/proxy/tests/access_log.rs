@@ -9,6 +9,7 @@ mod support;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::Response;
@@ -231,4 +232,51 @@ async fn a_writer_that_cannot_keep_up_drops_and_counts_and_requests_pass() {
         .unwrap();
     // Lines are over 300 bytes: at most ~220 fit the pipe, one the queue, one the writer.
     assert!(dropped >= 300, "{dropped} of {n} lines dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_its_caller_cancels_is_logged_with_how_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let b_file = dir.path().join("b.log");
+    let f = Fixture::new(&mesh(
+        dir.path(),
+        &format!("{{ to: '{}' }}", b_file.display()),
+    ));
+    let app = backend(hanging()).await;
+    let b = start(inbound(f.config("b"), app.addr)).await;
+    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let port = a.bound.upstreams["b"];
+    // a's app gives up on its own after 200 ms: a's request and b's both end unanswered.
+    abandon(port, "/order/1", "", Duration::from_millis(200)).await;
+    let gone = json(&lines(&b_file, 1).await[0]);
+    assert_eq!(
+        (&gone["status"], &gone["ended"], &gone["route"]),
+        (&0.into(), &"caller-gone".into(), &"order".into()),
+        "{gone}"
+    );
+    assert!(gone["duration_us"].as_u64().unwrap() >= 150_000, "{gone}");
+    let a_gone = json(&lines(&dir.path().join("a.log"), 1).await[0]);
+    assert_eq!(
+        (&a_gone["direction"], &a_gone["ended"]),
+        (&"outbound".into(), &"caller-gone".into()),
+        "{a_gone}"
+    );
+    // a's app says it has 100 ms: a answers 504 at its deadline, and b, which was told the
+    // time left, records the end as the deadline's.
+    abandon(
+        port,
+        "/order/2",
+        "x-hopwise-timeout-ms: 100\r\n",
+        Duration::from_millis(600),
+    )
+    .await;
+    let late = json(&lines(&b_file, 2).await[1]);
+    assert_eq!(
+        (&late["status"], &late["ended"]),
+        (&0.into(), &"caller-deadline".into()),
+        "{late}"
+    );
+    let a_late = json(&lines(&dir.path().join("a.log"), 2).await[1]);
+    assert_eq!(a_late["status"], 504, "{a_late}");
+    assert_eq!(a_late["ended"], serde_json::Value::Null, "{a_late}");
 }

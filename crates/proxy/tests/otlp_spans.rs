@@ -12,6 +12,7 @@ mod support;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -276,4 +277,69 @@ async fn a_collector_that_takes_nothing_costs_counted_spans_not_requests() {
         .parse()
         .unwrap();
     assert!(dropped >= 30, "{dropped} of 40 spans dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_caller_gives_up_leaves_spans_saying_how_it_ended() {
+    let rx = otlp::grpc_receiver().await;
+    let mesh = chain_mesh(rx.addr.unwrap(), "grpc", "100%");
+    let chain = chain(&mesh, &["traceparent"], hanging()).await;
+    // a's app has 150 ms: a answers 504 then; everything below it was working for nobody.
+    assert_eq!(order(&chain, &[("x-hopwise-timeout-ms", "150")]).await, 504);
+    let spans = rx.wait_for(6).await;
+    assert_eq!(spans.len(), 6, "{spans:#?}");
+    let b_in = one(&spans, "b", "b/order inbound");
+    assert_eq!(b_in.attr("error.type"), "caller-deadline", "{b_in:#?}");
+    assert_eq!(
+        b_in.attr("http.response.status_code"),
+        "",
+        "no answer was sent"
+    );
+    assert!(b_in.error);
+    // c's proxy was told the time left too (b's app passed no deadline, but b's proxy did).
+    let c_in = one(&spans, "c", "c inbound");
+    assert_ne!(c_in.attr("error.type"), "", "{c_in:#?}");
+    assert_eq!(c_in.attr("http.response.status_code"), "");
+    let a_out = one(&spans, "a", "a → b/order");
+    assert_eq!(a_out.attr("http.response.status_code"), "504");
+    assert_eq!(a_out.attr("error.type"), "");
+    // a's try timed out at the deadline; b's was cut when its request ended, a span too.
+    let a_try = one(&spans, "a", "a → b/order try 1");
+    assert_eq!(a_try.attr("hopwise.outcome"), "timeout", "{a_try:#?}");
+    // b's try to c ends at the same moment: by its own trimmed timeout, or cut with its
+    // request, whichever comes first — a span either way.
+    let b_try = one(&spans, "b", "b → c/c try 1");
+    assert!(
+        ["cut", "timeout"].contains(&b_try.attr("hopwise.outcome")) && b_try.error,
+        "{b_try:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_goes_away_leaves_spans_and_the_try_it_cut() {
+    let rx = otlp::grpc_receiver().await;
+    let mesh = chain_mesh(rx.addr.unwrap(), "grpc", "100%");
+    let chain = chain(&mesh, &["traceparent"], hanging()).await;
+    // a's app closes its connection after 200 ms, with no deadline said: gone, not late.
+    abandon(
+        chain.a.bound.upstreams["b"],
+        "/order/1",
+        "",
+        Duration::from_millis(200),
+    )
+    .await;
+    let spans = rx.wait_for(6).await;
+    assert_eq!(spans.len(), 6, "{spans:#?}");
+    let a_out = one(&spans, "a", "a → b/order");
+    assert_eq!(a_out.attr("error.type"), "caller-gone", "{a_out:#?}");
+    let a_try = one(&spans, "a", "a → b/order try 1");
+    assert_eq!(
+        (a_try.attr("hopwise.outcome"), a_try.attr("error.type")),
+        ("cut", "caller-gone"),
+        "{a_try:#?}"
+    );
+    assert_eq!(a_try.parent, a_out.span_id);
+    let b_in = one(&spans, "b", "b/order inbound");
+    assert_eq!(b_in.attr("error.type"), "caller-gone", "{b_in:#?}");
+    assert!(b_in.end - b_in.start >= 150_000_000, "{b_in:#?}");
 }

@@ -220,7 +220,11 @@ pub fn render(service: &str, copy: usize, v: &Value) -> String {
         s("route"),
         s("method"),
         s("path"),
-        n("status").map_or_else(|| "-".to_owned(), |c| c.to_string()),
+        // No answer was sent: say how the request ended instead of a status.
+        match v.get("ended").and_then(Value::as_str) {
+            Some(how) => format!("no answer ({how})"),
+            None => n("status").map_or_else(|| "-".to_owned(), |c| c.to_string()),
+        },
         n("tries").unwrap_or(0),
     );
     if let Some(caller) = v.get("caller").and_then(Value::as_str) {
@@ -256,6 +260,14 @@ mod tests {
         assert_eq!(
             render("pricing", 0, &out),
             "pricing[0] outbound → inventory inventory  POST /x  503  tries 3  250.00 ms  local reply: per-try-timeout\n"
+        );
+        let gone = serde_json::json!({
+            "direction": "inbound", "route": "quote", "method": "GET", "path": "/q",
+            "status": 0, "tries": 0, "duration_us": 200_000, "ended": "caller-gone",
+        });
+        assert_eq!(
+            render("pricing", 0, &gone),
+            "pricing[0] inbound quote  GET /q  no answer (caller-gone)  tries 0  200.00 ms\n"
         );
     }
 

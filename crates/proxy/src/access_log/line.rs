@@ -47,6 +47,8 @@ pub struct Line {
     /// A reply the proxy made itself: its reason (`error::LocalReply`, never a header an app
     /// or a peer could send).
     pub local_reply: Option<&'static str>,
+    /// How a request with no answer ended (`caller-gone`, `caller-deadline`); `None`: answered.
+    pub ended: Option<&'static str>,
     /// Body bytes as their `content-length` says (`None`: streamed, not counted).
     pub bytes_in: Option<u64>,
     pub bytes_out: Option<u64>,
@@ -232,6 +234,11 @@ impl Line {
         form.key(out, "local_reply");
         match self.local_reply {
             Some(r) => form.plain(out, r),
+            None => out.extend_from_slice(form.none()),
+        }
+        form.key(out, "ended");
+        match self.ended {
+            Some(e) => form.plain(out, e),
             None => out.extend_from_slice(form.none()),
         }
         form.key(out, "bytes_in");

@@ -57,6 +57,7 @@ fn oracle(l: &Line) -> serde_json::Value {
         "retry_skipped": l.retry_skipped,
         "copy": l.copy.map(|c| c.to_string()),
         "local_reply": l.local_reply,
+        "ended": l.ended,
         "bytes_in": l.bytes_in,
         "bytes_out": l.bytes_out,
         "duration_us": l.duration_us,
@@ -134,7 +135,7 @@ fn json_lines_hold_every_field_in_order() {
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     let want = oracle(&line());
     assert_eq!(keys, want.as_object().unwrap().keys().collect::<Vec<_>>());
-    assert_eq!(keys.len(), 21);
+    assert_eq!(keys.len(), 22);
 }
 
 #[test]
@@ -144,7 +145,7 @@ fn the_common_form_starts_as_the_common_log_format() {
         text,
         "- - - [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?…\" 200 12 direction=outbound \
          service=a upstream=b route=quote authority=b grpc_status=- tries=2 retries=5xx \
-         retry_skipped=- copy=127.0.0.1:7001 local_reply=- bytes_in=- duration_us=1500 \
+         retry_skipped=- copy=127.0.0.1:7001 local_reply=- ended=- bytes_in=- duration_us=1500 \
          proxy_us=40 trace_id=4bf92f3577b34da6a3ce929d0e0e4736\n"
     );
     let full = Line {
@@ -166,7 +167,7 @@ fn the_common_form_starts_as_the_common_log_format() {
         render(&full, LogFormat::Common),
         "- - spiffe://t/service/a [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?x=1\" 200 - \
          direction=inbound service=a upstream=- route=quote authority=b grpc_status=14 tries=2 \
-         retries=5xx,reset retry_skipped=budget copy=- local_reply=forbidden bytes_in=3 \
+         retries=5xx,reset retry_skipped=budget copy=- local_reply=forbidden ended=- bytes_in=3 \
          duration_us=1500 proxy_us=40 trace_id=-\n"
     );
 }
@@ -236,6 +237,7 @@ fn answer() -> impl Strategy<Value = Line> {
             proptest::option::of(Just("budget")),
             any::<Option<SocketAddr>>(),
             proptest::option::of(prop_oneof![Just("forbidden"), Just("timeout")]),
+            proptest::option::of(prop_oneof![Just("caller-gone"), Just("caller-deadline")]),
         ),
         (
             any::<Option<u64>>(),
@@ -253,6 +255,7 @@ fn answer() -> impl Strategy<Value = Line> {
             retry_skipped: b.0,
             copy: b.1,
             local_reply: b.2,
+            ended: b.3,
             bytes_in: c.0,
             bytes_out: c.1,
             duration_us: c.2,
@@ -300,7 +303,7 @@ proptest! {
 }
 
 /// The common form's fields after the status, in order: nothing a peer sends can add one.
-const COMMON_KEYS: [&str; 15] = [
+const COMMON_KEYS: [&str; 16] = [
     "direction",
     "service",
     "upstream",
@@ -312,6 +315,7 @@ const COMMON_KEYS: [&str; 15] = [
     "retry_skipped",
     "copy",
     "local_reply",
+    "ended",
     "bytes_in",
     "duration_us",
     "proxy_us",

@@ -166,36 +166,55 @@ impl Recording {
             attributes.push(("hopwise.retry_condition", Value::Str(c.to_owned())));
         }
         let error = push_status(&mut attributes, outcome);
-        let name = format!("{} try {attempt}", self.name(&n));
-        n.tries.push(SpanData {
-            trace_id: self.span.trace_id(),
-            span_id: id,
-            parent: Some(self.span.span_id()),
-            name,
-            kind: Kind::Client,
-            start: self.at(at),
-            end: self.at(Instant::now()),
-            attributes,
-            error,
-        });
+        let span = self.try_span(&n, attempt, id, at, attributes, error);
+        n.tries.push(span);
     }
 
     /// The answer's head is out: the request's span and its tries go to the exporter.
     pub fn finish<B>(&self, resp: &Response<B>) {
-        let end = self.at(Instant::now());
-        let mut n = self.notes();
         let status = resp.status().as_u16();
         let grpc: Option<u32> = header_number(resp.headers(), &crate::error::GRPC_STATUS);
+        let mut answer = vec![("http.response.status_code", Value::Int(i64::from(status)))];
+        if let Some(g) = grpc {
+            answer.push(("rpc.grpc.status_code", Value::Int(i64::from(g))));
+        }
+        let local = crate::error::LocalReply::of(resp);
+        if let Some(r) = local {
+            answer.push(("hopwise.local_reply", Value::Str(r.to_owned())));
+        }
+        let error = status >= 500 || grpc.is_some_and(|g| g != 0);
+        self.close(answer, error, local.unwrap_or("abandoned"));
+    }
+
+    /// The caller went first (`recorded.rs` says `how`): the span has no answer, says how it
+    /// ended (`error.type`), and is an error: work was done that nobody received.
+    pub fn ended(&self, how: &'static str) {
+        self.close(vec![("error.type", Value::Str(how.to_owned()))], true, how);
+    }
+
+    /// The request's span, with `answer`'s attributes, and its tries go to the exporter; a
+    /// try still under way (the request's deadline or its caller cut it) ends here, its
+    /// `error.type` saying why (`cut`).
+    fn close(&self, answer: Vec<(&'static str, Value)>, error: bool, cut: &'static str) {
+        let end = self.at(Instant::now());
+        let mut n = self.notes();
+        if let Some((id, at)) = n.current.take() {
+            let attempt = u32::try_from(n.tries.len() + 1).unwrap_or(u32::MAX);
+            let attributes = vec![
+                ("hopwise.try", Value::Int(i64::from(attempt))),
+                ("hopwise.outcome", Value::Str("cut".to_owned())),
+                ("error.type", Value::Str(cut.to_owned())),
+            ];
+            let span = self.try_span(&n, attempt, id, at, attributes, true);
+            n.tries.push(span);
+        }
         let mut attributes = vec![
             ("http.request.method", Value::Str(self.method.clone())),
             ("url.path", Value::Str(self.path.clone())),
-            ("http.response.status_code", Value::Int(i64::from(status))),
             ("hopwise.service", Value::Str(self.service.clone())),
             ("hopwise.tries", Value::Int(n.tries.len() as i64)),
         ];
-        if let Some(g) = grpc {
-            attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g))));
-        }
+        attributes.extend(answer);
         if let Some(t) = n.app {
             let ns = i64::try_from(t.as_nanos()).unwrap_or(i64::MAX);
             attributes.push(("hopwise.app_time_ns", Value::Int(ns)));
@@ -204,10 +223,6 @@ impl Recording {
             ("hopwise.upstream", n.upstream.clone()),
             ("hopwise.route", n.route.clone()),
             ("hopwise.peer", n.peer.clone()),
-            (
-                "hopwise.local_reply",
-                crate::error::LocalReply::of(resp).map(str::to_owned),
-            ),
         ] {
             if let Some(v) = value {
                 attributes.push((key, Value::Str(v)));
@@ -225,11 +240,34 @@ impl Recording {
             start: self.start,
             end,
             attributes,
-            error: status >= 500 || grpc.is_some_and(|g| g != 0),
+            error,
         };
         self.sink.send(request);
         for t in n.tries.drain(..) {
             self.sink.send(t);
+        }
+    }
+
+    /// Try `attempt`'s span, from its start `at` until now.
+    fn try_span(
+        &self,
+        n: &Notes,
+        attempt: u32,
+        id: SpanId,
+        at: Instant,
+        attributes: Vec<(&'static str, Value)>,
+        error: bool,
+    ) -> SpanData {
+        SpanData {
+            trace_id: self.span.trace_id(),
+            span_id: id,
+            parent: Some(self.span.span_id()),
+            name: format!("{} try {attempt}", self.name(n)),
+            kind: Kind::Client,
+            start: self.at(at),
+            end: self.at(Instant::now()),
+            attributes,
+            error,
         }
     }
 

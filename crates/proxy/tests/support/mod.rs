@@ -262,3 +262,23 @@ pub async fn metrics(running: &Running) -> String {
 pub fn path(p: &Path) -> String {
     p.display().to_string()
 }
+
+/// An app that takes every request and never answers.
+pub fn hanging() -> Handler {
+    Arc::new(|_req| {
+        Box::pin(async {
+            std::future::pending::<()>().await;
+            Response::new(Full::new(Bytes::new()))
+        })
+    })
+}
+
+/// Sends `GET path` (host `b`) to `port` with `extra` header lines, then closes the connection
+/// after `after` without reading an answer: a caller that goes away.
+pub async fn abandon(port: SocketAddr, path: &str, extra: &str, after: Duration) {
+    let mut tcp = TcpStream::connect(port).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nhost: b\r\n{extra}\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(after).await;
+    drop(tcp);
+}
