@@ -67,6 +67,8 @@ pub type Sink = Arc<dyn Fn(ExportTraceServiceRequest) + Send + Sync>;
 pub struct ReceivedSpan {
     /// The resource's `service.name`: which proxy sent it.
     pub service: String,
+    /// The resource's `service.instance.id`: which copy's proxy (`""` if it did not say).
+    pub instance: String,
     pub trace_id: String,
     pub span_id: String,
     /// Empty for a root span.
@@ -101,21 +103,24 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-/// Every span of an export, each with its resource's `service.name`.
+/// Every span of an export, each with its resource's `service.name` and `service.instance.id`.
 pub fn spans_of(req: ExportTraceServiceRequest) -> Vec<ReceivedSpan> {
     let mut out = Vec::new();
     for rs in req.resource_spans {
-        let service = rs
-            .resource
-            .iter()
-            .flat_map(|r| &r.attributes)
-            .find(|kv| kv.key == "service.name")
-            .and_then(|kv| kv.value.as_ref()?.value.as_ref())
-            .map(value_text)
-            .unwrap_or_default();
+        let resource = |key: &str| {
+            rs.resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|kv| kv.key == key)
+                .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+                .map(value_text)
+                .unwrap_or_default()
+        };
+        let (service, instance) = (resource("service.name"), resource("service.instance.id"));
         for s in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
             out.push(ReceivedSpan {
                 service: service.clone(),
+                instance: instance.clone(),
                 trace_id: hex(&s.trace_id),
                 span_id: hex(&s.span_id),
                 parent: hex(&s.parent_span_id),

@@ -264,6 +264,7 @@ pub fn begin<'c, B>(
         query: log.is_some_and(|l| l.query),
         bytes_in: header_number(req.headers(), &http::header::CONTENT_LENGTH),
         trace_id: span.map(ProxySpan::trace_id),
+        span_id: span.map(ProxySpan::span_id),
         ..Line::default()
     };
     Some(Box::new(LogEntry {

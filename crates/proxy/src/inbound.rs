@@ -172,11 +172,25 @@ impl Inbound {
         }
     }
 
-    pub async fn handle(&self, caller: &Caller, mut req: Request<Incoming>) -> Response<Body> {
+    /// One request from `caller`, whose connection comes from `from`.
+    pub async fn handle(
+        &self,
+        caller: &Caller,
+        from: Option<SocketAddr>,
+        mut req: Request<Incoming>,
+    ) -> Response<Body> {
         let version = req.version();
         let (tracing, sink) = (self.config.tracing.as_ref(), self.metrics.span_sink());
         let service = &self.config.service;
-        let traced = otlp::begin(tracing, sink, otlp::Direction::Inbound, service, &mut req);
+        let scheme = match caller {
+            Caller::Plaintext => "http",
+            _ => "https",
+        };
+        let direction = otlp::Direction::Inbound;
+        let traced = otlp::begin(tracing, sink, direction, service, scheme, &mut req);
+        if let (Some(r), Some(from)) = (&traced.recording, from) {
+            r.client(from);
+        }
         let span = traced.span.as_ref();
         let peer = match caller {
             Caller::Verified(p) => Some(&p.id),
@@ -243,7 +257,9 @@ impl Inbound {
                 Caller::Verified(p) => Some(&*p.id),
                 _ => None,
             };
-            r.route(None, self.config.inbound_route(path), peer);
+            let index = self.config.inbound_route_index(path);
+            let template = index.map(|i| self.config.inbound_routes[i].1.as_str());
+            r.route(None, self.config.inbound_route(path), template, peer);
         }
         if let Some(l) = log {
             l.route(None, self.config.inbound_route(path));

@@ -10,6 +10,7 @@
 
 mod export;
 mod record;
+mod semconv;
 mod wire;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -79,11 +80,12 @@ pub enum OtlpError {
 }
 
 /// Starts the exporter thread for `tracing.collector` (none: no sink) and returns the sink.
-/// `service` names the spans' resource; `dropped` counts spans lost (queue full, or the
+/// `service` and `copy` name the spans' resource; `dropped` counts spans lost (queue full, or the
 /// collector failed or refused them).
 pub fn start(
     tracing: &Tracing,
     service: &str,
+    copy: usize,
     dropped: Counter,
 ) -> Result<Option<SpanSink>, OtlpError> {
     let Some(collector) = tracing.collector.clone() else {
@@ -98,6 +100,7 @@ pub fn start(
         collector,
         tracing.protocol,
         service.to_owned(),
+        format!("{service}[{copy}]"),
         dropped.clone(),
     );
     std::thread::Builder::new()

@@ -135,7 +135,7 @@ impl Outbound {
         let tracing = self.by_host.tracing.as_ref();
         let sink = self.metrics.span_sink();
         let direction = otlp::Direction::Outbound;
-        let traced = otlp::begin(tracing, sink, direction, &self.service, &mut req);
+        let traced = otlp::begin(tracing, sink, direction, &self.service, "http", &mut req);
         let span = traced.span.as_ref();
         let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
         let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, span, &req);
@@ -189,7 +189,12 @@ impl Outbound {
         let rm = &state.routes[route_index];
         rm.request();
         if let Some(r) = Recording::of(req.extensions()) {
-            r.route(Some(&state.cluster.service), &route.name, None);
+            r.route(
+                Some(&state.cluster.service),
+                &route.name,
+                route.prefix.as_deref(),
+                None,
+            );
         }
         if let Some(l) = log {
             l.route(Some(&state.cluster.service), &route.name);

@@ -276,7 +276,8 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
 
     let metrics = Metrics::new();
     if let Some(t) = &config.tracing
-        && let Some(sink) = crate::otlp::start(t, &config.service, metrics.spans_dropped())?
+        && let Some(sink) =
+            crate::otlp::start(t, &config.service, config.copy, metrics.spans_dropped())?
     {
         metrics.set_span_sink(sink);
     }

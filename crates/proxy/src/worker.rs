@@ -358,12 +358,13 @@ impl Conn {
         drain: watch::Receiver<bool>,
     ) {
         let caller = Arc::new(Caller::of_tls(tls.get_ref().1.peer_certificates()));
+        let from = tls.get_ref().0.peer_addr().ok();
         let proto = Proto::of_alpn(tls.get_ref().1.alpn_protocol());
         let (live, w) = (RefCell::new(self.state.cache()), self.worker);
         let svc = service_fn(move |req: hyper::Request<Incoming>| {
             let live = live.borrow_mut().load().clone();
             let caller = caller.clone();
-            async move { Ok::<_, Infallible>(live.worker(w).inbound.handle(&caller, req).await) }
+            async move { Ok::<_, Infallible>(live.worker(w).inbound.handle(&caller, from, req).await) }
         });
         let svc = guard.track(svc);
         let servers = &self.servers;
@@ -378,10 +379,12 @@ impl Conn {
         drain: watch::Receiver<bool>,
     ) {
         let (live, w) = (RefCell::new(self.state.cache()), self.worker);
+        let from = tcp.peer_addr().ok();
         let svc = service_fn(move |req: hyper::Request<Incoming>| {
             let live = live.borrow_mut().load().clone();
             async move {
-                Ok::<_, Infallible>(live.worker(w).inbound.handle(&Caller::Plaintext, req).await)
+                let inbound = &live.worker(w).inbound;
+                Ok::<_, Infallible>(inbound.handle(&Caller::Plaintext, from, req).await)
             }
         });
         let proto = Proto::sniff(&tcp, guard.header_deadline()).await;

@@ -117,12 +117,20 @@ async fn order(chain: &Chain, headers: &[(&'static str, &str)]) -> u16 {
     get(chain.a.bound.upstreams["b"], req).await.0.as_u16()
 }
 
-fn one<'g>(spans: &'g [Got], service: &str, name: &str) -> &'g Got {
+/// The span of `service` that is `which`: `in` (its server span), `out` (its request's client
+/// span) or `try N`. Names follow the conventions (`GET /order`), shared by a request and its
+/// tries, so spans are told apart by kind and `hopwise.try`.
+fn one<'g>(spans: &'g [Got], service: &str, which: &str) -> &'g Got {
     let found: Vec<&Got> = spans
         .iter()
-        .filter(|s| s.service == service && s.name == name)
+        .filter(|s| s.service == service)
+        .filter(|s| match which {
+            "in" => s.kind == 2,
+            "out" => s.kind == 3 && s.attr("hopwise.try").is_empty(),
+            t => t.strip_prefix("try ") == Some(s.attr("hopwise.try")),
+        })
         .collect();
-    assert_eq!(found.len(), 1, "{service} {name}: {spans:#?}");
+    assert_eq!(found.len(), 1, "{service} {which}: {spans:#?}");
     found[0]
 }
 
@@ -131,12 +139,12 @@ fn assert_one_trace(spans: &[Got]) {
     assert_eq!(spans.len(), 6, "{spans:#?}");
     let trace = &spans[0].trace_id;
     assert!(spans.iter().all(|s| &s.trace_id == trace), "{spans:#?}");
-    let a_out = one(spans, "a", "a → b/order");
-    let a_try = one(spans, "a", "a → b/order try 1");
-    let b_in = one(spans, "b", "b/order inbound");
-    let b_out = one(spans, "b", "b → c/c");
-    let b_try = one(spans, "b", "b → c/c try 1");
-    let c_in = one(spans, "c", "c inbound");
+    let a_out = one(spans, "a", "out");
+    let a_try = one(spans, "a", "try 1");
+    let b_in = one(spans, "b", "in");
+    let b_out = one(spans, "b", "out");
+    let b_try = one(spans, "b", "try 1");
+    let c_in = one(spans, "c", "in");
     assert_eq!(a_try.parent, a_out.span_id);
     assert_eq!(
         b_in.parent, a_try.span_id,
@@ -155,6 +163,97 @@ fn assert_one_trace(spans: &[Got]) {
     assert_eq!(a_out.attr("http.response.status_code"), "200");
 }
 
+/// The spans as the OpenTelemetry HTTP conventions (stable) name and describe them, attribute
+/// by attribute as the collector received them; hopwise's own under `hopwise.*`.
+fn assert_conventions(spans: &[Got]) {
+    let attrs = |s: &Got, keys: &[&str]| -> Vec<String> {
+        keys.iter().map(|k| format!("{k}={}", s.attr(k))).collect()
+    };
+    let b_in = one(spans, "b", "in");
+    assert_eq!(b_in.name, "GET /order", "{{method}} {{http.route}}");
+    assert_eq!(b_in.instance, "b[0]", "service.instance.id names the copy");
+    assert_eq!(
+        attrs(
+            b_in,
+            &[
+                "http.request.method",
+                "url.path",
+                "url.scheme",
+                "http.route"
+            ]
+        ),
+        [
+            "http.request.method=GET",
+            "url.path=/order/7",
+            "url.scheme=https",
+            "http.route=/order"
+        ]
+    );
+    // The authority the caller named, apart: host and port (https's when unsaid).
+    assert_eq!(
+        attrs(
+            b_in,
+            &["server.address", "server.port", "http.response.status_code"]
+        ),
+        [
+            "server.address=b",
+            "server.port=443",
+            "http.response.status_code=200"
+        ]
+    );
+    // The connection's other end: the caller's proxy.
+    assert_eq!(b_in.attr("client.address"), "127.0.0.1");
+    assert_eq!(b_in.attr("client.port"), b_in.attr("network.peer.port"));
+    assert!(b_in.attr("client.port").parse::<u16>().is_ok(), "{b_in:#?}");
+    assert_eq!(b_in.attr("url.full"), "", "a server span has no url.full");
+    assert_eq!(
+        attrs(b_in, &["hopwise.route", "hopwise.peer", "hopwise.tries"]),
+        [
+            "hopwise.route=order",
+            "hopwise.peer=spiffe://test.local/service/a",
+            "hopwise.tries=0"
+        ]
+    );
+    let a_out = one(spans, "a", "out");
+    assert_eq!(
+        (a_out.name.as_str(), a_out.instance.as_str()),
+        ("GET /order", "a[0]")
+    );
+    assert_eq!(
+        attrs(
+            a_out,
+            &["url.full", "server.address", "server.port", "url.scheme"]
+        ),
+        [
+            "url.full=http://b/order/7",
+            "server.address=b",
+            "server.port=80",
+            "url.scheme=http"
+        ]
+    );
+    assert_eq!(
+        a_out.attr("http.route"),
+        "",
+        "a client span has no http.route"
+    );
+    assert_eq!(a_out.attr("error.type"), "");
+    // A try: a client span of its own, named as its request, with the copy it reached.
+    let a_try = one(spans, "a", "try 1");
+    assert_eq!(a_try.name, a_out.name);
+    assert_eq!(a_try.attr("network.peer.address"), "127.0.0.1");
+    assert!(
+        a_try.attr("network.peer.port").parse::<u16>().is_ok(),
+        "{a_try:#?}"
+    );
+    assert_eq!(
+        a_try.attr("http.request.resend_count"),
+        "",
+        "the first try is no resend"
+    );
+    // A call with no route template: the method alone, never the raw path.
+    assert_eq!(one(spans, "c", "in").name, "GET");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_through_a_chain_is_one_trace_over_otlp_grpc() {
     let rx = otlp::grpc_receiver().await;
@@ -163,7 +262,8 @@ async fn a_request_through_a_chain_is_one_trace_over_otlp_grpc() {
     assert_eq!(order(&chain, &[]).await, 200);
     let spans = rx.wait_for(6).await;
     assert_one_trace(&spans);
-    let root = one(&spans, "a", "a → b/order");
+    assert_conventions(&spans);
+    let root = one(&spans, "a", "out");
     assert_eq!(root.parent, "", "the trace started at a's proxy");
 }
 
@@ -175,9 +275,9 @@ async fn a_retried_calls_tries_are_child_spans_over_otlp_http() {
     assert_eq!(order(&chain, &[]).await, 200);
     // a: request + try; b: inbound, outbound + 2 tries; c: 2 inbound.
     let spans = rx.wait_for(8).await;
-    let b_out = one(&spans, "b", "b → c/c");
-    let first = one(&spans, "b", "b → c/c try 1");
-    let second = one(&spans, "b", "b → c/c try 2");
+    let b_out = one(&spans, "b", "out");
+    let first = one(&spans, "b", "try 1");
+    let second = one(&spans, "b", "try 2");
     assert_eq!(
         (first.parent.as_str(), second.parent.as_str()),
         (b_out.span_id.as_str(), b_out.span_id.as_str())
@@ -187,7 +287,10 @@ async fn a_retried_calls_tries_are_child_spans_over_otlp_http() {
     assert_eq!(first.attr("hopwise.retry_condition"), "");
     assert_eq!(second.attr("hopwise.retry_condition"), "5xx");
     assert_eq!(second.attr("http.response.status_code"), "200");
-    assert!(second.attr("server.address").starts_with("127.0.0.1:"));
+    assert_eq!(second.attr("network.peer.address"), "127.0.0.1");
+    assert_eq!(second.attr("http.request.resend_count"), "1");
+    assert_eq!(first.attr("http.request.resend_count"), "");
+    assert_eq!(first.attr("error.type"), "503", "a client's 5xx");
     assert_eq!(b_out.attr("hopwise.tries"), "2");
     let c_spans: Vec<&Got> = spans.iter().filter(|s| s.service == "c").collect();
     let mut parents: Vec<&str> = c_spans.iter().map(|s| s.parent.as_str()).collect();
@@ -209,7 +312,7 @@ async fn b3_in_w3c_out_and_back_is_one_trace() {
     let spans = rx.wait_for(6).await;
     assert_one_trace(&spans);
     assert_eq!(spans[0].trace_id, TRACE);
-    assert_eq!(one(&spans, "a", "a → b/order").parent, "e457b5a2e4d86bd1");
+    assert_eq!(one(&spans, "a", "out").parent, "e457b5a2e4d86bd1");
     drop(chain1);
 
     // And back: B3 travels beside W3C between proxies, so b's app, which reads only B3 (as a's
@@ -288,7 +391,7 @@ async fn a_request_whose_caller_gives_up_leaves_spans_saying_how_it_ended() {
     assert_eq!(order(&chain, &[("x-hopwise-timeout-ms", "150")]).await, 504);
     let spans = rx.wait_for(6).await;
     assert_eq!(spans.len(), 6, "{spans:#?}");
-    let b_in = one(&spans, "b", "b/order inbound");
+    let b_in = one(&spans, "b", "in");
     assert_eq!(b_in.attr("error.type"), "caller-deadline", "{b_in:#?}");
     assert_eq!(
         b_in.attr("http.response.status_code"),
@@ -297,18 +400,20 @@ async fn a_request_whose_caller_gives_up_leaves_spans_saying_how_it_ended() {
     );
     assert!(b_in.error);
     // c's proxy was told the time left too (b's app passed no deadline, but b's proxy did).
-    let c_in = one(&spans, "c", "c inbound");
+    let c_in = one(&spans, "c", "in");
     assert_ne!(c_in.attr("error.type"), "", "{c_in:#?}");
     assert_eq!(c_in.attr("http.response.status_code"), "");
-    let a_out = one(&spans, "a", "a → b/order");
+    let a_out = one(&spans, "a", "out");
     assert_eq!(a_out.attr("http.response.status_code"), "504");
-    assert_eq!(a_out.attr("error.type"), "");
+    // A's own answer: an error of the client span, typed by the proxy's reason.
+    assert_eq!(a_out.attr("error.type"), "deadline-exceeded", "{a_out:#?}");
+    assert_eq!(a_out.attr("hopwise.local_reply"), "deadline-exceeded");
     // a's try timed out at the deadline; b's was cut when its request ended, a span too.
-    let a_try = one(&spans, "a", "a → b/order try 1");
+    let a_try = one(&spans, "a", "try 1");
     assert_eq!(a_try.attr("hopwise.outcome"), "timeout", "{a_try:#?}");
     // b's try to c ends at the same moment: by its own trimmed timeout, or cut with its
     // request, whichever comes first — a span either way.
-    let b_try = one(&spans, "b", "b → c/c try 1");
+    let b_try = one(&spans, "b", "try 1");
     assert!(
         ["cut", "timeout"].contains(&b_try.attr("hopwise.outcome")) && b_try.error,
         "{b_try:#?}"
@@ -330,16 +435,16 @@ async fn a_caller_that_goes_away_leaves_spans_and_the_try_it_cut() {
     .await;
     let spans = rx.wait_for(6).await;
     assert_eq!(spans.len(), 6, "{spans:#?}");
-    let a_out = one(&spans, "a", "a → b/order");
+    let a_out = one(&spans, "a", "out");
     assert_eq!(a_out.attr("error.type"), "caller-gone", "{a_out:#?}");
-    let a_try = one(&spans, "a", "a → b/order try 1");
+    let a_try = one(&spans, "a", "try 1");
     assert_eq!(
         (a_try.attr("hopwise.outcome"), a_try.attr("error.type")),
         ("cut", "caller-gone"),
         "{a_try:#?}"
     );
     assert_eq!(a_try.parent, a_out.span_id);
-    let b_in = one(&spans, "b", "b/order inbound");
+    let b_in = one(&spans, "b", "in");
     assert_eq!(b_in.attr("error.type"), "caller-gone", "{b_in:#?}");
     assert!(b_in.end - b_in.start >= 150_000_000, "{b_in:#?}");
 }

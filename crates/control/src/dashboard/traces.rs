@@ -89,6 +89,21 @@ fn text(s: &str) -> Option<String> {
     Some(s[..cut].to_owned())
 }
 
+/// A try's copy, `ip:port`, from the conventions' `network.peer.*` (an IPv6 address in
+/// brackets), or `None`.
+fn copy_of(s: &ReceivedSpan) -> Option<String> {
+    let (ip, port) = (s.attr("network.peer.address"), s.attr("network.peer.port"));
+    if ip.is_empty() || port.is_empty() {
+        return None;
+    }
+    let copy = if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    };
+    text(&copy)
+}
+
 fn id64(hex: &str) -> Option<u64> {
     u64::from_str_radix(hex, 16).ok().filter(|v| *v != 0)
 }
@@ -119,7 +134,8 @@ impl Span {
             grpc_status: s.attr("rpc.grpc.status_code").parse().ok(),
             error: s.error,
             try_number,
-            copy: text(s.attr("server.address")),
+            // A try's peer is the copy it reached; a server span's is its caller.
+            copy: try_number.and_then(|_: u32| copy_of(s)),
             outcome: text(s.attr("hopwise.outcome")),
             retry_condition: text(s.attr("hopwise.retry_condition")),
             app_time_ns: s.attr("hopwise.app_time_ns").parse().ok(),

@@ -4,6 +4,7 @@ use super::*;
 
 fn span(trace: u128, id: u64, parent: u64, service: &str, start: u64, end: u64) -> ReceivedSpan {
     ReceivedSpan {
+        instance: String::new(),
         service: service.into(),
         trace_id: trace_hex(trace),
         span_id: format!("{id:016x}"),

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hopwise_api::trace_context::TraceId;
+use hopwise_api::trace_context::{SpanId, TraceId};
 use hopwise_model::raw::LogFormat;
 use http::Method;
 use http::uri::PathAndQuery;
@@ -56,6 +56,8 @@ pub struct Line {
     /// The proxy's own time: the whole, less the time spent waiting for upstream or the app.
     pub proxy_us: u64,
     pub trace_id: Option<TraceId>,
+    /// This proxy's span of the request (the one its own spans and the next hop name).
+    pub span_id: Option<SpanId>,
 }
 
 /// The calendar of the last second a line was written in: a busy log works out the date once a
@@ -253,6 +255,8 @@ impl Line {
         uint(out, self.proxy_us);
         form.key(out, "trace_id");
         form.with(out, self.trace_id, |out, id| text::hex(out, &id.to_bytes()));
+        form.key(out, "span_id");
+        form.with(out, self.span_id, |out, id| text::hex(out, &id.to_bytes()));
     }
 
     /// JSON: `["5xx","reset"]`; the common form: `5xx,reset`, or `-` for none.

@@ -27,6 +27,7 @@ fn line() -> Line {
         trace_id: TraceId::from_bytes(
             *b"\x4b\xf9\x2f\x35\x77\xb3\x4d\xa6\xa3\xce\x92\x9d\x0e\x0e\x47\x36",
         ),
+        span_id: SpanId::from_bytes(*b"\x00\xf0\x67\xaa\x0b\xa9\x02\xb7"),
         ..Default::default()
     }
 }
@@ -63,6 +64,7 @@ fn oracle(l: &Line) -> serde_json::Value {
         "duration_us": l.duration_us,
         "proxy_us": l.proxy_us,
         "trace_id": l.trace_id.map(|t| t.to_string()),
+        "span_id": l.span_id.map(|t| t.to_string()),
     })
 }
 
@@ -135,7 +137,7 @@ fn json_lines_hold_every_field_in_order() {
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     let want = oracle(&line());
     assert_eq!(keys, want.as_object().unwrap().keys().collect::<Vec<_>>());
-    assert_eq!(keys.len(), 22);
+    assert_eq!(keys.len(), 23);
 }
 
 #[test]
@@ -146,7 +148,7 @@ fn the_common_form_starts_as_the_common_log_format() {
         "- - - [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?…\" 200 12 direction=outbound \
          service=a upstream=b route=quote authority=b grpc_status=- tries=2 retries=5xx \
          retry_skipped=- copy=127.0.0.1:7001 local_reply=- ended=- bytes_in=- duration_us=1500 \
-         proxy_us=40 trace_id=4bf92f3577b34da6a3ce929d0e0e4736\n"
+         proxy_us=40 trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7\n"
     );
     let full = Line {
         direction: "inbound",
@@ -160,6 +162,7 @@ fn the_common_form_starts_as_the_common_log_format() {
         bytes_in: Some(3),
         bytes_out: None,
         trace_id: None,
+        span_id: None,
         query: true,
         ..line()
     };
@@ -168,7 +171,7 @@ fn the_common_form_starts_as_the_common_log_format() {
         "- - spiffe://t/service/a [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?x=1\" 200 - \
          direction=inbound service=a upstream=- route=quote authority=b grpc_status=14 tries=2 \
          retries=5xx,reset retry_skipped=budget copy=- local_reply=forbidden ended=- bytes_in=3 \
-         duration_us=1500 proxy_us=40 trace_id=-\n"
+         duration_us=1500 proxy_us=40 trace_id=- span_id=-\n"
     );
 }
 
@@ -245,7 +248,12 @@ fn answer() -> impl Strategy<Value = Line> {
             any::<u64>(),
             any::<u64>(),
         ),
-        (any::<u64>(), any::<bool>(), any::<[u8; 16]>()),
+        (
+            any::<u64>(),
+            any::<bool>(),
+            any::<[u8; 16]>(),
+            any::<[u8; 8]>(),
+        ),
     )
         .prop_map(|(a, b, c, d)| Line {
             status: a.0,
@@ -263,6 +271,7 @@ fn answer() -> impl Strategy<Value = Line> {
             time: d.0,
             direction: if d.1 { "inbound" } else { "outbound" },
             trace_id: TraceId::from_bytes(d.2),
+            span_id: SpanId::from_bytes(d.3),
             ..Line::default()
         })
 }
@@ -303,7 +312,7 @@ proptest! {
 }
 
 /// The common form's fields after the status, in order: nothing a peer sends can add one.
-const COMMON_KEYS: [&str; 16] = [
+const COMMON_KEYS: [&str; 17] = [
     "direction",
     "service",
     "upstream",
@@ -320,6 +329,7 @@ const COMMON_KEYS: [&str; 16] = [
     "duration_us",
     "proxy_us",
     "trace_id",
+    "span_id",
 ];
 
 /// What a common-form line is made of, or why it is not one: `caller`, the quoted request,

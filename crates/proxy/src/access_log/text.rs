@@ -263,13 +263,15 @@ pub fn uint_or(out: &mut Vec<u8>, n: Option<u64>, none: &[u8]) {
     }
 }
 
-/// Lowercase hex of `bytes` (a trace id: 16), written through a buffer in one copy.
-pub fn hex(out: &mut Vec<u8>, bytes: &[u8; 16]) {
+/// Lowercase hex of `bytes` (a trace id: 16, a span id: 8), written through a buffer in one
+/// copy.
+pub fn hex<const N: usize>(out: &mut Vec<u8>, bytes: &[u8; N]) {
     let mut buf = [0u8; 32];
+    let buf = &mut buf[..2 * N.min(16)];
     for (pair, b) in buf.chunks_exact_mut(2).zip(bytes) {
         pair.copy_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
     }
-    out.extend_from_slice(&buf);
+    out.extend_from_slice(buf);
 }
 
 /// `addr` as `Display` writes it: IPv4 by hand, IPv6 (rare on a mesh's copies) by `fmt`.

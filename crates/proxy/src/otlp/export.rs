@@ -29,6 +29,8 @@ pub(super) struct Exporter {
     collector: String,
     protocol: OtlpProtocol,
     service: String,
+    /// `service.instance.id`: the copy, as `hopwise tap` names it (`pricing[1]`).
+    instance: String,
     dropped: Counter,
 }
 
@@ -44,12 +46,14 @@ impl Exporter {
         collector: String,
         protocol: OtlpProtocol,
         service: String,
+        instance: String,
         dropped: Counter,
     ) -> Self {
         Exporter {
             collector,
             protocol,
             service,
+            instance,
             dropped,
         }
     }
@@ -74,7 +78,10 @@ impl Exporter {
             let spans = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
             let count = spans.len() as u64;
             let lost = self
-                .send(&mut transport, wire::request(&self.service, spans))
+                .send(
+                    &mut transport,
+                    wire::request(&self.service, &self.instance, spans),
+                )
                 .await;
             if lost > 0 {
                 tracing::debug!("{lost} of {count} spans not taken by {}", self.collector);

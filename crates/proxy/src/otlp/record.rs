@@ -16,6 +16,7 @@ use hopwise_model::observe::Tracing;
 use http::{HeaderMap, Request, Response};
 use tokio::time::Instant;
 
+use super::semconv::{self, Asked};
 use super::{Kind, SpanData, SpanSink, Value, unix_nanos};
 use crate::access_log::header_number;
 use crate::trace::{self, ProxySpan};
@@ -36,6 +37,7 @@ pub fn begin<B>(
     sink: Option<&SpanSink>,
     direction: Direction,
     service: &str,
+    scheme: &'static str,
     req: &mut Request<B>,
 ) -> Begun {
     let span = match direction {
@@ -52,8 +54,13 @@ pub fn begin<B>(
         span,
         direction,
         service: service.to_owned(),
-        method: req.method().to_string(),
-        path: req.uri().path().to_owned(),
+        asked: Asked {
+            method: req.method().to_string(),
+            scheme,
+            authority: crate::headers::host_of(req).map(str::to_owned),
+            path: req.uri().path().to_owned(),
+            grpc: crate::headers::is_grpc(req.headers()),
+        },
         start: unix_nanos(),
         started: Instant::now(),
         notes: Mutex::new(Notes::default()),
@@ -80,8 +87,8 @@ pub struct Recording {
     span: ProxySpan,
     direction: Direction,
     service: String,
-    method: String,
-    path: String,
+    /// What the conventions read of the request (`semconv.rs`).
+    asked: Asked,
     /// Unix nanoseconds at the start, and the clock's reading then: ends are measured on the
     /// proxy's one clock from there.
     start: u64,
@@ -94,7 +101,11 @@ pub struct Recording {
 struct Notes {
     upstream: Option<String>,
     route: Option<String>,
+    /// The route's path template (`http.route`; hopwise's routes are path prefixes).
+    template: Option<String>,
     peer: Option<String>,
+    /// Inbound: the connection's other end.
+    client: Option<SocketAddr>,
     /// Inbound: the time spent waiting for the app's answer (its head).
     app: Option<std::time::Duration>,
     /// The try under way: its span id and when it started.
@@ -113,12 +124,25 @@ impl Recording {
         self.notes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The route matched (outbound: with the upstream service), and inbound the caller.
-    pub fn route(&self, upstream: Option<&str>, route: &str, peer: Option<&str>) {
+    /// The route matched (outbound: with the upstream service) and its path prefix, if it has
+    /// one, and inbound the caller.
+    pub fn route(
+        &self,
+        upstream: Option<&str>,
+        route: &str,
+        template: Option<&str>,
+        peer: Option<&str>,
+    ) {
         let mut n = self.notes();
         n.upstream = upstream.map(str::to_owned);
         n.route = Some(route.to_owned());
+        n.template = template.map(str::to_owned);
         n.peer = peer.map(str::to_owned);
+    }
+
+    /// Inbound: the connection's other end (`client.address`, `network.peer.*`).
+    pub fn client(&self, peer: SocketAddr) {
+        self.notes().client = Some(peer);
     }
 
     /// Inbound: how long the app took to answer, so the span tells this proxy's time from
@@ -152,21 +176,31 @@ impl Recording {
         let Some((id, at)) = n.current.take() else {
             return;
         };
-        let mut attributes = vec![
-            ("hopwise.try", Value::Int(i64::from(attempt))),
-            (
-                "hopwise.outcome",
-                Value::Str(outcome_name(outcome).to_owned()),
-            ),
-        ];
-        if let Some(c) = copy {
-            attributes.push(("server.address", Value::Str(c.to_string())));
+        let mut attributes = self.asked.attributes(Kind::Client, None);
+        if attempt > 1 {
+            let resent = i64::from(attempt - 1);
+            attributes.push(("http.request.resend_count", Value::Int(resent)));
         }
+        if let Some(c) = copy {
+            semconv::peer(&mut attributes, c);
+        }
+        attributes.push(("hopwise.try", Value::Int(i64::from(attempt))));
+        let name = outcome_name(outcome);
+        attributes.push(("hopwise.outcome", Value::Str(name.to_owned())));
         if let Some(c) = started_by {
             attributes.push(("hopwise.retry_condition", Value::Str(c.to_owned())));
         }
-        let error = push_status(&mut attributes, outcome);
-        let span = self.try_span(&n, attempt, id, at, attributes, error);
+        let error = match outcome {
+            Outcome::Response { status, grpc } => {
+                let grpc = grpc.map(|g| u32::from(g.number()));
+                semconv::answer(&mut attributes, Kind::Client, status, grpc, None)
+            }
+            _ => {
+                attributes.push(("error.type", Value::Str(name.to_owned())));
+                true
+            }
+        };
+        let span = self.try_span(&n, id, at, attributes, error);
         n.tries.push(span);
     }
 
@@ -174,15 +208,12 @@ impl Recording {
     pub fn finish<B>(&self, resp: &Response<B>) {
         let status = resp.status().as_u16();
         let grpc: Option<u32> = header_number(resp.headers(), &crate::error::GRPC_STATUS);
-        let mut answer = vec![("http.response.status_code", Value::Int(i64::from(status)))];
-        if let Some(g) = grpc {
-            answer.push(("rpc.grpc.status_code", Value::Int(i64::from(g))));
-        }
         let local = crate::error::LocalReply::of(resp);
+        let mut answer = Vec::new();
+        let error = semconv::answer(&mut answer, self.kind(), status, grpc, local);
         if let Some(r) = local {
             answer.push(("hopwise.local_reply", Value::Str(r.to_owned())));
         }
-        let error = status >= 500 || grpc.is_some_and(|g| g != 0);
         self.close(answer, error, local.unwrap_or("abandoned"));
     }
 
@@ -199,22 +230,23 @@ impl Recording {
         let end = self.at(Instant::now());
         let mut n = self.notes();
         if let Some((id, at)) = n.current.take() {
-            let attempt = u32::try_from(n.tries.len() + 1).unwrap_or(u32::MAX);
-            let attributes = vec![
-                ("hopwise.try", Value::Int(i64::from(attempt))),
+            let attempt = n.tries.len() as i64 + 1;
+            let mut attributes = self.asked.attributes(Kind::Client, None);
+            attributes.extend([
+                ("hopwise.try", Value::Int(attempt)),
                 ("hopwise.outcome", Value::Str("cut".to_owned())),
                 ("error.type", Value::Str(cut.to_owned())),
-            ];
-            let span = self.try_span(&n, attempt, id, at, attributes, true);
+            ]);
+            let span = self.try_span(&n, id, at, attributes, true);
             n.tries.push(span);
         }
-        let mut attributes = vec![
-            ("http.request.method", Value::Str(self.method.clone())),
-            ("url.path", Value::Str(self.path.clone())),
-            ("hopwise.service", Value::Str(self.service.clone())),
-            ("hopwise.tries", Value::Int(n.tries.len() as i64)),
-        ];
+        let mut attributes = self.asked.attributes(self.kind(), n.template.as_deref());
+        if let Some(c) = n.client {
+            semconv::client(&mut attributes, c);
+        }
         attributes.extend(answer);
+        attributes.push(("hopwise.service", Value::Str(self.service.clone())));
+        attributes.push(("hopwise.tries", Value::Int(n.tries.len() as i64)));
         if let Some(t) = n.app {
             let ns = i64::try_from(t.as_nanos()).unwrap_or(i64::MAX);
             attributes.push(("hopwise.app_time_ns", Value::Int(ns)));
@@ -232,11 +264,8 @@ impl Recording {
             trace_id: self.span.trace_id(),
             span_id: self.span.span_id(),
             parent: self.span.parent_span_id(),
-            name: self.name(&n),
-            kind: match self.direction {
-                Direction::Inbound => Kind::Server,
-                Direction::Outbound => Kind::Client,
-            },
+            name: self.asked.span_name(n.template.as_deref()),
+            kind: self.kind(),
             start: self.start,
             end,
             attributes,
@@ -248,11 +277,11 @@ impl Recording {
         }
     }
 
-    /// Try `attempt`'s span, from its start `at` until now.
+    /// A try's span, from its start `at` until now: a client span named as its request is
+    /// (each resend is a span of its own under the conventions; `hopwise.try` tells them apart).
     fn try_span(
         &self,
         n: &Notes,
-        attempt: u32,
         id: SpanId,
         at: Instant,
         attributes: Vec<(&'static str, Value)>,
@@ -262,7 +291,7 @@ impl Recording {
             trace_id: self.span.trace_id(),
             span_id: id,
             parent: Some(self.span.span_id()),
-            name: format!("{} try {attempt}", self.name(n)),
+            name: self.asked.span_name(n.template.as_deref()),
             kind: Kind::Client,
             start: self.at(at),
             end: self.at(Instant::now()),
@@ -271,15 +300,10 @@ impl Recording {
         }
     }
 
-    /// `a → b/quote` outbound; `b/quote inbound` (the route callers name it by), or `b inbound`.
-    fn name(&self, n: &Notes) -> String {
-        let route = n.route.as_deref().unwrap_or("-");
-        match (self.direction, &n.upstream) {
-            (Direction::Outbound, Some(up)) => format!("{} → {up}/{route}", self.service),
-            (Direction::Outbound, None) => format!("{} → ?", self.service),
-            // `inbound` is the name of every request no caller's route names.
-            (Direction::Inbound, _) if route == "inbound" => format!("{} inbound", self.service),
-            (Direction::Inbound, _) => format!("{}/{route} inbound", self.service),
+    fn kind(&self) -> Kind {
+        match self.direction {
+            Direction::Inbound => Kind::Server,
+            Direction::Outbound => Kind::Client,
         }
     }
 
@@ -299,16 +323,4 @@ fn outcome_name(o: Outcome) -> &'static str {
         Outcome::Timeout => "timeout",
         Outcome::Response { .. } => "response",
     }
-}
-
-/// A try's status attributes; `true` when it failed.
-fn push_status(attributes: &mut Vec<(&'static str, Value)>, o: Outcome) -> bool {
-    let Outcome::Response { status, grpc } = o else {
-        return true;
-    };
-    attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
-    if let Some(g) = grpc {
-        attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(g.number()))));
-    }
-    status >= 500 || grpc.is_some_and(|g| g.number() != 0)
 }

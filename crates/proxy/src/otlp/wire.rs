@@ -1,5 +1,5 @@
 //! [`SpanData`] as OTLP's messages (`opentelemetry-proto`): one resource (the proxy: its
-//! service's name), one scope (`hopwise-proxy`), the spans. Pure.
+//! service's name and its copy's, `service.instance.id`), one scope (`hopwise-proxy`), the spans. Pure.
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -10,11 +10,12 @@ use opentelemetry_proto::tonic::trace::v1::{
 
 use super::{Kind, SpanData, Value};
 
-/// One export call's message for `spans` of `service`'s proxy.
-pub fn request(service: &str, spans: Vec<SpanData>) -> ExportTraceServiceRequest {
+/// One export call's message for `spans` of the proxy of `service`'s copy `instance`.
+pub fn request(service: &str, instance: &str, spans: Vec<SpanData>) -> ExportTraceServiceRequest {
     let resource = Resource {
         attributes: vec![
             kv("service.name", Value::Str(service.to_owned())),
+            kv("service.instance.id", Value::Str(instance.to_owned())),
             kv("hopwise.proxy", Value::Str("sidecar".to_owned())),
         ],
         ..Default::default()
@@ -103,7 +104,7 @@ mod tests {
             ],
             error: true,
         };
-        let bytes = request("a", vec![data]).encode_to_vec();
+        let bytes = request("a", "a[0]", vec![data]).encode_to_vec();
         let back = ExportTraceServiceRequest::decode(bytes.as_slice()).unwrap();
         let rs = &back.resource_spans[0];
         let service = &rs.resource.as_ref().unwrap().attributes[0];

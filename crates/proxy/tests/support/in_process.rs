@@ -62,7 +62,12 @@ pub async fn serve(mut config: ProxyConfig) -> InProcess {
         let live = live.clone();
         accept(listener, move |req| {
             let live = live.clone();
-            async move { live.worker(0).inbound.handle(&Caller::Plaintext, req).await }
+            async move {
+                live.worker(0)
+                    .inbound
+                    .handle(&Caller::Plaintext, None, req)
+                    .await
+            }
         });
         Some(addr)
     } else {
