@@ -55,9 +55,9 @@ const DEADLINE_GRACE: Duration = Duration::from_millis(5);
 pub struct Recorded<'c> {
     recording: Option<Arc<Recording>>,
     log: Option<Box<LogEntry<'c>>>,
-    arrived: Instant,
-    /// The time the caller said it had left, read only when something records.
-    caller_left: Option<Duration>,
+    /// When the request arrived and the time the caller said it had left: read only when
+    /// something records (a request nobody records costs no clock read here).
+    arrived: Option<(Instant, Option<Duration>)>,
 }
 
 impl<'c> Recorded<'c> {
@@ -68,12 +68,14 @@ impl<'c> Recorded<'c> {
         headers: &HeaderMap,
     ) -> Self {
         let recorded = recording.is_some() || log.is_some();
-        let caller_left = || crate::deadline::incoming(headers, crate::headers::is_grpc(headers));
+        let arrived = || {
+            let grpc = crate::headers::is_grpc(headers);
+            (Instant::now(), crate::deadline::incoming(headers, grpc))
+        };
         Recorded {
-            caller_left: recorded.then(caller_left).flatten(),
+            arrived: recorded.then(arrived),
             recording,
             log,
-            arrived: Instant::now(),
         }
     }
 
@@ -95,10 +97,13 @@ impl<'c> Recorded<'c> {
 
 impl Drop for Recorded<'_> {
     fn drop(&mut self) {
+        let Some((arrived, caller_left)) = self.arrived else {
+            return;
+        };
         if self.recording.is_none() && self.log.is_none() {
             return;
         }
-        let how = Ended::at(Instant::now(), self.arrived, self.caller_left).name();
+        let how = Ended::at(Instant::now(), arrived, caller_left).name();
         if let Some(r) = self.recording.take() {
             r.ended(how);
         }
