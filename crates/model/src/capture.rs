@@ -1,5 +1,5 @@
 //! Transparent capture's addresses, resolved: which address each service has (declared, or the
-//! next of the range's first /24 in file order), which /30 each copy run in its own network
+//! next of the range's first /24 in file order, then of its top downward past 254 services), which /30 each copy run in its own network
 //! namespace gets (host end, app end), what a destination outside the mesh meets, and the one
 //! mapping a captured connection goes through: original destination → service or egress
 //! ([`Destinations::get`]). Pure: the proxy and `hopwise run` call it, nothing here touches a
@@ -122,8 +122,13 @@ impl Cidr {
         let IpAddr::V4(base) = self.addr else {
             return None;
         };
-        let size = 1u64 << (32 - u32::from(self.prefix));
-        (u64::from(n) < size).then(|| Ipv4Addr::from(u32::from(base) + n))
+        (n < self.size()).then(|| Ipv4Addr::from(u32::from(base) + n))
+    }
+
+    /// How many IPv4 addresses the range holds (a capture range is /8 at most: it fits).
+    fn size(&self) -> u32 {
+        let bits = 32u32.saturating_sub(u32::from(self.prefix)).min(31);
+        1u32 << bits
     }
 }
 
@@ -136,6 +141,9 @@ pub struct Capture {
     pub skip_cidrs: Vec<Cidr>,
     /// `mesh.capture.up`: `hopwise up` runs its sample apps captured.
     pub up: bool,
+    /// Services whose default address lies past the first /24: taken from the range's top,
+    /// downward, so the copies' part ends below them.
+    pub beyond: u32,
 }
 
 impl Default for Capture {
@@ -149,6 +157,7 @@ impl Default for Capture {
             skip_ports: Vec::new(),
             skip_cidrs: Vec::new(),
             up: false,
+            beyond: 0,
         }
     }
 }
@@ -176,26 +185,45 @@ impl Capture {
             .checked_mul(COPIES_PER_SERVICE)?
             .checked_add(copy)?;
         let first = block.checked_mul(4)?.checked_add(256)?;
+        // The whole /30 below the services taken from the top.
+        (first.checked_add(3)? < self.copies_end()).then_some(())?;
         let host = self.range.v4_at(first + 1)?;
         let app = self.range.v4_at(first + 2)?;
-        self.range.v4_at(first + 3)?;
         Some(CopyNet { host, app })
     }
 
-    /// Is `ip` in the part of the range copies' links take (past its first /24)?
+    /// Where the copies' part ends: the lowest offset services past the first /24 take.
+    fn copies_end(&self) -> u32 {
+        let size = self.range.size();
+        size.saturating_sub(1).saturating_sub(self.beyond)
+    }
+
+    /// Is `ip` in the part of the range copies' links take (past its first /24, below the
+    /// services taken from the top)?
     fn in_copies_part(&self, ip: IpAddr) -> bool {
         match (ip, self.range.addr) {
-            (IpAddr::V4(a), IpAddr::V4(base)) => {
-                self.range.contains(ip) && u32::from(a) - u32::from(base) >= 256
+            (IpAddr::V4(a), IpAddr::V4(base)) if self.range.contains(ip) => {
+                let offset = u32::from(a) - u32::from(base);
+                offset >= 256 && offset < self.copies_end()
             }
             _ => false,
         }
     }
 
-    /// The default address of the service at `ordinal`: the range's first /24, from `.1`.
+    /// The default address of the service at `ordinal`: the range's first /24 from `.1`, then
+    /// (a mesh of more than 254 services) from the range's top downward, below its last
+    /// address: `100.77.255.254`, `.253`, … in a /16.
     fn default_address(&self, ordinal: usize) -> Option<IpAddr> {
-        let n = u32::try_from(ordinal).ok().filter(|n| *n < 254)?;
-        self.range.v4_at(n + 1).map(IpAddr::V4)
+        let n = u32::try_from(ordinal).ok()?;
+        if n < 254 {
+            return self.range.v4_at(n + 1).map(IpAddr::V4);
+        }
+        let offset = self.range.size().checked_sub(2 + (n - 254))?;
+        // Never into the first /24 or the copies a range of this size must still hold.
+        (offset >= 256 + 4)
+            .then(|| self.range.v4_at(offset))
+            .flatten()
+            .map(IpAddr::V4)
     }
 }
 
@@ -282,7 +310,14 @@ pub(crate) fn resolve(
                 .filter_map(|c| c.parse().ok())
                 .collect(),
             up: raw.up.unwrap_or(d.up),
+            beyond: 0,
         },
+    };
+    // Every service past the 254th takes its default address from the top: counted before any
+    // copy's /30 is laid out, so no copy lands on one.
+    let capture = Capture {
+        beyond: u32::try_from(services.len().saturating_sub(254)).unwrap_or(u32::MAX),
+        ..capture
     };
     let mut seen: Vec<(IpAddr, &str)> = Vec::new();
     let mut addresses = Vec::new();
@@ -301,14 +336,14 @@ pub(crate) fn resolve(
             }
             if declared.is_some() && capture.in_copies_part(ip) {
                 problem(format!(
-                    "{ip} is in the part of mesh.capture.range ({}) that copies' namespaces take: choose one in its first /24 or outside it",
+                    "{ip} is in the part of mesh.capture.range ({}) that copies' namespaces take: choose one in its first /24, at its top or outside it",
                     capture.range
                 ));
             }
             seen.push((ip, name));
         } else if s.external.is_none() {
             problem(format!(
-                "the first /24 of mesh.capture.range ({}) holds 254 service addresses: declare this one's",
+                "mesh.capture.range ({}) has no address left for this service beside the copies' part: widen it or declare this one's",
                 capture.range
             ));
         }

@@ -177,3 +177,46 @@ fn cidrs_contain_what_their_prefix_covers() {
     assert!("10.0.0.0/33".parse::<Cidr>().is_err());
     assert!("0.0.0.0/0".parse::<Cidr>().unwrap().contains(ip("8.8.8.8")));
 }
+
+#[test]
+fn past_254_services_addresses_come_from_the_top_and_copies_stay_below_them() {
+    let mut yaml = String::from("services:\n");
+    for i in 0..1000 {
+        yaml.push_str(&format!("  s{i}: {{}}\n"));
+    }
+    let m = mesh(&yaml);
+    assert_eq!(m.services["s0"].address, Some(ip("100.77.0.1")));
+    assert_eq!(m.services["s253"].address, Some(ip("100.77.0.254")));
+    assert_eq!(m.services["s254"].address, Some(ip("100.77.255.254")));
+    assert_eq!(m.services["s999"].address, Some(ip("100.77.253.21")));
+    // Every address distinct, none inside a copy's link.
+    let mut all: Vec<IpAddr> = m.services.values().filter_map(|s| s.address).collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 1000);
+    let copies: Vec<Ipv4Addr> = (0..1000)
+        .filter_map(|i| m.copy_net(&format!("s{i}"), 0))
+        .flat_map(|n| [n.host, n.app])
+        .collect();
+    assert!(!copies.is_empty());
+    assert!(copies.iter().all(|c| !all.contains(&IpAddr::V4(*c))));
+    // The copies' part ends below the top's services: s161's first copy fits a /16, s162's not.
+    assert!(m.copy_net("s161", 0).is_some());
+    assert_eq!(m.copy_net("s162", 0), None, "widen the range for it");
+}
+
+#[test]
+fn a_range_too_small_for_its_services_says_so() {
+    let mut yaml = String::from("mesh: { capture: { range: 10.9.0.0/22 } }\nservices:\n");
+    for i in 0..1100 {
+        yaml.push_str(&format!("  s{i}: {{}}\n"));
+    }
+    // A /22 holds 1,024 addresses: past the first /24 and a copy's /30, the top runs out.
+    let p = problems(&yaml);
+    assert!(!p.is_empty());
+    assert!(
+        p.iter()
+            .all(|l| l.contains("no address left for this service")),
+        "{p:?}"
+    );
+}

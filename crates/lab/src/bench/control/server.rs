@@ -185,6 +185,10 @@ fn start_child(
     let config = dir.path().join("bench.yaml");
     std::fs::write(&config, mesh).map_err(|e| start_err(&e))?;
     let limits = bench_limits(args);
+    // Its stderr goes to a file, so a child that fails before it listens is heard (its own
+    // message, not "did not say where it listens").
+    let stderr = dir.path().join("control.stderr");
+    let stderr_file = std::fs::File::create(&stderr).map_err(|e| start_err(&e))?;
     let child = Command::new(&exe)
         .arg("control")
         .arg("--config")
@@ -199,11 +203,11 @@ fn start_child(
         .args(["--first-request-timeout", "1h", "--idle-timeout", "1h"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr_file)
         .spawn()
         .map_err(|e| start_err(&format!("{}: {e}", exe.display())))?;
     let mut child = ChildGuard(child);
-    let addr = listening_on(&mut child, &exe)?;
+    let addr = listening_on(&mut child, &exe, &stderr)?;
     let tokens = services
         .iter()
         .map(|s| (s.clone(), read_token(&state, s)))
@@ -213,23 +217,40 @@ fn start_child(
 }
 
 /// Where the child listens, from its first line: `hopwise control: listening on
-/// 127.0.0.1:PORT (…)`.
-fn listening_on(child: &mut ChildGuard, exe: &Path) -> Result<SocketAddr, LabError> {
+/// 127.0.0.1:PORT (…)`. If it says nothing of the kind, its own words (the last lines of its
+/// stderr, in `stderr`) are the error.
+fn listening_on(child: &mut ChildGuard, exe: &Path, stderr: &Path) -> Result<SocketAddr, LabError> {
     let mut line = String::new();
     if let Some(out) = child.0.stdout.take() {
         let _ = BufReader::new(out).read_line(&mut line);
     }
-    line.split("listening on ")
+    let addr = line
+        .split("listening on ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-        .ok_or_else(|| {
-            start_err(&format!(
-                "{} control did not say where it listens (it printed {line:?}); run the benchmark \
-                 from the hopwise binary, or pass --in-process",
-                exe.display()
-            ))
-        })
+        .and_then(|a| a.parse::<SocketAddr>().ok());
+    if let Some(a) = addr {
+        return Ok(a);
+    }
+    // It has exited, or is about to (its stderr is complete then): a moment, not forever.
+    for _ in 0..40 {
+        if !matches!(child.0.try_wait(), Ok(None)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let said = std::fs::read_to_string(stderr).unwrap_or_default();
+    let tail: Vec<&str> = said.lines().rev().take(20).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    Err(start_err(&if tail.is_empty() {
+        format!(
+            "{} control did not say where it listens (it printed {line:?}); run the benchmark \
+             from the hopwise binary, or pass --in-process",
+            exe.display()
+        )
+    } else {
+        format!("it said:\n{}", tail.join("\n"))
+    }))
 }
 
 /// The join token the child wrote for `service` (empty when it wrote none).
