@@ -1,7 +1,9 @@
 //! The recent traces the dashboard was sent, in a bounded store: at most [`MAX_TRACES`]
 //! traces of at most [`MAX_SPANS`] spans each, every text cut to [`MAX_TEXT`] bytes; a new
-//! trace past the cap evicts the oldest (by its first span's arrival), a span past a trace's
-//! cap is dropped and counted. A trace's spans may arrive in any order and in several exports
+//! trace past the cap evicts the oldest (by its first span's arrival) that did not fail, so a
+//! failed trace outlives a busy minute's successes (failed ones take at most half the store),
+//! and a span past a trace's cap is dropped and counted. A trace failed when its request did:
+//! its root span (a try that failed before a retry succeeded is no failure of the request). A trace's spans may arrive in any order and in several exports
 //! (each proxy exports its own); a span sent twice is kept once. Pure: no clock, no I/O.
 //!
 //! Memory: a stored span is about 200 bytes plus its texts; with every text at its cap the
@@ -199,9 +201,7 @@ impl Store {
     fn add_span(&mut self, trace: u128, span: Span) {
         if !self.traces.contains_key(&trace) {
             while self.order.len() >= MAX_TRACES {
-                if let Some(old) = self.order.pop_front() {
-                    self.traces.remove(&old);
-                }
+                self.evict();
             }
             self.order.push_back(trace);
         }
@@ -215,6 +215,20 @@ impl Store {
             return;
         }
         t.spans.push(span);
+    }
+
+    /// Removes the oldest trace that did not fail, unless failed ones already hold half the
+    /// store: then the oldest of all.
+    fn evict(&mut self) {
+        let failed = |id: &u128| self.traces.get(id).is_some_and(Trace::failed);
+        let kept = self.order.iter().filter(|id| failed(id)).count();
+        let at = match self.order.iter().position(|id| !failed(id)) {
+            Some(i) if kept < MAX_TRACES / 2 => i,
+            _ => 0,
+        };
+        if let Some(old) = self.order.remove(at) {
+            self.traces.remove(&old);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -243,15 +257,27 @@ impl Store {
     }
 }
 
+impl Trace {
+    /// The root span: the earliest of those whose parent is not here, a true root first.
+    fn root(&self) -> Option<&Span> {
+        let known = |p: u64| self.spans.iter().any(|s| s.span_id == p);
+        self.spans
+            .iter()
+            .filter(|s| !s.parent.is_some_and(known))
+            .min_by_key(|s| (s.parent.is_some(), s.start))
+    }
+
+    /// The request failed: its root span did. A failed try whose retry succeeded is not a
+    /// failure of the request.
+    pub fn failed(&self) -> bool {
+        self.root().is_some_and(|r| r.error)
+    }
+}
+
 fn summary(id: u128, t: &Trace) -> Summary {
     let start = t.spans.iter().map(|s| s.start).min().unwrap_or(0);
     let end = t.spans.iter().map(|s| s.end).max().unwrap_or(start);
-    let known = |p: u64| t.spans.iter().any(|s| s.span_id == p);
-    let root = t
-        .spans
-        .iter()
-        .filter(|s| !s.parent.is_some_and(known))
-        .min_by_key(|s| (s.parent.is_some(), s.start));
+    let root = t.root();
     Summary {
         id: trace_hex(id),
         service: root.map(|r| r.service.clone()).unwrap_or_default(),
@@ -260,7 +286,7 @@ fn summary(id: u128, t: &Trace) -> Summary {
         start,
         duration_ns: end - start,
         spans: t.spans.len(),
-        error: t.spans.iter().any(|s| s.error),
+        error: t.failed(),
     }
 }
 

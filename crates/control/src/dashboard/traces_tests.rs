@@ -108,3 +108,50 @@ fn bad_ids_are_refused_and_long_texts_cut() {
     );
     assert!(store.get("not-hex").is_none());
 }
+
+/// `span` failed (its status ERROR).
+fn failed(mut s: ReceivedSpan) -> ReceivedSpan {
+    s.error = true;
+    s
+}
+
+#[test]
+fn a_request_that_succeeded_after_a_failed_try_is_no_failure() {
+    let mut store = Store::default();
+    // The root succeeded; its first try (a child) failed, the second did not.
+    store.add(&[
+        span(1, 1, 0, "a", 10, 90),
+        failed(span(1, 2, 1, "a", 11, 30)),
+        span(1, 3, 1, "a", 31, 80),
+    ]);
+    // A request that failed: its root is an error.
+    store.add(&[failed(span(2, 1, 0, "a", 10, 90))]);
+    let by_id = |id: u128| {
+        store
+            .recent()
+            .into_iter()
+            .find(|s| s.id == trace_hex(id))
+            .unwrap()
+    };
+    assert!(!by_id(1).error);
+    assert!(by_id(2).error);
+}
+
+#[test]
+fn failed_traces_outlive_successes_up_to_half_the_store() {
+    let mut store = Store::default();
+    store.add(&[failed(span(1, 1, 0, "a", 10, 20))]);
+    for t in 2..=(MAX_TRACES as u128 * 3) {
+        store.add(&[span(t, 1, 0, "a", 10, 20)]);
+    }
+    assert!(store.get(&trace_hex(1)).is_some(), "the failed one is kept");
+    assert_eq!(store.len(), MAX_TRACES);
+    // Failures alone: they are evicted oldest first once they fill half the store.
+    let mut store = Store::default();
+    for t in 1..=(MAX_TRACES as u128 * 2) {
+        store.add(&[failed(span(t, 1, 0, "a", 10, 20))]);
+    }
+    assert_eq!(store.len(), MAX_TRACES);
+    assert!(store.get(&trace_hex(1)).is_none());
+    assert!(store.get(&trace_hex(MAX_TRACES as u128 * 2)).is_some());
+}
