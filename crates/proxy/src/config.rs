@@ -1,8 +1,10 @@
 //! What one proxy runs, derived from the mesh file: its listeners, the upstream clusters it
-//! forwards to (with their routes and policies), who may call it. `/config` serves this.
+//! forwards to (with their routes and policies, and the callee's own routes), who may call it.
+//! `/config` serves this.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hopwise_model::observe::{AccessLog, Tracing};
@@ -10,6 +12,7 @@ use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy, Upgra
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use crate::route::RouteTable;
 use crate::tls::CertFiles;
 
 /// Connections one listener holds at once, unless `--listener-connections` says otherwise.
@@ -109,6 +112,15 @@ pub struct Cluster {
     pub tcp: Option<Tcp>,
     /// Protocol switches and `CONNECT` the callee accepts (`services.<name>.upgrade`).
     pub upgrade: Option<Upgrade>,
+    /// The callee's own routes (`services.<name>.routes`), which pick a backend for each
+    /// request to it ([`crate::route`]); `None`: it has none, and is called as it is.
+    /// `/config` shows their names (`own_routes`).
+    #[serde(
+        rename = "own_routes",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "table_names"
+    )]
+    pub table: Option<Arc<RouteTable>>,
 }
 
 impl Cluster {
@@ -280,6 +292,7 @@ impl ProxyConfig {
                 routes: Vec::new(),
                 tcp: callee.tcp.clone(),
                 upgrade: callee.upgrade.clone(),
+                table: RouteTable::of(&callee.routes).map(Arc::new),
             });
             cluster.routes.push(Route {
                 name: call.route.clone().unwrap_or_else(|| call.to.clone()),
@@ -419,6 +432,10 @@ impl ProxyConfig {
             .max_by_key(|(_, (_, p))| p.len())
             .map(|(i, _)| i)
     }
+}
+
+fn table_names<S: serde::Serializer>(t: &Option<Arc<RouteTable>>, s: S) -> Result<S::Ok, S::Error> {
+    t.as_deref().map(RouteTable::names).serialize(s)
 }
 
 fn certs_path(mesh: &Mesh, base: &Path, over: Option<&Path>) -> Option<PathBuf> {

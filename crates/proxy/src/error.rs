@@ -67,6 +67,8 @@ pub enum ProxyError {
     UpgradeUnsupported(&'static str),
     #[error("the request this call was made for has ended: its caller went away")]
     CallerGone,
+    #[error("route `{0}` sends the request nowhere: no backend of its rule has weight")]
+    NoBackend(String),
 }
 
 impl ProxyError {
@@ -94,6 +96,7 @@ impl ProxyError {
             ProxyError::ConnectMethod => "connect-unsupported",
             ProxyError::UpgradeUnsupported(_) => "upgrade-unsupported",
             ProxyError::CallerGone => "caller-gone",
+            ProxyError::NoBackend(_) => "no-backend",
         }
     }
 
@@ -119,6 +122,7 @@ impl ProxyError {
             | ProxyError::ConnectMethod
             | ProxyError::UpgradeUnsupported(_)
             | ProxyError::CallerGone
+            | ProxyError::NoBackend(_)
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
         }
     }
@@ -126,6 +130,8 @@ impl ProxyError {
     pub fn status(&self) -> StatusCode {
         match self {
             ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
+            // The Gateway API's answer when a rule's weights are all 0 or it has no backend.
+            ProxyError::NoBackend(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ProxyError::ConnectMethod => StatusCode::METHOD_NOT_ALLOWED,
             ProxyError::UpgradeUnsupported(_) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Forbidden(_) | ProxyError::NoIdentity(_) => StatusCode::FORBIDDEN,

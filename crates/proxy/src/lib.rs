@@ -39,6 +39,7 @@ pub mod otlp;
 pub mod outbound;
 pub mod recorded;
 pub mod replay;
+pub mod route;
 pub mod server;
 pub mod state;
 pub mod tap;

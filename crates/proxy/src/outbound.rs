@@ -1,10 +1,13 @@
 //! The outbound request lifecycle, read top to bottom as the chart "The path of a request"
 //! in ARCHITECTURE.md: a protocol switch or CONNECT to [`crate::upgrade`] → strip hop-by-hop
-//! headers and make the path canonical → pick the cluster (by listener, or by `Host`) → match the route → remove a forged identity →
-//! decide the deadline, once (route timeout, trimmed to the caller's) → the limits (fail fast
-//! over a cap) → the tries ([`crate::attempts`]: pick a copy, send, classify, retry if the
-//! policy, the request's safety, the budget and the deadline allow) → record metrics → the
-//! upstream's answer, or one local reply from [`ProxyError`].
+//! headers and make the path canonical → pick the cluster (by listener, or by `Host`) → when
+//! that callee has routes of its own, the backend they pick ([`crate::route`]: rule, weighted
+//! backend, request edits, or a local redirect, 404 or 500) → match the call's route (its
+//! policy) → remove a forged identity → decide the deadline, once (route timeout, trimmed to
+//! the caller's) → the limits (fail fast over a cap) → the tries ([`crate::attempts`]: pick a
+//! copy, send, classify, retry if the policy, the request's safety, the budget and the
+//! deadline allow) → record metrics → the rule's answer edits → the upstream's answer, or one
+//! local reply from [`ProxyError`].
 //!
 //! What it runs on is built elsewhere: each upstream's state and pools in [`crate::cluster`],
 //! the rewrites of a request in [`crate::headers`]. The inbound side is [`crate::inbound`].
@@ -13,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hopwise_model::attempt::{self, Bound, Trim};
+use hopwise_model::route::HeaderModifier;
 use hopwise_model::{GrpcCode, Policy};
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;
@@ -32,6 +36,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::otlp::{self, Recording};
 use crate::recorded::Recorded;
 use crate::replay::Replay;
+use crate::route::{self, Decision, HeaderView, RouteTable};
 use crate::tls::{CertStore, TlsError};
 use crate::trace::ProxySpan;
 use crate::upgrade::{self, Switch};
@@ -175,11 +180,20 @@ impl Outbound {
                 .local_reply(Direction::Outbound, &self.service, err.reason());
             return local(err, grpc, GrpcCode::Unavailable);
         }
-        let Some(state) = self.cluster(dispatch, &req) else {
+        let Some(parent) = self.cluster(dispatch, &req) else {
             let host = host_of(&req).unwrap_or_default().to_owned();
             self.metrics
                 .local_reply(Direction::Outbound, &self.service, "no-route");
             return local(ProxyError::NoRoute(host), grpc, GrpcCode::Unavailable);
+        };
+        // The callee's own routes, if it has any, pick the backend (its parent is the callee
+        // the `Host` or the listener named, GAMMA); without routes, the callee is the backend.
+        let (state, answer_edits) = match parent.cluster.table.as_deref() {
+            None => (parent, None),
+            Some(table) => match self.route(parent, table, &mut req, grpc) {
+                Ok(routed) => routed,
+                Err(reply) => return reply,
+            },
         };
         let Some(route_index) = state.cluster.route_index(req.uri().path()) else {
             let err = ProxyError::NoRoute(state.cluster.service.clone());
@@ -246,7 +260,7 @@ impl Outbound {
             deadline_is_callers,
             log,
         });
-        let resp = match &link {
+        let mut resp = match &link {
             None => tries.await,
             Some(served) => {
                 let mut tries = std::pin::pin!(tries);
@@ -269,7 +283,61 @@ impl Outbound {
         if let Some(l) = log {
             l.upstream(upstream_time);
         }
+        if let Some(m) = answer_edits {
+            route::apply_response(resp.headers_mut(), m);
+        }
         resp
+    }
+
+    /// The route layer (`crate::route`): the decision for `req` among `table`'s routes, made
+    /// from plain data, then carried out — the backend's cluster and the rule's answer edits,
+    /// with the request edited; or the local reply that ends the request, counted: a redirect
+    /// (`redirect`), no rule taking it (404, `no-route`), a rule without a backend with weight
+    /// (500, `no-backend`), a backend this proxy does not call (404, `no-route`) or a label
+    /// subset (no copy carries labels yet: 503, `no-endpoint`).
+    fn route<'s>(
+        &'s self,
+        parent: &'s ClusterState,
+        table: &'s RouteTable,
+        req: &mut Request<Incoming>,
+        grpc: bool,
+    ) -> Result<(&'s ClusterState, Option<&'s HeaderModifier>), Response<Body>> {
+        let headers = HeaderView(req.headers());
+        let decision = route::decide(table, &route::view(req, &headers), fastrand::u32(..));
+        let parent_name = &parent.cluster.service;
+        let refuse = |err: ProxyError| {
+            self.metrics
+                .local_reply(Direction::Outbound, parent_name, err.reason());
+            local(err, grpc, GrpcCode::Unavailable)
+        };
+        let forward = match decision {
+            Decision::Forward(f) => f,
+            Decision::NoMatch => return Err(refuse(ProxyError::NoRoute(parent_name.clone()))),
+            Decision::NoBackend { route, .. } => {
+                return Err(refuse(ProxyError::NoBackend(route.to_owned())));
+            }
+            Decision::Redirect { status, location } => {
+                return Err(match route::redirect(status, &location) {
+                    Ok(reply) => {
+                        self.metrics
+                            .local_reply(Direction::Outbound, parent_name, route::REDIRECT);
+                        reply
+                    }
+                    Err(err) => refuse(err),
+                });
+            }
+        };
+        let backend = &forward.backend.service;
+        if !forward.backend.subset.is_empty() {
+            return Err(refuse(ProxyError::NoEndpoint(backend.clone())));
+        }
+        let Some(state) = self.clusters.get(backend) else {
+            return Err(refuse(ProxyError::NoRoute(backend.clone())));
+        };
+        if let Err(err) = route::apply_request(req, &forward) {
+            return Err(refuse(err));
+        }
+        Ok((state, forward.response_headers))
     }
 
     /// The cluster of a per-upstream listener (an opaque TCP one's, [`crate::opaque`]), or

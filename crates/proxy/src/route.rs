@@ -1,0 +1,87 @@
+//! The route layer on the outbound side: a callee's own routes (`services.<name>.routes`, the
+//! Gateway API's HTTPRoute or GRPCRoute, GAMMA: the callee the `Host` names is their parent) as
+//! each cluster holds them ([`RouteTable`]), the routing decision made from plain data
+//! ([`decide`], in `decide.rs`), and what a decision does to a request and its answer
+//! (`apply.rs`: header edits, the URL rewrite, the redirect's local reply).
+//!
+//! A cluster without routes has no table, and a request to it never comes here: the routed path
+//! costs nothing where no route is written. Nothing here picks a copy, sends or retries (that is
+//! [`crate::attempts`]'), or records (the lifecycle in [`crate::outbound`] does).
+
+mod apply;
+mod decide;
+
+use hopwise_model::route::{GrpcRoute, Headers, Request, Route, ServiceRoutes};
+use http::HeaderMap;
+
+pub(crate) use apply::{REDIRECT, redirect, request as apply_request, response as apply_response};
+pub use decide::{Decision, Forward, UrlRewrite, decide};
+
+/// A service's routes, in the order written, with their names: what [`decide`] reads. Built
+/// once per configuration, when the routes are not empty.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteTable {
+    /// The routes' names, by the index of the route in `routes`.
+    names: Vec<String>,
+    routes: Routes,
+}
+
+/// HTTPRoutes for an HTTP service, GRPCRoutes for a gRPC one (`find` needs a slice).
+#[derive(Debug, Clone, PartialEq)]
+enum Routes {
+    Http(Vec<Route>),
+    Grpc(Vec<GrpcRoute>),
+}
+
+impl RouteTable {
+    /// The table of `routes`; `None` when there are none (the service is called as before).
+    pub fn of(routes: &ServiceRoutes) -> Option<Self> {
+        if routes.is_empty() {
+            return None;
+        }
+        let (names, routes) = match routes {
+            ServiceRoutes::Http(r) => (
+                r.keys().cloned().collect(),
+                Routes::Http(r.values().cloned().collect()),
+            ),
+            ServiceRoutes::Grpc(r) => (
+                r.keys().cloned().collect(),
+                Routes::Grpc(r.values().cloned().collect()),
+            ),
+        };
+        Some(Self { names, routes })
+    }
+
+    /// The routes' names, in order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// A request's header map as routing asks it, lent without copying.
+#[derive(Debug)]
+pub struct HeaderView<'a>(pub &'a HeaderMap);
+
+impl Headers for HeaderView<'_> {
+    fn any_value(&self, name: &str, test: &mut dyn FnMut(&str) -> bool) -> bool {
+        self.0
+            .get_all(name)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(&mut *test))
+    }
+}
+
+/// What routing sees of `req`: its method, authority (the absolute URI's, else `Host`), path
+/// (already canonical: the lifecycle made it so on arrival), query and headers.
+pub fn view<'a, B>(req: &'a http::Request<B>, headers: &'a HeaderView<'a>) -> Request<'a> {
+    Request {
+        method: req.method().as_str(),
+        authority: crate::headers::host_of(req),
+        path: req.uri().path(),
+        query: req.uri().query(),
+        headers,
+    }
+}
+
+#[cfg(test)]
+mod tests;
