@@ -57,6 +57,11 @@ services:
               - type: URLRewrite
                 url_rewrite: { path: { type: ReplacePrefixMatch, replace_prefix_match: /one } }
             backends: [{ service: b-v1 }]
+          - matches: [{ path: { value: /full/one } }]
+            filters:
+              - type: URLRewrite
+                url_rewrite: { hostname: elsewhere.example, path: { type: ReplaceFullPath, replace_full_path: /one } }
+            backends: [{ service: b-v1 }]
           - matches: [{ path: { value: /unknown } }]
             backends: [{ service: b-v3 }]
           - backends: [{ service: b-v1 }]
@@ -74,7 +79,7 @@ services:
 "#;
 
 /// An app that names itself and echoes the path, query and `x-header-*` headers it got
-/// (every value of each, joined by `,`, names in order).
+/// (every value of each, joined by `,`, names in order), then its `Host`.
 fn named(name: &'static str) -> Handler {
     Arc::new(move |req: Request<Incoming>| {
         Box::pin(async move {
@@ -94,7 +99,15 @@ fn named(name: &'static str) -> Handler {
                 .collect();
             headers.sort();
             let uri = req.uri().path_and_query().map_or("/", |p| p.as_str());
-            let text = format!("app={name} uri={uri} headers={}", headers.join(";"));
+            let host = req
+                .headers()
+                .get(http::header::HOST)
+                .map(|h| h.to_str().unwrap());
+            let host = host.unwrap_or("-");
+            let text = format!(
+                "app={name} uri={uri} headers={} host={host}",
+                headers.join(";")
+            );
             Response::new(Full::new(Bytes::from(text)))
         })
     })
@@ -290,12 +303,13 @@ async fn request_header_modifier_reaches_the_backend() {
     assert_eq!(s, StatusCode::OK, "{body}");
     assert_eq!(
         body,
-        "app=v1 uri=/set headers=x-header-add=append-val-1,header-val-1;x-header-set=set-overwrites-values"
+        "app=v1 uri=/set headers=x-header-add=append-val-1,header-val-1;x-header-set=set-overwrites-values host=b"
     );
     assert_eq!(h["x-answered-by-route"], "yes");
 }
 
-/// mesh/httproute-rewrite-path (prefix): the app gets the rewritten path, the query kept.
+/// mesh/httproute-rewrite-path (prefix, full path) and a hostname rewrite: the app gets the
+/// rewritten path, the query kept, and the rewritten `Host`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefix_rewrite_reaches_the_backend_rewritten() {
     let m = mesh().await;
@@ -304,6 +318,8 @@ async fn a_prefix_rewrite_reaches_the_backend_rewritten() {
     assert!(body.starts_with("app=v1 uri=/one/two?q=1 "), "{body}");
     let (_, _, body) = get(m.port("b"), request("GET", "/prefix/one", "b", b"")).await;
     assert!(body.starts_with("app=v1 uri=/one "), "{body}");
+    let (_, _, body) = get(m.port("b"), request("GET", "/full/one/two?q=2", "b", b"")).await;
+    assert_eq!(body, "app=v1 uri=/one?q=2 headers= host=elsewhere.example");
 }
 
 /// A backend the caller does not call (no `calls.b-v3`): this proxy has no cluster for it, so
