@@ -66,8 +66,8 @@ pub struct Service {
     pub upgrade: Option<crate::upgrade::Upgrade>,
     /// What its app carries from a request to the calls it makes for it.
     pub carries: Carries,
-    /// Its own routes (`routes`), HTTP or gRPC as it speaks; not yet used by the proxy, nor in
-    /// the JSON of the mesh.
+    /// Its own routes (`routes`), HTTP or gRPC as it speaks, which its callers' proxies route
+    /// by (docs/routes.md); not yet in the JSON of the mesh.
     #[serde(skip)]
     pub routes: crate::route::ServiceRoutes,
 }

@@ -8,7 +8,8 @@
 //! wrong on their own (header names and values, hostnames, paths, regular expressions) are
 //! checked when they are built, so a `Route` holds nothing a request could smuggle through;
 //! what depends on several fields at once is [`check`]'s. Read from the mesh file
-//! (`services.<name>.routes`, `resolve.rs`); not yet what the proxy routes by (docs/routes.md).
+//! (`services.<name>.routes`, `resolve.rs`); the proxy routes by them (its `route` module,
+//! docs/routes.md).
 
 mod backend;
 mod check;
