@@ -401,3 +401,33 @@ services:
     assert_eq!(outcome(&t, &other, 0), "404");
     assert_eq!(t.names(), ["split"]);
 }
+
+/// The header view finds every value of a header, by comparing names when there are few and
+/// by the map's lookup when there are many: the same answers either way.
+#[test]
+fn the_header_view_answers_alike_for_few_and_many_headers() {
+    for filler in [0, 40] {
+        let mut map = HeaderMap::new();
+        for i in 0..filler {
+            map.insert(
+                http::HeaderName::from_bytes(format!("x-fill-{i}").as_bytes()).unwrap(),
+                http::HeaderValue::from_static("f"),
+            );
+        }
+        map.append("x-beta", http::HeaderValue::from_static("1"));
+        map.append("x-beta", http::HeaderValue::from_static("2"));
+        map.append("x-bin", http::HeaderValue::from_bytes(b"\xff").unwrap());
+        let view = super::HeaderView(&map);
+        let has = |name: &str, want: &str| {
+            hopwise_model::route::Headers::any_value(&view, name, &mut |v| v == want)
+        };
+        assert!(has("x-beta", "1") && has("x-beta", "2"), "{filler}");
+        assert!(!has("x-beta", "3") && !has("x-gamma", "1"), "{filler}");
+        // A value that is not UTF-8 satisfies nothing.
+        assert!(!hopwise_model::route::Headers::any_value(
+            &view,
+            "x-bin",
+            &mut |_| true
+        ));
+    }
+}
