@@ -192,7 +192,7 @@ impl Outbound {
             None => (parent, None),
             Some(table) => match self.route(parent, table, &mut req, grpc) {
                 Ok(routed) => routed,
-                Err(reply) => return reply,
+                Err(reply) => return *reply,
             },
         };
         let Some(route_index) = state.cluster.route_index(req.uri().path()) else {
@@ -301,14 +301,15 @@ impl Outbound {
         table: &'s RouteTable,
         req: &mut Request<Incoming>,
         grpc: bool,
-    ) -> Result<(&'s ClusterState, Option<&'s HeaderModifier>), Response<Body>> {
+    ) -> Result<(&'s ClusterState, Option<&'s HeaderModifier>), Box<Response<Body>>> {
         let headers = HeaderView(req.headers());
         let decision = route::decide(table, &route::view(req, &headers), fastrand::u32(..));
         let parent_name = &parent.cluster.service;
+        // Boxed: a local reply is rare, and a large `Err` would widen every routed request's.
         let refuse = |err: ProxyError| {
             self.metrics
                 .local_reply(Direction::Outbound, parent_name, err.reason());
-            local(err, grpc, GrpcCode::Unavailable)
+            Box::new(local(err, grpc, GrpcCode::Unavailable))
         };
         let forward = match decision {
             Decision::Forward(f) => f,
@@ -321,7 +322,7 @@ impl Outbound {
                     Ok(reply) => {
                         self.metrics
                             .local_reply(Direction::Outbound, parent_name, route::REDIRECT);
-                        reply
+                        Box::new(reply)
                     }
                     Err(err) => refuse(err),
                 });

@@ -69,7 +69,8 @@ fn conformance_mesh_matching() {
           - matches: [{ path: { value: /v2 } }, { headers: [{ name: version, value: two }] }]
             backends: [{ service: b-v2 }]"#,
     );
-    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let cases: &[(&str, Headers<'_>, &str)] = &[
         ("/", &[], "b-v1"),
         ("/example", &[], "b-v1"),
         ("/", &[("Version", "one")], "b-v1"),
