@@ -46,12 +46,13 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(is_hop_by_hop) {
         return;
     }
+    // Bytes, not `to_str`: a value with one byte of obs-text (0x80–0xFF, which hyper admits)
+    // must still remove the names it lists (found by fuzzing, issue 34).
     let listed: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim_ascii()).ok())
         .filter(|n| !n.as_str().starts_with(OURS))
         .collect();
     for name in listed {
@@ -224,6 +225,22 @@ mod tests {
         assert_eq!(h[PEER], "spiffe://a/service/b");
         assert_eq!(h["x-hopwise-timeout-ms"], "5");
         assert!(h.get(header::CONNECTION).is_none());
+    }
+
+    #[test]
+    fn a_connection_value_with_obs_text_still_removes_what_it_lists() {
+        // The fuzzer's find: `to_str` refused the whole value, so `x-secret` went on.
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_bytes(b"keep\xc9-alive, x-secret").unwrap(),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("x-kept", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut h);
+        assert!(h.get("x-secret").is_none());
+        assert!(h.get(header::CONNECTION).is_none());
+        assert_eq!(h["x-kept"], "1");
     }
 
     const NAMES: &[&str] = &[
