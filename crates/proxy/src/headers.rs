@@ -40,8 +40,10 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 
 /// Removes connection-specific headers, which must not be forwarded and which HTTP/2 forbids.
 /// `te: trailers` survives: gRPC needs it. A name `Connection` lists is removed too, unless it
-/// is one of the proxy's own (`x-hopwise-*`).
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+/// is one of the proxy's own (`x-hopwise-*`). `pub` for the fuzz target
+/// (`fuzz/fuzz_targets/hop_by_hop.rs`), which checks it from outside the crate.
+#[doc(hidden)]
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages carry none: one pass over the names instead of a hashed removal each.
     if !headers.keys().any(is_hop_by_hop) {
         return;
