@@ -25,7 +25,8 @@ pub(crate) const PEER: HeaderName = HeaderName::from_static(PEER_IDENTITY);
 /// The prefix of every header the proxy sets itself.
 const OURS: &str = hopwise_api::names::HEADER_PREFIX;
 
-fn is_hop_by_hop(name: &HeaderName) -> bool {
+/// A connection-specific header: never forwarded, and never a route's to edit (`route/apply.rs`).
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
         "connection"

@@ -86,6 +86,8 @@ impl<'c> Recorded<'c> {
 
     /// The answer's head is out: every record finished with it.
     pub fn finish<B: http_body::Body>(mut self, resp: &Response<B>) {
+        // Answered: nothing is left for the drop to record.
+        self.arrived = None;
         if let Some(r) = self.recording.take() {
             r.finish(resp);
         }
@@ -97,12 +99,10 @@ impl<'c> Recorded<'c> {
 
 impl Drop for Recorded<'_> {
     fn drop(&mut self) {
+        // `None`: nothing records this request, or it was answered.
         let Some((arrived, caller_left)) = self.arrived else {
             return;
         };
-        if self.recording.is_none() && self.log.is_none() {
-            return;
-        }
         let how = Ended::at(Instant::now(), arrived, caller_left).name();
         if let Some(r) = self.recording.take() {
             r.ended(how);

@@ -164,7 +164,8 @@ fn bind_capture(
     if in_netns && c.listen.is_ipv4() {
         let port = all[0][0].local_addr().map_or(c.listen.port(), |a| a.port());
         let twin = SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), port);
-        match bind_all(twin, "capture (IPv6)", workers, true) {
+        // Not transparent: IPv6 is only ever redirected (NAT) here, never handed over by TPROXY.
+        match bind_all(twin, "capture (IPv6)", workers, false) {
             Ok(s) => all.push(s),
             Err(ServerError::Bind { source, .. })
                 if source.kind() == std::io::ErrorKind::AddrNotAvailable =>

@@ -87,24 +87,12 @@ fn edit(headers: &mut HeaderMap, m: &HeaderModifier) {
     }
 }
 
-/// `name` as `http`'s, unless a route may not edit it.
+/// `name` as `http`'s, unless a route may not edit it: the proxy's own, `Host`, the framing
+/// headers, and the hop-by-hop ones (`headers.rs`'s list, the one the proxy strips by).
 fn editable(name: &Name) -> Option<HeaderName> {
-    let n = name.as_str();
-    let reserved = n.starts_with(hopwise_api::names::HEADER_PREFIX)
-        || matches!(
-            n,
-            "host"
-                | "content-length"
-                | "transfer-encoding"
-                | "connection"
-                | "keep-alive"
-                | "proxy-connection"
-                | "upgrade"
-                | "te"
-                | "trailer"
-        );
-    if reserved {
-        return None;
-    }
-    HeaderName::from_bytes(n.as_bytes()).ok()
+    let n = HeaderName::from_bytes(name.as_str().as_bytes()).ok()?;
+    let reserved = n.as_str().starts_with(hopwise_api::names::HEADER_PREFIX)
+        || matches!(n.as_str(), "host" | "content-length" | "trailer")
+        || crate::headers::is_hop_by_hop(&n);
+    (!reserved).then_some(n)
 }
