@@ -7,9 +7,10 @@
 //! whose call fails answers with the error it got (as a gRPC service returning its client's
 //! error does); a service that turns errors into something else stops the multiplying.
 //!
-//! What crosses an app is what its `carries` says ([`hopwise_model::Carries`]): the "retries
-//! exhausted" mark on the failure it passes up, and the deadline onto the calls it makes. A mark
-//! an app drops, which a proxy above then retries again, is recorded on the row (`mark_lost_at`).
+//! The "retries exhausted" mark on a failure an app passes up always reaches the proxy above:
+//! the app's own proxy links the app's failed answer to the calls it made, by trace context or
+//! by time (the proxy's `link`). What else crosses an app is what its `carries` says
+//! ([`hopwise_model::Carries`]): the deadline onto the calls it makes.
 //! Late tries are those that start after the entry's client gave up: when it has a wait, each
 //! try is placed in time from the request's arrival (back-off at its lower bound, as for hangs)
 //! and those at the failing service that start at or past the wait are counted.
@@ -76,10 +77,6 @@ pub struct FanoutRow {
     /// Of `attempts`, how many start after the entry's client has given up (its
     /// `entry.timeout`; 0 when it waits forever).
     pub late: u64,
-    /// Services whose app passed a retried failure up without its "retries exhausted" mark
-    /// (it carries neither trace context nor hopwise's headers), where a proxy above retried it
-    /// again: the retries multiply there.
-    pub mark_lost_at: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -92,8 +89,6 @@ struct Reach {
     time: Option<Duration>,
     /// The answer carries a "retries exhausted" mark (a `single_hop` proxy retried already).
     marked: bool,
-    /// The answer is a retried failure whose mark this service's app dropped.
-    dropped_by: Option<String>,
     /// Of the attempts at the failing service, those that start after the client gave up.
     late: u64,
 }
@@ -126,7 +121,6 @@ struct Scenario<'m> {
     /// How long the entry's client waits: tries are then placed in time (from the request's
     /// arrival) to count those that start after it.
     wait: Option<Duration>,
-    mark_lost_at: Vec<String>,
 }
 
 /// Every (entry, failing service, failure) row of the mesh.
@@ -159,7 +153,6 @@ pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<F
         reaches: HashMap::new(),
         tries: IndexMap::new(),
         wait: window,
-        mark_lost_at: Vec::new(),
     };
     if !s.reaches(entry) {
         return None;
@@ -183,7 +176,6 @@ pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<F
         received: r.received,
         tries: s.tries,
         late: r.late,
-        mark_lost_at: s.mark_lost_at,
     })
 }
 
@@ -247,8 +239,8 @@ impl Scenario<'_> {
                 r.bounded += c.bounded;
                 if r.answer.is_none() {
                     r.answer = c.answer;
-                    r.marked = c.marked && carries.passes_mark();
-                    r.dropped_by = (c.marked && !r.marked).then(|| name.to_owned());
+                    // The app's proxy marks its failed answer when the call's was.
+                    r.marked = c.marked;
                 }
                 r.time = match (r.time, c.time) {
                     (Some(a), Some(b)) => Some(a.max(b)),
@@ -370,10 +362,7 @@ impl Scenario<'_> {
                 }),
             };
             let (delay, next) = match assumed(p, &end) {
-                Next::Retry { delay, timeout } => {
-                    self.lost_mark(&inner, t.last_from_below);
-                    (delay, timeout)
-                }
+                Next::Retry { delay, timeout } => (delay, timeout),
                 Next::Skip(Skip::Deadline) => {
                     // The back-off before the closed window is counted, as an upper bound.
                     t.elapsed = t
@@ -424,15 +413,6 @@ impl Scenario<'_> {
             deadline.map(|d| d.time.saturating_sub(start))
         } else {
             None
-        }
-    }
-
-    /// A retry of an answer whose mark an app below dropped: the retries multiply there.
-    fn lost_mark(&mut self, inner: &Reach, from_below: bool) {
-        if let (true, Some(app)) = (from_below, &inner.dropped_by)
-            && !self.mark_lost_at.contains(app)
-        {
-            self.mark_lost_at.push(app.clone());
         }
     }
 }

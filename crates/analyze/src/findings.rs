@@ -407,12 +407,8 @@ fn unbounded_limits(out: &mut Out, call: &Call) {
     }
 }
 
-/// `retry-fanout`: more attempts reach one service per request than `--max-fanout`; or
-/// `mark-lost`, whatever the count, when several layers retry because an app dropped the mark.
+/// `retry-fanout`: more attempts reach one service per request than `--max-fanout`.
 fn retry_fanout(out: &mut Out, mesh: &Mesh, row: &FanoutRow, opts: &Options) {
-    if !row.mark_lost_at.is_empty() {
-        return mark_lost(out, row);
-    }
     if row.attempts <= opts.max_fanout {
         return;
     }
@@ -450,34 +446,6 @@ fn chain_and_bound(row: &FanoutRow) -> (Vec<String>, String) {
         "no retry budget bounds it".to_owned()
     };
     (chain, bound)
-}
-
-/// `mark-lost`: a retried failure passes up through an app that carries nothing, without the
-/// "retries exhausted" mark, and the proxy above retries it again: `single_hop` cannot hold.
-fn mark_lost(out: &mut Out, row: &FanoutRow) {
-    let (chain, bound) = chain_and_bound(row);
-    let apps = row.mark_lost_at.join(", ");
-    let first = row.mark_lost_at.first().map_or("", String::as_str);
-    out.push(
-        "mark-lost",
-        Severity::Error,
-        &row.service,
-        &format!("services.{first}.carries"),
-        format!(
-            "when {} {}, several layers retry it: the failure passes up through {apps} without its \
-             retries-exhausted mark (the app carries neither trace context nor hopwise's headers), \
-             so one request entering at {} makes {} attempts at it ({}); {bound}",
-            row.service,
-            row.failure.label(),
-            row.entry,
-            row.attempts,
-            chain.join(", "),
-        ),
-        format!(
-            "let {apps}'s app carry trace context (`carries: [trace-context]`: its proxy then marks the \
-             answer), or retry at one layer only"
-        ),
-    );
 }
 
 /// Does this condition retry outcomes where the request may already have been processed?

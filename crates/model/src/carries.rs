@@ -1,7 +1,9 @@
-//! What travels through a service's app, resolved from `services.<name>.carries`: whether a
-//! failure it passes up keeps the "retries exhausted" mark of the call it came from, and
-//! whether the deadline of the request it serves reaches the calls it makes. `hopwise check`
-//! asks these two questions at every app on a chain; nothing is assumed by default.
+//! What travels through a service's app, resolved from `services.<name>.carries`: whether the
+//! deadline of the request it serves reaches the calls it makes, and whether its proxy can tie
+//! those calls to that request by trace context (and so cap and end them). `hopwise check` asks
+//! at every app on a chain; nothing is assumed by default. The "retries exhausted" mark on a
+//! failure it passes up needs nothing of the app: its proxy links the two by time when no trace
+//! context comes back (the proxy's `link`).
 //!
 //! A relay copy (its `app` is one of its own proxy's upstream ports, as in `hopwise demo
 //! retry-chain`) has no app in between: its proxy's inbound side feeds its outbound side, so
@@ -38,12 +40,6 @@ impl Carries {
     /// on them): it marks, caps deadlines and cancels itself.
     pub fn linked(self) -> bool {
         self.trace_context
-    }
-
-    /// A failure the app passes up as it got it keeps the mark "retries exhausted": the app
-    /// copies the header, or its proxy, linked, sets it on the app's answer.
-    pub fn passes_mark(self) -> bool {
-        self.relay || self.linked() || self.hopwise_headers
     }
 
     /// The deadline of a request the app serves (over `serves`) reaches the proxy of a call it
@@ -93,7 +89,6 @@ mod tests {
     #[test]
     fn nothing_carries_nothing() {
         let c = of(&[]);
-        assert!(!c.passes_mark());
         for (s, call) in [(Http, Http), (Http, Grpc), (Grpc, Http), (Grpc, Grpc)] {
             assert!(!c.passes_deadline(s, call));
         }
@@ -102,18 +97,15 @@ mod tests {
     #[test]
     fn trace_context_carries_everything_through_the_link() {
         let c = of(&[Carry::TraceContext]);
-        assert!(c.passes_mark());
         assert!(c.passes_deadline(Http, Grpc) && c.passes_deadline(Grpc, Http));
     }
 
     #[test]
     fn headers_carry_only_the_deadline_they_arrived_in() {
         let h = of(&[Carry::HopwiseHeaders]);
-        assert!(h.passes_mark());
         assert!(h.passes_deadline(Http, Http) && h.passes_deadline(Http, Grpc));
         assert!(!h.passes_deadline(Grpc, Grpc));
         let g = of(&[Carry::GrpcDeadline]);
-        assert!(!g.passes_mark());
         assert!(g.passes_deadline(Grpc, Grpc));
         assert!(!g.passes_deadline(Grpc, Http) && !g.passes_deadline(Http, Http));
     }
@@ -146,7 +138,7 @@ mod tests {
             app: Some(a(3)),
             ..relay.clone()
         };
-        assert!(Carries::resolve(&[], std::slice::from_ref(&relay)).passes_mark());
+        assert!(Carries::resolve(&[], std::slice::from_ref(&relay)).relay);
         assert!(!Carries::resolve(&[], &[relay, app]).relay);
         assert_eq!(
             of(&[Carry::GrpcDeadline, Carry::TraceContext]).words(),

@@ -285,9 +285,10 @@ impl Inbound {
         let sent = Instant::now();
         // The app's deadline, decided once: `inbound.timeout` from now.
         let deadline = self.gauges.limits().timeout.map(|t| sent + t.get());
-        // With trace context, the app's calls for this request are tied to it until it ends.
-        let mut serving =
-            (self.links.as_deref()).and_then(|l| l.serve(span, req.headers(), deadline, grpc));
+        // The app's calls for this request are tied to it until it ends: by trace context
+        // when they carry it, else by time (`link`).
+        let mut answering =
+            (self.links.as_deref()).map(|l| l.begin(span, req.headers(), deadline, grpc));
         // Pinned where it is: handing it to `tokio::time::timeout` by value moved it (a
         // memcpy of the whole future per request, measured).
         let mut send = std::pin::pin!(async {
@@ -318,8 +319,8 @@ impl Inbound {
             Ok(resp) => {
                 let (mut parts, body) = resp.into_parts();
                 strip_hop_by_hop(&mut parts.headers);
-                if let Some(s) = serving.as_mut() {
-                    s.answered(parts.status, &mut parts.headers);
+                if let Some(a) = answering.as_mut() {
+                    a.answered(parts.status, &mut parts.headers);
                 }
                 Response::from_parts(parts, Body::Upstream(body))
             }

@@ -15,11 +15,21 @@
 //! inbound request of that trace is in flight here. With several, and no span matching, nothing
 //! is linked: picking one would be a guess, and a wrong link could cancel or mark a stranger.
 //!
+//! Without trace context: by time. An app that carries nothing still makes its calls through
+//! this proxy, so the proxy sees both sides of it. A call linked to no request that comes back
+//! retried and failed leaves a token ([`Links::report_unlinked`]); a failed answer of the app's
+//! to a request none of whose calls was linked by trace claims a token made during its life and
+//! is marked "retries exhausted" by it ([`Answering::answered`]; the rules in `by_time.rs`).
+//! When requests overlap, which failure a token marks is a guess; every failure that passes up
+//! a failed call is marked, and a failure of the app's own only when it claims a token in the
+//! moment between a neighbour's failed call and the app's answer to it.
+//!
 //! Bounds: the table holds at most `cap` requests (the proxy's inbound cap); past it a request
-//! is served unlinked. An entry lives exactly as long as its inbound request ([`Serving`]'s
-//! drop removes it). A request without trace context (no [`ProxySpan`]) costs a branch on each
-//! side, and no lock or allocation.
+//! is served unlinked (and linked by time). An entry lives exactly as long as its inbound request
+//! ([`Serving`]'s drop removes it). A request without trace context (no [`ProxySpan`]) costs an
+//! atomic load on each side of the app, and no lock or allocation.
 
+mod by_time;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -37,6 +47,7 @@ use crate::deadline;
 use crate::error::GRPC_STATUS;
 use crate::trace::ProxySpan;
 
+use by_time::ByTime;
 use table::{Key, Table};
 
 const EXHAUSTED: http::HeaderName = http::HeaderName::from_static(EXHAUSTED_HEADER);
@@ -47,6 +58,9 @@ const EXHAUSTED: http::HeaderName = http::HeaderName::from_static(EXHAUSTED_HEAD
 pub struct Links {
     table: std::sync::Mutex<Table>,
     cap: usize,
+    /// Calls linked to no request that came back retried and failed, for the requests in
+    /// flight to claim.
+    by_time: ByTime,
 }
 
 /// What an outbound call learns of the inbound request it was made for, and tells it.
@@ -59,6 +73,8 @@ pub struct Served {
     notify: Notify,
     /// Tries made by a linked call that came back retried and failed (0: none did).
     exhausted: AtomicU32,
+    /// Calls linked to it by trace: then its marks come from them alone, not by time.
+    calls: AtomicU32,
 }
 
 impl Links {
@@ -66,6 +82,7 @@ impl Links {
         Arc::new(Links {
             table: std::sync::Mutex::new(Table::default()),
             cap,
+            by_time: ByTime::new(cap),
         })
     }
 
@@ -117,14 +134,65 @@ impl Links {
         })
     }
 
+    /// An inbound request about to go to the app: linked by trace when it can be
+    /// ([`Links::serve`]), and by time always (the module's "without trace context").
+    pub fn begin(
+        &self,
+        span: Option<&ProxySpan>,
+        headers: &HeaderMap,
+        app_deadline: Option<Instant>,
+        grpc: bool,
+    ) -> Answering<'_> {
+        Answering {
+            links: self,
+            // Read before the app sees the request: a token made after is made during its life.
+            since: self.by_time.now(),
+            serving: self.serve(span, headers, app_deadline, grpc),
+        }
+    }
+
     /// The inbound request an outbound call from the app was made for, if the call carried its
     /// trace context on (`span`: the outbound side's, whose parent is what the app sent; see
     /// the module's matching rules).
     pub fn find(&self, span: Option<&ProxySpan>) -> Option<Arc<Served>> {
         let span = span?;
-        self.lock()
-            .find(Key::new(span.trace_id(), span.parent_span_id()?))
+        let served = self
+            .lock()
+            .find(Key::new(span.trace_id(), span.parent_span_id()?))?;
+        served.calls.fetch_add(1, Ordering::Relaxed);
+        Some(served)
     }
+
+    /// The answer to a call linked to no request, as its proxy gives it to the app: when it is
+    /// marked "retries exhausted", the requests in flight now may fail because of it.
+    pub fn report_unlinked(&self, status: http::StatusCode, headers: &HeaderMap) {
+        // A mark is only ever on a failure's head (`attempts::give_up`, `Serving::answered`):
+        // a plain success is not looked into.
+        if status.as_u16() < 500 && !is_grpc(headers) {
+            return;
+        }
+        if let Some(n) = tries_of(headers) {
+            self.by_time.make(n);
+        }
+    }
+}
+
+/// The tries a "retries exhausted" mark names (1 if it names none readable).
+fn tries_of(headers: &HeaderMap) -> Option<u32> {
+    let v = headers.get(&EXHAUSTED)?;
+    Some(
+        v.to_str()
+            .ok()
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(1)
+            .max(1),
+    )
+}
+
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 impl Served {
@@ -156,12 +224,8 @@ impl Served {
     /// A linked call's answer, as its proxy gives it to the app: marked "retries exhausted"
     /// (this proxy, or one below, retried and gave up).
     pub fn report(&self, answer: &HeaderMap) {
-        let tries = answer
-            .get(&EXHAUSTED)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u32>().ok());
-        if let Some(n) = tries {
-            self.exhausted.fetch_max(n.max(1), Ordering::AcqRel);
+        if let Some(n) = tries_of(answer) {
+            self.exhausted.fetch_max(n, Ordering::AcqRel);
         }
     }
 
@@ -170,6 +234,35 @@ impl Served {
         match self.exhausted.load(Ordering::Acquire) {
             0 => None,
             n => Some(n),
+        }
+    }
+}
+
+/// One inbound request while the app serves it: its trace link, if it has one, and the time
+/// link's count as it began.
+#[derive(Debug)]
+pub struct Answering<'l> {
+    links: &'l Links,
+    since: u64,
+    serving: Option<Serving<'l>>,
+}
+
+impl Answering<'_> {
+    /// The app answered: a failure is marked "retries exhausted" when a call made for it came
+    /// back retried and failed — by trace if any of its calls was linked so, else by time.
+    pub fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) {
+        let traced = match self.serving.as_mut() {
+            Some(s) => {
+                s.answered(status, headers);
+                s.served.calls.load(Ordering::Relaxed) > 0
+            }
+            None => false,
+        };
+        if !traced
+            && !succeeded(status, headers)
+            && let Some(n) = self.links.by_time.claim(self.since)
+        {
+            headers.insert(EXHAUSTED, HeaderValue::from(n));
         }
     }
 }
@@ -187,7 +280,7 @@ pub struct Serving<'l> {
 impl Serving<'_> {
     /// The app answered: marks its answer "retries exhausted" when it is a failure and a call
     /// made for it came back retried and failed (so the proxies above do not retry it again).
-    pub fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) {
+    fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) {
         self.answered = true;
         if let Some(n) = self.served.exhausted()
             && !succeeded(status, headers)
@@ -213,11 +306,8 @@ fn succeeded(status: http::StatusCode, headers: &HeaderMap) -> bool {
     if status.as_u16() >= 500 {
         return false;
     }
-    let grpc = headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     match headers.get(GRPC_STATUS) {
         Some(s) => s.as_bytes() == b"0",
-        None => !grpc,
+        None => !is_grpc(headers),
     }
 }

@@ -274,8 +274,10 @@ impl Outbound {
                 }
             }
         };
-        if let Some(served) = &link {
-            served.report(resp.headers());
+        match (&link, &self.links) {
+            (Some(served), _) => served.report(resp.headers()),
+            (None, Some(links)) => links.report_unlinked(resp.status(), resp.headers()),
+            (None, None) => {}
         }
         // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.
         let upstream_time = sent.elapsed();

@@ -3,7 +3,9 @@
 //! got it — status and body, or gRPC code and message — as the seed's apps do. What it carries
 //! from its request onto the call is the test's choice ([`Passes`]). The call runs on a task of
 //! its own: like an app that does not pass its request's end on, it keeps going when its caller
-//! has gone, so only the proxy's link can end it.
+//! has gone, so only the proxy's link can end it. It can also fail on its own, every Nth request
+//! ([`Middle::fail_every`]): 503 or UNAVAILABLE without calling anyone; and take time of its own
+//! after its call came back before it answers ([`Middle::think`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -67,12 +69,51 @@ pub struct Middle {
     upstream: Arc<OnceLock<SocketAddr>>,
     /// Calls its proxy ended because the request they were made for had gone.
     pub caller_gone: Arc<AtomicUsize>,
+    own: Arc<Own>,
+}
+
+/// The app's own failures: every `every`th request (0: none), and how many it made.
+#[derive(Debug, Default)]
+struct Own {
+    every: AtomicUsize,
+    seen: AtomicUsize,
+    failed: AtomicUsize,
+    /// Microseconds between the call's answer and the app's.
+    think: AtomicUsize,
+}
+
+impl Own {
+    fn fails_now(&self) -> bool {
+        let every = self.every.load(Ordering::SeqCst);
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let fails = every > 0 && n.is_multiple_of(every);
+        if fails {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+        }
+        fails
+    }
 }
 
 impl Middle {
     /// Where its calls go: its proxy's local port for the upstream.
     pub fn calls(&self, upstream: SocketAddr) {
         self.upstream.set(upstream).unwrap();
+    }
+
+    /// From now on every `n`th request fails on its own (503 or UNAVAILABLE, no call made).
+    pub fn fail_every(&self, n: usize) {
+        self.own.every.store(n, Ordering::SeqCst);
+    }
+
+    /// From now on it takes `t` after each call's answer before it answers.
+    pub fn think(&self, t: std::time::Duration) {
+        let us = usize::try_from(t.as_micros()).unwrap();
+        self.own.think.store(us, Ordering::SeqCst);
+    }
+
+    /// The requests it failed on its own.
+    pub fn own_failures(&self) -> usize {
+        self.own.failed.load(Ordering::SeqCst)
     }
 }
 
@@ -82,17 +123,28 @@ pub async fn middle(passes: Passes, grpc: bool) -> Middle {
     let addr = listener.local_addr().unwrap();
     let upstream = Arc::new(OnceLock::new());
     let caller_gone = Arc::new(AtomicUsize::new(0));
-    let (up, gone) = (upstream.clone(), caller_gone.clone());
+    let own = Arc::new(Own::default());
+    let (up, gone, mine) = (upstream.clone(), caller_gone.clone(), own.clone());
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             let _ = tcp.set_nodelay(true);
-            let (up, gone) = (up.clone(), gone.clone());
+            let (up, gone, mine) = (up.clone(), gone.clone(), mine.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req| {
                     let (up, gone) = (up.clone(), gone.clone());
+                    let fails = mine.fails_now();
+                    let think = mine.think.load(Ordering::SeqCst) as u64;
                     async move {
+                        if fails {
+                            let own = (503, HeaderMap::new(), Bytes::from_static(b"own"), None);
+                            return Ok::<_, Infallible>(answer(Some(own), passes, grpc));
+                        }
                         let to = *up.get().unwrap();
-                        Ok::<_, Infallible>(serve(req, passes, grpc, to, gone).await)
+                        let answer = serve(req, passes, grpc, to, gone).await;
+                        if think > 0 {
+                            tokio::time::sleep(std::time::Duration::from_micros(think)).await;
+                        }
+                        Ok::<_, Infallible>(answer)
                     }
                 });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -105,6 +157,7 @@ pub async fn middle(passes: Passes, grpc: bool) -> Middle {
         addr,
         upstream,
         caller_gone,
+        own,
     }
 }
 

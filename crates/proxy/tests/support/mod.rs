@@ -24,6 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+pub mod chain;
 pub mod in_process;
 pub mod middle;
 pub mod tls_server;
