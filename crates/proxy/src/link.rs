@@ -35,7 +35,7 @@ mod table;
 mod tests;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue};
@@ -45,6 +45,7 @@ use tokio::time::Instant;
 use crate::attempts::EXHAUSTED_HEADER;
 use crate::deadline;
 use crate::error::GRPC_STATUS;
+use crate::metrics::carried::LinkCounters;
 use crate::trace::ProxySpan;
 
 use by_time::ByTime;
@@ -61,6 +62,9 @@ pub struct Links {
     /// Calls linked to no request that came back retried and failed, for the requests in
     /// flight to claim.
     by_time: ByTime,
+    /// Requests the app is serving now (all of them, linked by trace or not).
+    serving: AtomicUsize,
+    counters: LinkCounters,
 }
 
 /// What an outbound call learns of the inbound request it was made for, and tells it.
@@ -79,10 +83,17 @@ pub struct Served {
 
 impl Links {
     pub fn new(cap: usize) -> Arc<Links> {
+        Links::with_counters(cap, LinkCounters::default())
+    }
+
+    /// [`Links::new`], counting what the app carries and what was marked into `counters`.
+    pub fn with_counters(cap: usize, counters: LinkCounters) -> Arc<Links> {
         Arc::new(Links {
             table: std::sync::Mutex::new(Table::default()),
             cap,
             by_time: ByTime::new(cap),
+            serving: AtomicUsize::new(0),
+            counters,
         })
     }
 
@@ -143,12 +154,25 @@ impl Links {
         app_deadline: Option<Instant>,
         grpc: bool,
     ) -> Answering<'_> {
+        self.serving.fetch_add(1, Ordering::Relaxed);
         Answering {
             links: self,
             // Read before the app sees the request: a token made after is made during its life.
             since: self.by_time.now(),
             serving: self.serve(span, headers, app_deadline, grpc),
         }
+    }
+
+    /// A call from the app (`span`: the outbound side's): counted, while the app serves
+    /// requests, by whether it carried trace context on; then [`Links::find`].
+    pub fn call(&self, span: Option<&ProxySpan>) -> Option<Arc<Served>> {
+        if self.serving.load(Ordering::Relaxed) > 0 {
+            match span.and_then(ProxySpan::parent_span_id) {
+                Some(_) => self.counters.carried.inc(),
+                None => self.counters.absent.inc(),
+            };
+        }
+        self.find(span)
     }
 
     /// The inbound request an outbound call from the app was made for, if the call carried its
@@ -253,7 +277,9 @@ impl Answering<'_> {
     pub fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) {
         let traced = match self.serving.as_mut() {
             Some(s) => {
-                s.answered(status, headers);
+                if s.answered(status, headers) {
+                    self.links.counters.marked_by_trace.inc();
+                }
                 s.served.calls.load(Ordering::Relaxed) > 0
             }
             None => false,
@@ -263,7 +289,14 @@ impl Answering<'_> {
             && let Some(n) = self.links.by_time.claim(self.since)
         {
             headers.insert(EXHAUSTED, HeaderValue::from(n));
+            self.links.counters.marked_by_time.inc();
         }
+    }
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        self.links.serving.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -280,13 +313,17 @@ pub struct Serving<'l> {
 impl Serving<'_> {
     /// The app answered: marks its answer "retries exhausted" when it is a failure and a call
     /// made for it came back retried and failed (so the proxies above do not retry it again).
-    fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) {
+    /// Whether it marked.
+    fn answered(&mut self, status: http::StatusCode, headers: &mut HeaderMap) -> bool {
         self.answered = true;
-        if let Some(n) = self.served.exhausted()
+        let n = self.served.exhausted();
+        if let Some(n) = n
             && !succeeded(status, headers)
         {
             headers.insert(EXHAUSTED, HeaderValue::from(n));
+            return true;
         }
+        false
     }
 }
 

@@ -70,7 +70,10 @@ impl Live {
             .collect();
         let inbound = InboundGauges::next(config.inbound_limits, previous.map(|p| &p.inbound));
         let links = previous.map_or_else(
-            || Links::new(config.inbound_limits.max_requests as usize),
+            || {
+                let counters = metrics.carried.counters(&config.service);
+                Links::with_counters(config.inbound_limits.max_requests as usize, counters)
+            },
             |p| p.links.clone(),
         );
         let mut handlers = Vec::with_capacity(workers);

@@ -15,6 +15,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod carried;
 pub mod tcp;
 use crate::access_log::LogSink;
 use crate::otlp::SpanSink;
@@ -140,6 +141,7 @@ pub struct Metrics {
     ejections: Family<ServiceLabels, Counter>,
     /// Opaque TCP connections' families.
     pub tcp: tcp::TcpMetrics,
+    pub carried: carried::CarriedMetrics,
     spans_dropped: Counter,
     log_dropped: Counter,
     /// Where access-log lines go, when the service logs (set once, at start).
@@ -271,8 +273,10 @@ impl Metrics {
             handshakes.clone(),
         );
         let tcp = tcp::TcpMetrics::register(&mut registry);
+        let carried = carried::CarriedMetrics::register(&mut registry);
         Arc::new(Metrics {
             tcp,
+            carried,
             registry,
             requests,
             responses,

@@ -219,7 +219,7 @@ impl Outbound {
         req.headers_mut().remove(PEER);
 
         // The inbound request this call is made for, if the app carried its trace context on.
-        let link = self.links.as_deref().and_then(|l| l.find(span));
+        let link = self.links.as_deref().and_then(|l| l.call(span));
         let linked_left = link.as_ref().and_then(|s| s.left());
         // Decided once, here: the tries only count down to it.
         let (deadline, deadline_is_callers) =

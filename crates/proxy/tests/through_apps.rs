@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hopwise_analyze::Failure;
-use support::chain::{Chain, checkout, checkout_at};
+use support::chain::{Chain, checkout, checkout_at, counter};
 use support::middle::Passes;
 
 /// Longer than hopwise's default timeout (10 s): the proxies' limits end a hang, not the client.
@@ -93,7 +93,28 @@ async fn run(grpc: bool, on: &str, failure: Failure, clients: u64) -> (u64, u64)
         hopwise_analyze::fanout::row(&chain.fixture.mesh, "frontend", "inventory", failure)
             .unwrap()
             .attempts;
+    // What checkout's proxy saw its app carry, and how it marked: by time alone.
+    let m = chain.checkout.metrics();
+    let calls = |t| counter(&m, "hopwise_app_calls_total", &[t]);
+    assert!(calls("trace_context=\"absent\"") >= clients, "{m}");
+    assert_eq!(calls("trace_context=\"carried\""), 0, "{m}");
+    let marked = |l| counter(&m, "hopwise_app_failures_marked_total", &[l]);
+    assert_eq!(marked("link=\"trace\""), 0, "{m}");
+    if one_retried(on, failure) {
+        assert!(marked("link=\"time\"") >= 1, "{m}");
+    }
     (chain.attempts(), predicted)
+}
+
+/// Whether pricing's proxy retries inventory's failure under the list `on` (then its answer
+/// is marked, and checkout's proxy marks its app's failure by time).
+fn one_retried(on: &str, failure: Failure) -> bool {
+    match failure {
+        Failure::Down => true,
+        Failure::Http503 => on.contains("retriable-status-codes") || on.contains("gateway-error"),
+        Failure::Unavailable => on.contains("unavailable"),
+        Failure::Hang => false,
+    }
 }
 
 async fn table(grpc: bool) {
@@ -141,7 +162,7 @@ async fn grpc_apps_that_carry_nothing_do_not_multiply_retries() {
 /// every 10th request, a failure frontend's proxy retries and the retry serves. A failure of
 /// checkout's own that claims a neighbour's token is marked, not retried, and reaches the
 /// client: those are the retries the time link suppressed. Prints both counts.
-async fn mixed(grpc: bool, passes: Passes) -> (usize, usize, u64) {
+async fn mixed(grpc: bool, passes: Passes) -> (usize, usize, u64, String) {
     let on = CHANGES[if grpc { 2 } else { 0 }].1;
     // No cap on retries in flight, nor a budget: under 16 clients they would refuse some of
     // the retries this counts, by trace or by time alike.
@@ -185,10 +206,12 @@ async fn mixed(grpc: bool, passes: Passes) -> (usize, usize, u64) {
     for c in clients {
         failed_served += c.await.unwrap();
     }
+    let m = chain.checkout.metrics();
     (
         chain.apps[0].own_failures(),
         failed_served,
         chain.attempts(),
+        m,
     )
 }
 
@@ -201,8 +224,20 @@ fn failing(grpc: bool) -> Failure {
 }
 
 async fn mixed_table(grpc: bool) {
-    let (own, by_time, attempts) = mixed(grpc, Passes::Nothing).await;
-    let (own_w3c, by_trace, attempts_w3c) = mixed(grpc, Passes::W3c).await;
+    let (own, by_time, attempts, m) = mixed(grpc, Passes::Nothing).await;
+    let (own_w3c, by_trace, attempts_w3c, m_w3c) = mixed(grpc, Passes::W3c).await;
+    // What checkout's proxy learned its app carries: nothing, then trace context.
+    let calls = |m: &str, t| counter(m, "hopwise_app_calls_total", &[t]);
+    assert!(
+        calls(&m, "trace_context=\"absent\"") > 0 && calls(&m, "trace_context=\"carried\"") == 0
+    );
+    assert!(
+        calls(&m_w3c, "trace_context=\"carried\"") > 0
+            && calls(&m_w3c, "trace_context=\"absent\"") == 0
+    );
+    let marked = |m: &str, l| counter(m, "hopwise_app_failures_marked_total", &[l]);
+    assert!(marked(&m, "link=\"time\"") > 0 && marked(&m, "link=\"trace\"") == 0);
+    assert!(marked(&m_w3c, "link=\"trace\"") > 0 && marked(&m_w3c, "link=\"time\"") == 0);
     eprintln!(
         "{}: by time {by_time} of {own} own failures not retried ({attempts} attempts at inventory); \
          by trace {by_trace} of {own_w3c} ({attempts_w3c})",

@@ -202,6 +202,21 @@ pub async fn checkout_at(
     tokio::time::timeout(wait, call).await.ok().flatten()
 }
 
+/// The value of the first series of `family` (its full name, `_total` and all) whose labels
+/// contain each of `labels` (`key="value"`), in `metrics` text; 0 when none.
+pub fn counter(metrics: &str, family: &str, labels: &[&str]) -> u64 {
+    metrics
+        .lines()
+        .find(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{'))
+                && labels.iter().all(|want| l.contains(want))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Tries pricing's proxy sent toward inventory, from its `/metrics`.
 fn tries_at_inventory(metrics: &str) -> u64 {
     metrics

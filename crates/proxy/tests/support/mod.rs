@@ -54,6 +54,9 @@ pub async fn backend(handler: Handler) -> Backend {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            // Nagle's wait is real time, which a paused clock would skip past to a timeout
+            // (several h2 streams at once on one connection).
+            let _ = tcp.set_nodelay(true);
             let handler = handler.clone();
             let counter = counter.clone();
             tokio::spawn(async move {
