@@ -29,4 +29,8 @@ pub mod metric {
     pub const EJECTIONS: &str = "hopwise_ejections_total";
     pub const LOCAL_REPLIES: &str = "hopwise_local_replies_total";
     pub const REQUEST_DURATION_BUCKET: &str = "hopwise_request_duration_seconds_bucket";
+    /// Calls an app made while serving requests, by `trace_context` (`carried` / `absent`).
+    pub const APP_CALLS: &str = "hopwise_app_calls_total";
+    /// An app's failed answers its proxy marked, by `link` (`trace` / `time`).
+    pub const APP_FAILURES_MARKED: &str = "hopwise_app_failures_marked_total";
 }

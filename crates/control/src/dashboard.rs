@@ -10,6 +10,7 @@
 //! | `scrape.rs` | I/O: reading each copy's `/metrics` about once a second; the HTTP client |
 //! | `promtext.rs` | the metrics text → samples (pure) |
 //! | `edges.rs` | samples → per-edge and per-service numbers (pure) |
+//! | `carried.rs` | what each app carried as its proxies saw it, against its `carries` (pure) |
 //! | `timeline.rs` | per edge, a point per scrape round over the last 15 min (pure, bounded) |
 //! | `calc.rs` | the calculators over `hopwise-analyze` (pure) |
 //! | `policy.rs` | effective policy and findings (pure) |
@@ -21,6 +22,7 @@
 
 pub mod assets;
 pub mod calc;
+pub mod carried;
 pub mod edges;
 pub mod policy;
 pub mod promtext;

@@ -190,7 +190,9 @@ async fn the_dashboard_api_over_real_http() {
                     "hopwise_requests_total{{direction=\"outbound\",service=\"checkout\",route=\"checkout\"}} {n}\n\
                  hopwise_responses_total{{direction=\"outbound\",service=\"checkout\",route=\"checkout\",class=\"2xx\"}} {}\n\
                  hopwise_responses_total{{direction=\"outbound\",service=\"checkout\",route=\"checkout\",class=\"5xx\"}} 2\n\
-                 hopwise_retries_total{{service=\"checkout\",route=\"checkout\",condition=\"connect-failure\"}} 1\n# EOF\n",
+                 hopwise_retries_total{{service=\"checkout\",route=\"checkout\",condition=\"connect-failure\"}} 1\n\
+                 hopwise_app_calls_total{{service=\"frontend\",trace_context=\"carried\"}} {n}\n\
+                 hopwise_app_calls_total{{service=\"frontend\",trace_context=\"absent\"}} 0\n# EOF\n",
                     n - 2
                 ),
             ),
@@ -258,6 +260,11 @@ async fn the_dashboard_api_over_real_http() {
         let fe = g["services"].as_array().unwrap().iter().find(|s| s["name"] == "frontend").unwrap();
         assert_eq!(fe["proxies"][0]["admin"], admin.to_string());
         assert_eq!(fe["proxies"][0]["metrics"], "ok");
+        // Its app carried trace context on all 40 of its calls, which the file does not declare.
+        assert_eq!(fe["stats"]["app"]["carried"], 40.0);
+        let verdict = fe["carries"]["disagrees"].as_str().unwrap();
+        assert!(verdict.contains("40 of 40") && verdict.contains("carries: [trace-context]"), "{verdict}");
+        assert!(fe["carries"]["declared"].as_array().unwrap().is_empty());
         // --- the timeline: a point per round; from 12 to 40, its points add up to 28 --------
         let tl = get_json(d, "/api/timeline");
         assert_eq!(tl["window_ms"], 15 * 60 * 1000);

@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use hopwise_analyze::Failure;
+use hopwise_api::names::metric::{APP_CALLS, APP_FAILURES_MARKED};
 use support::chain::{Chain, checkout, checkout_at, counter};
 use support::middle::Passes;
 
@@ -95,10 +96,10 @@ async fn run(grpc: bool, on: &str, failure: Failure, clients: u64) -> (u64, u64)
             .attempts;
     // What checkout's proxy saw its app carry, and how it marked: by time alone.
     let m = chain.checkout.metrics();
-    let calls = |t| counter(&m, "hopwise_app_calls_total", &[t]);
+    let calls = |t| counter(&m, APP_CALLS, &[t]);
     assert!(calls("trace_context=\"absent\"") >= clients, "{m}");
     assert_eq!(calls("trace_context=\"carried\""), 0, "{m}");
-    let marked = |l| counter(&m, "hopwise_app_failures_marked_total", &[l]);
+    let marked = |l| counter(&m, APP_FAILURES_MARKED, &[l]);
     assert_eq!(marked("link=\"trace\""), 0, "{m}");
     if one_retried(on, failure) {
         assert!(marked("link=\"time\"") >= 1, "{m}");
@@ -227,7 +228,7 @@ async fn mixed_table(grpc: bool) {
     let (own, by_time, attempts, m) = mixed(grpc, Passes::Nothing).await;
     let (own_w3c, by_trace, attempts_w3c, m_w3c) = mixed(grpc, Passes::W3c).await;
     // What checkout's proxy learned its app carries: nothing, then trace context.
-    let calls = |m: &str, t| counter(m, "hopwise_app_calls_total", &[t]);
+    let calls = |m: &str, t| counter(m, APP_CALLS, &[t]);
     assert!(
         calls(&m, "trace_context=\"absent\"") > 0 && calls(&m, "trace_context=\"carried\"") == 0
     );
@@ -235,7 +236,7 @@ async fn mixed_table(grpc: bool) {
         calls(&m_w3c, "trace_context=\"carried\"") > 0
             && calls(&m_w3c, "trace_context=\"absent\"") == 0
     );
-    let marked = |m: &str, l| counter(m, "hopwise_app_failures_marked_total", &[l]);
+    let marked = |m: &str, l| counter(m, APP_FAILURES_MARKED, &[l]);
     assert!(marked(&m, "link=\"time\"") > 0 && marked(&m, "link=\"trace\"") == 0);
     assert!(marked(&m_w3c, "link=\"trace\"") > 0 && marked(&m_w3c, "link=\"time\"") == 0);
     eprintln!(

@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use hopwise_api::names::metric;
 use serde::Serialize;
 
+use super::carried::Seen;
+
 use super::promtext::Sample;
 
 /// A histogram: cumulative counts per upper bound (`le`), the last one `+Inf`.
@@ -173,6 +175,8 @@ pub struct Counts {
     pub inbound: CallCounts,
     pub overhead_outbound: Hist,
     pub overhead_inbound: Hist,
+    /// What its app carried, as the proxy saw it.
+    pub app: Seen,
 }
 
 impl Counts {
@@ -197,6 +201,7 @@ impl Counts {
             let calls = if s.label("direction") == Some("inbound") {
                 &mut c.inbound
             } else if service == own && s.label("direction").is_none() {
+                c.app.read(s);
                 continue;
             } else {
                 c.outbound.entry(service.to_owned()).or_default()
@@ -253,6 +258,7 @@ impl Counts {
         self.inbound.add(&o.inbound);
         self.overhead_outbound.add(&o.overhead_outbound);
         self.overhead_inbound.add(&o.overhead_inbound);
+        self.app.add(&o.app);
     }
 
     /// What was counted since `earlier` (a scrape of the same copy).
@@ -272,6 +278,8 @@ impl Counts {
             inbound: self.inbound.minus(&earlier.inbound),
             overhead_outbound: self.overhead_outbound.minus(&earlier.overhead_outbound),
             overhead_inbound: self.overhead_inbound.minus(&earlier.overhead_inbound),
+            // Only totals are shown: a verdict needs every call seen.
+            app: self.app,
         }
     }
 }
@@ -339,6 +347,8 @@ pub struct ServiceStats {
     pub inbound_overhead_p99_ms: Option<f64>,
     pub outbound_overhead_p50_ms: Option<f64>,
     pub outbound_overhead_p99_ms: Option<f64>,
+    /// What its app carried, as its proxies saw it since they started.
+    pub app: Seen,
 }
 
 /// The numbers of every edge and service.
@@ -501,6 +511,7 @@ pub fn summarize(copies: &[CopyCounts<'_>], calls: &[(String, String)]) -> Summa
                     inbound_overhead_p99_ms: ms(overhead(name, 0.99, true)),
                     outbound_overhead_p50_ms: ms(overhead(name, 0.5, false)),
                     outbound_overhead_p99_ms: ms(overhead(name, 0.99, false)),
+                    app: t.app,
                 },
             )
         })

@@ -272,6 +272,10 @@ fn graph(app: &App) -> Value {
                 "external": s.external.is_some(),
                 "proxies": proxies,
                 "stats": summary.services.get(&s.name),
+                "carries": {
+                    "declared": s.carries.words(),
+                    "disagrees": summary.services.get(&s.name).and_then(|t| t.app.disagrees(s.carries)),
+                },
             })
         })
         .collect();

@@ -246,9 +246,14 @@ function drawServicesTable(g) {
         return `<span class="copy ${up ? 'up' : 'down'}" title="admin ${esc(c.admin || 'none')}; metrics: ${esc(c.metrics)}">${esc(name)}${up ? '' : ' (unhealthy)'}${c.metrics === 'ok' ? '' : ' · ' + esc(c.metrics)}</span>`;
       }).join(' ')
         : '<span class="muted">none registered</span>';
+    const seen = st.app || {};
+    const calls = (seen.carried || 0) + (seen.absent || 0);
+    const carries = (s.carries && s.carries.disagrees)
+      ? `<div class="warn-text" data-field="carries">${esc(s.carries.disagrees)}</div>`
+      : calls ? `<div class="muted" data-field="carries" title="calls its app made while serving requests">trace context on ${fmtCount(seen.carried || 0)} of ${fmtCount(calls)} calls</div>` : '';
     return `<tr data-service="${esc(s.name)}">
       <th scope="row">${esc(s.name)}</th>
-      <td>${copies}</td>
+      <td>${copies}${carries}</td>
       <td class="num">${st.rps !== undefined ? fmtRate(st.rps) : '–'}</td>
       <td class="num">${st.requests !== undefined ? fmtCount(st.requests) : '–'}</td>
       <td class="num">${fmtPct(st.success)}</td>
