@@ -1,6 +1,10 @@
 //! The body of what the proxy answers: the upstream's body streamed through, a local reply, or
 //! an upstream gRPC body the proxy read ahead to its trailers (to see its `grpc-status` before
-//! deciding on a retry) and now hands on — the frames it read, then the rest.
+//! deciding on a retry) and now hands on — the frames it read, then the rest; or any of these
+//! watched for its gRPC trailers on the way out (`watch.rs`), so a recorded span gets its status.
+
+mod watch;
+pub use watch::Watch;
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -24,6 +28,7 @@ pub enum Body {
         trailers: Option<HeaderMap>,
         rest: Option<Incoming>,
     },
+    Watched(Box<Watch>),
 }
 
 impl Body {
@@ -118,6 +123,15 @@ impl http_body::Body for Body {
         match self.get_mut() {
             Body::Upstream(b) => Pin::new(b).poll_frame(cx).map_err(Into::into),
             Body::Local(b) => Pin::new(b).poll_frame(cx).map_err(|never| match never {}),
+            Body::Watched(w) => {
+                let polled = Pin::new(&mut w.inner).poll_frame(cx);
+                match &polled {
+                    Poll::Ready(Some(Ok(frame))) => w.saw(frame),
+                    Poll::Ready(None) => w.end(None),
+                    _ => {}
+                }
+                polled
+            }
             Body::Peeked {
                 frames,
                 trailers,
@@ -141,6 +155,7 @@ impl http_body::Body for Body {
         match self {
             Body::Upstream(b) => b.is_end_stream(),
             Body::Local(b) => b.is_end_stream(),
+            Body::Watched(w) => w.inner.is_end_stream(),
             Body::Peeked {
                 frames,
                 trailers,
@@ -157,6 +172,7 @@ impl http_body::Body for Body {
         match self {
             Body::Upstream(b) => b.size_hint(),
             Body::Local(b) => b.size_hint(),
+            Body::Watched(w) => w.inner.size_hint(),
             Body::Peeked { .. } => SizeHint::default(),
         }
     }

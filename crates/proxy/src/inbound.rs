@@ -200,8 +200,8 @@ impl Inbound {
         let log = access_log::begin(&self.config, logs, tap, "inbound", peer, span, &req);
         // Finished with the answer, or with how it ended if the caller goes first.
         let recorded = Recorded::new(traced.recording, log, req.headers());
-        let mut resp = self.forward(caller, span, recorded.log(), req).await;
-        recorded.finish(&resp);
+        let resp = self.forward(caller, span, recorded.log(), req).await;
+        let mut resp = recorded.finish(resp);
         *resp.version_mut() = version;
         resp
     }

@@ -146,8 +146,8 @@ impl Outbound {
         let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, span, &req);
         // Finished with the answer, or with how it ended if the app goes first.
         let recorded = Recorded::new(traced.recording, log, req.headers());
-        let mut resp = self.forward(dispatch, span, recorded.log(), req).await;
-        recorded.finish(&resp);
+        let resp = self.forward(dispatch, span, recorded.log(), req).await;
+        let mut resp = recorded.finish(resp);
         *resp.version_mut() = version;
         resp
     }

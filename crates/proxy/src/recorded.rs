@@ -13,7 +13,9 @@ use tokio::time::Instant;
 
 use http::{HeaderMap, Response};
 
-use crate::access_log::LogEntry;
+use crate::access_log::{LogEntry, header_number};
+use crate::body::{Body, Watch};
+use crate::error::GRPC_STATUS;
 use crate::otlp::Recording;
 
 /// How a request with no answer ended.
@@ -84,17 +86,39 @@ impl<'c> Recorded<'c> {
         self.log.as_deref()
     }
 
-    /// The answer's head is out: every record finished with it.
-    pub fn finish<B: http_body::Body>(mut self, resp: &Response<B>) {
+    /// The answer's head is out: every record finished with it — but a span whose gRPC status
+    /// is still to come in trailers, which closes when they pass (the body is watched).
+    pub fn finish(mut self, resp: Response<Body>) -> Response<Body> {
         // Answered: nothing is left for the drop to record.
         self.arrived = None;
-        if let Some(r) = self.recording.take() {
-            r.finish(resp);
-        }
         if let Some(l) = self.log.take() {
-            l.finish(resp);
+            l.finish(&resp);
+        }
+        match self.recording.take() {
+            Some(r) if awaits_trailers(&resp) => {
+                let status = resp.status().as_u16();
+                let on_end = move |trailers: Option<&HeaderMap>| {
+                    let grpc = trailers.and_then(|t| header_number(t, &GRPC_STATUS));
+                    r.answered(status, grpc, None);
+                };
+                resp.map(|b| Body::Watched(Box::new(Watch::new(b, on_end))))
+            }
+            Some(r) => {
+                r.finish(&resp);
+                resp
+            }
+            None => resp,
         }
     }
+}
+
+/// A gRPC answer with no `grpc-status` in its head and a body still to come: its status is in
+/// the trailers.
+fn awaits_trailers(resp: &Response<Body>) -> bool {
+    use http_body::Body as _;
+    crate::headers::is_grpc(resp.headers())
+        && !resp.headers().contains_key(&GRPC_STATUS)
+        && !resp.body().is_end_stream()
 }
 
 impl Drop for Recorded<'_> {

@@ -391,13 +391,21 @@ async fn a_request_whose_caller_gives_up_leaves_spans_saying_how_it_ended() {
     assert_eq!(order(&chain, &[("x-hopwise-timeout-ms", "150")]).await, 504);
     let spans = rx.wait_for(6).await;
     assert_eq!(spans.len(), 6, "{spans:#?}");
+    // b's request ends with a's cut, or a moment before it: the time left travels rounded down
+    // to the millisecond, so b's proxy's own trimmed deadline for the call to c can fire first,
+    // and b's app passes that 504 up before a's cut arrives. Cut, it is `caller-deadline` — or
+    // `caller-gone` on a loaded machine, where a's proxy read the time left before a slow
+    // handshake to b, so b believes it had longer (`recorded.rs`'s `Ended::at`, unit-tested).
+    // Either way its span says how it ended.
     let b_in = one(&spans, "b", "in");
-    assert_eq!(b_in.attr("error.type"), "caller-deadline", "{b_in:#?}");
-    assert_eq!(
-        b_in.attr("http.response.status_code"),
-        "",
-        "no answer was sent"
-    );
+    match b_in.attr("http.response.status_code") {
+        "" => assert!(
+            ["caller-deadline", "caller-gone"].contains(&b_in.attr("error.type")),
+            "{b_in:#?}"
+        ),
+        "504" => assert_eq!(b_in.attr("error.type"), "504", "{b_in:#?}"),
+        other => panic!("b answered {other}: {b_in:#?}"),
+    }
     assert!(b_in.error);
     // c's proxy was told the time left too (b's app passed no deadline, but b's proxy did).
     let c_in = one(&spans, "c", "in");

@@ -206,15 +206,41 @@ impl Recording {
 
     /// The answer's head is out: the request's span and its tries go to the exporter.
     pub fn finish<B>(&self, resp: &Response<B>) {
-        let status = resp.status().as_u16();
         let grpc: Option<u32> = header_number(resp.headers(), &crate::error::GRPC_STATUS);
         let local = crate::error::LocalReply::of(resp);
+        self.answered(resp.status().as_u16(), grpc, local);
+    }
+
+    /// The answer was `status`, with `grpc` status (from its head, or its trailers once they
+    /// came: `crate::recorded` watches the body), or a local reply: the spans go to the exporter.
+    pub fn answered(&self, status: u16, grpc: Option<u32>, local: Option<&'static str>) {
+        if let Some(code) = grpc {
+            self.last_try_got(code);
+        }
         let mut answer = Vec::new();
         let error = semconv::answer(&mut answer, self.kind(), status, grpc, local);
         if let Some(r) = local {
             answer.push(("hopwise.local_reply", Value::Str(r.to_owned())));
         }
         self.close(answer, error, local.unwrap_or("abandoned"));
+    }
+
+    /// The answer passed up is the last try's: when its head named no gRPC status (it came in
+    /// trailers), the try's span gets the one the trailers named.
+    fn last_try_got(&self, code: u32) {
+        let mut n = self.notes();
+        let Some(last) = n.tries.last_mut() else {
+            return;
+        };
+        if last
+            .attributes
+            .iter()
+            .all(|(k, _)| *k != "rpc.grpc.status_code")
+        {
+            last.attributes
+                .push(("rpc.grpc.status_code", Value::Int(i64::from(code))));
+            last.error |= semconv::grpc_fails(Kind::Client, code);
+        }
     }
 
     /// The caller went first (`recorded.rs` says `how`): the span has no answer, says how it
