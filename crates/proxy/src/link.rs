@@ -187,12 +187,13 @@ impl Links {
         Some(served)
     }
 
-    /// The answer to a call linked to no request, as its proxy gives it to the app: when it is
-    /// marked "retries exhausted", the requests in flight now may fail because of it.
-    pub fn report_unlinked(&self, status: http::StatusCode, headers: &HeaderMap) {
+    /// The answer to a call (`grpc`: a gRPC call) linked to no request, as its proxy gives it
+    /// to the app: when it is marked "retries exhausted", the requests in flight now may fail
+    /// because of it.
+    pub fn report_unlinked(&self, status: http::StatusCode, headers: &HeaderMap, grpc: bool) {
         // A mark is only ever on a failure's head (`attempts::give_up`, `Serving::answered`):
-        // a plain success is not looked into.
-        if status.as_u16() < 500 && !is_grpc(headers) {
+        // an HTTP success is not looked into.
+        if status.as_u16() < 500 && !grpc {
             return;
         }
         if let Some(n) = tries_of(headers) {
@@ -211,12 +212,6 @@ fn tries_of(headers: &HeaderMap) -> Option<u32> {
             .unwrap_or(1)
             .max(1),
     )
-}
-
-fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 impl Served {
@@ -284,7 +279,9 @@ impl Answering<'_> {
             }
             None => false,
         };
+        // The token count first: one load, where `succeeded` looks a header up.
         if !traced
+            && self.links.by_time.made_since(self.since)
             && !succeeded(status, headers)
             && let Some(n) = self.links.by_time.claim(self.since)
         {
@@ -345,6 +342,6 @@ fn succeeded(status: http::StatusCode, headers: &HeaderMap) -> bool {
     }
     match headers.get(GRPC_STATUS) {
         Some(s) => s.as_bytes() == b"0",
-        None => !is_grpc(headers),
+        None => !crate::headers::is_grpc(headers),
     }
 }

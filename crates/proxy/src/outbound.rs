@@ -276,7 +276,7 @@ impl Outbound {
         };
         match (&link, &self.links) {
             (Some(served), _) => served.report(resp.headers()),
-            (None, Some(links)) => links.report_unlinked(resp.status(), resp.headers()),
+            (None, Some(links)) => links.report_unlinked(resp.status(), resp.headers(), grpc),
             (None, None) => {}
         }
         // The upstream's hop-by-hop headers went in `attempts::run`, before its own mark.

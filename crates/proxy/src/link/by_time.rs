@@ -52,6 +52,11 @@ impl ByTime {
         self.made.load(Ordering::Acquire)
     }
 
+    /// Whether a token was made since `since` (one load: most requests stop here).
+    pub(super) fn made_since(&self, since: u64) -> bool {
+        self.now() != since
+    }
+
     /// A call linked to no request came back retried and failed after `tries` tries.
     pub(super) fn make(&self, tries: u32) {
         let mut q = self.lock();
