@@ -2,11 +2,16 @@
 //! work with the real clock's `now`, and — when what proxies are sent changed — publishes: it
 //! wakes the `Subscribe` streams the change concerns ([`Plane::take_wake`]: the callers of a
 //! service whose copies changed; everyone when the mesh file or the CA changed), through one
-//! `watch` channel per subscribed service. A woken stream sends a snapshot only when its
-//! content (everything but the version) differs from the last one it sent, so a proxy hears of
-//! the changes that concern it and of no others; to a proxy that asked for deltas it sends only
-//! what changed since that last one ([`plane::delta`]), the first snapshot being whole. A background task drops expired leases at the
-//! moment they expire, so a copy that stops renewing leaves the snapshots at once.
+//! `watch` channel per subscribed service, paced ([`pace`]: at once after a quiet spell, then
+//! at most once per 50 ms while a burst lasts, the last wake carrying the final state). A woken
+//! stream takes its service's snapshot from the plane's cache (built once per change per
+//! service, the same `Arc` while its content is the same) and sends only when it is not the
+//! one it sent last; to a proxy that asked for deltas it sends only what changed since that
+//! last one, the first snapshot being whole — each message computed once per service and
+//! shared by its streams ([`feed`]). So a change costs the services it concerns plus a pointer
+//! compare and a small send per subscriber that calls them, not a snapshot per subscriber. A
+//! background task drops expired leases at the moment they expire, so a copy that stops
+//! renewing leaves the snapshots at once.
 //!
 //! With a shared store (`--store etcd://…`) several replicas serve the same mesh: leases are etcd
 //! leases (a lease granted by one replica is renewed through any other), registrations and
@@ -33,7 +38,7 @@ use tonic::{Request, Response, Status};
 
 use crate::pb;
 use crate::pb::control_server::Control;
-use crate::plane::Plane;
+use crate::plane::{Plane, Wake};
 use crate::tls::{ServerTls, TlsError};
 
 // The shared store's calls and watch: with the `etcd` feature, on etcd; without it, a stand-in
@@ -50,9 +55,11 @@ use etcd::SharedEtcd;
 // and the replica's name.
 mod admin;
 mod expiry;
+mod feed;
 #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
 mod fence;
 mod leases;
+mod pace;
 mod refusal;
 mod replica;
 mod server;
@@ -80,6 +87,10 @@ struct Shared {
     /// Per subscribed service, a counter of the changes that concerned it; the service's
     /// Subscribe streams watch it.
     wakes: Mutex<BTreeMap<String, watch::Sender<u64>>>,
+    /// Per subscribed service, the messages for its latest snapshot, computed once.
+    feeds: Mutex<BTreeMap<String, feed::Feed>>,
+    /// How often each service's streams are woken (bursts joined).
+    pace: Mutex<pace::Pace>,
     /// Wakes the expiry task when a lease is granted (it may expire before the one it waits for).
     kick: Notify,
     shutdown: watch::Receiver<bool>,
@@ -103,13 +114,51 @@ impl Shared {
     /// control port's certificate if the CA changed (before the caller answers: a `retire` right
     /// after a `reissue` must find the port already on the new root). Call it after every
     /// change, without holding the plane's lock.
-    fn publish(&self) {
+    fn publish(self: &Arc<Self>) {
         self.renew_certificate();
         let wake = self.plane().take_wake();
+        let now = tokio::time::Instant::now();
         let wakes = self.wakes();
-        let woken = wakes.iter().filter(|(service, _)| wake.wakes(service));
-        for (_, sender) in woken {
-            sender.send_modify(|n| *n = n.wrapping_add(1));
+        let services: Vec<&String> = match &wake {
+            Wake::Everyone => wakes.keys().collect(),
+            Wake::Services(services) => {
+                services.iter().filter(|s| wakes.contains_key(*s)).collect()
+            }
+        };
+        let mut pace = self.pace();
+        for service in services {
+            match pace.change(service, now) {
+                pace::Step::Wake => wake_streams(&wakes, service),
+                pace::Step::Joined => {}
+                pace::Step::At(at) => {
+                    let shared = self.clone();
+                    let service = service.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(at).await;
+                        shared.pace().fire(&service, tokio::time::Instant::now());
+                        wake_streams(&shared.wakes(), &service);
+                    });
+                }
+            }
+        }
+    }
+
+    fn pace(&self) -> MutexGuard<'_, pace::Pace> {
+        match self.pace.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Runs `f` on `service`'s feed.
+    fn feed<T>(&self, service: &str, f: impl FnOnce(&mut feed::Feed) -> T) -> T {
+        let mut feeds = match self.feeds.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match feeds.get_mut(service) {
+            Some(feed) => f(feed),
+            None => f(feeds.entry(service.to_owned()).or_default()),
         }
     }
 
@@ -148,6 +197,13 @@ impl Shared {
             .entry(service.to_owned())
             .or_insert_with(|| watch::channel(0).0)
             .subscribe()
+    }
+}
+
+/// Wakes `service`'s streams.
+fn wake_streams(wakes: &BTreeMap<String, watch::Sender<u64>>, service: &str) {
+    if let Some(sender) = wakes.get(service) {
+        sender.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 

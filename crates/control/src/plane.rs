@@ -29,7 +29,7 @@ use hopwise_model::Mesh;
 use crate::ca::{Ca, CaError};
 use crate::registry::Registry;
 use crate::store::{Secret, Store, StoreError};
-use crate::token::RandomError;
+use crate::token::{RandomError, TokenIndex};
 
 mod admin;
 mod apply;
@@ -50,7 +50,7 @@ pub use leases::IssueTicket;
 pub use records::Ack;
 pub use replicas::{Followed, ProxyWrites};
 pub use rotation::{PendingProxy, RotateStage, Rotated};
-pub use snapshot::{Snapshot, Upstream};
+pub use snapshot::{Fixed, Snapshot, Upstream};
 pub use start::{CaFiles, ConfigFile, Options, Started};
 pub use status::{CopyStatus, ProxyStatus, ServiceStatus, Status};
 pub use wake::Wake;
@@ -202,6 +202,15 @@ pub struct Plane {
     proxies_idle: BTreeMap<(String, String), Instant>,
     /// The embedded store or a shared one: what differs between them.
     mode: Mode,
+    /// Grows with every change of the mesh file, the CA or the tokens ([`Plane::everyone`]):
+    /// what cached snapshot parts and streams' authorizations are checked against.
+    config_stamp: u64,
+    /// The parts of the latest snapshots ([`Plane::shared_snapshot`]).
+    snapshots: snapshot::cache::Cache,
+    /// Who calls each service, for the mesh in force (rebuilt when it changes).
+    callers: wake::Callers,
+    /// The join tokens by digest (rebuilt with [`Plane::everyone`]).
+    token_index: TokenIndex,
 }
 
 impl Plane {
@@ -224,8 +233,24 @@ impl Plane {
         if std::mem::take(&mut self.wake_everyone) {
             Wake::Everyone
         } else {
-            Wake::Services(wake::concerned(&self.mesh, &copies_of))
+            if !self.callers.is_of(&self.mesh) {
+                self.callers = wake::Callers::of(&self.mesh);
+            }
+            Wake::Services(self.callers.concerned(&copies_of))
         }
+    }
+
+    /// The mesh file, the CA or the tokens changed: every stream is concerned, every cached
+    /// snapshot part is checked again, every stream authorizes its token again.
+    fn everyone(&mut self) {
+        self.wake_everyone = true;
+        self.config_stamp += 1;
+        self.token_index = TokenIndex::of(&self.store.state().tokens);
+    }
+
+    /// What a stream's authorization holds under: it must authorize again once this moves.
+    pub fn config_stamp(&self) -> u64 {
+        self.config_stamp
     }
 
     /// Whether replicas share the state through etcd (`--store etcd://…`).
@@ -297,3 +322,6 @@ mod rotation_tests;
 
 #[cfg(test)]
 mod prune_tests;
+
+#[cfg(test)]
+mod snapshot_tests;

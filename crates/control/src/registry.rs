@@ -4,13 +4,19 @@
 //! names the service whose set changed ([`Registry::take_touched`]), so only the proxies that
 //! call it are woken.
 //!
-//! Pure: the caller passes `now`, so leases are tested on a synthetic clock.
+//! Pure: the caller passes `now`, so leases are tested on a synthetic clock. No call scans every
+//! copy: [`index`] keeps each service's leases by address and every lease by its expiry, so a
+//! registration, a renewal, a health report or an expiry costs O(log n), and a service's
+//! endpoints cost its own copies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+mod index;
+use index::Index;
 
 /// A lease, named by the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -59,6 +65,7 @@ pub struct Registry {
     version: u64,
     /// The services whose endpoint set changed since [`Registry::take_touched`].
     touched: BTreeSet<String>,
+    index: Index,
 }
 
 impl Registry {
@@ -83,9 +90,32 @@ impl Registry {
     /// The endpoint set of `service` changed.
     fn changed(&mut self, service: &str) {
         self.version += 1;
+        self.index.changed(service, self.version);
         if !self.touched.contains(service) {
             self.touched.insert(service.to_owned());
         }
+    }
+
+    /// The registry version at which `service`'s endpoint set last changed (0: never): an
+    /// endpoint list built since then is still the list, but for leases that expired meanwhile.
+    pub fn changed_at(&self, service: &str) -> u64 {
+        self.index.changed_at(service)
+    }
+
+    /// Puts a copy in, with its indexes.
+    fn insert(&mut self, id: LeaseId, copy: Copy) {
+        if let Some(old) = self.copies.remove(&id) {
+            self.index.remove(id, &old);
+        }
+        self.index.add(id, &copy);
+        self.copies.insert(id, copy);
+    }
+
+    /// Takes a copy out, with its indexes.
+    fn take(&mut self, id: LeaseId) -> Option<Copy> {
+        let copy = self.copies.remove(&id)?;
+        self.index.remove(id, &copy);
+        Some(copy)
     }
 
     /// The services whose endpoint set changed since the last call.
@@ -106,14 +136,8 @@ impl Registry {
         if ttl < Duration::from_secs(1) {
             return Err(RegistryError::TtlTooShort(ttl));
         }
-        let stale: Vec<LeaseId> = self
-            .copies
-            .iter()
-            .filter(|(_, c)| c.service == service && c.inbound == inbound)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in stale {
-            if let Some(old) = self.copies.remove(&id)
+        for id in self.index.at(service, inbound) {
+            if let Some(old) = self.take(id)
                 && old.healthy
             {
                 self.changed(&old.service);
@@ -121,7 +145,7 @@ impl Registry {
         }
         self.next += 1;
         let id = LeaseId(self.next);
-        self.copies.insert(
+        self.insert(
             id,
             Copy {
                 service: service.to_owned(),
@@ -155,7 +179,7 @@ impl Registry {
                 (old.healthy && old.service != service).then(|| old.service.clone()),
             ),
         };
-        self.copies.insert(
+        self.insert(
             id,
             Copy {
                 service: service.to_owned(),
@@ -193,7 +217,10 @@ impl Registry {
             .copies
             .get_mut(&id)
             .ok_or(RegistryError::UnknownLease(id))?;
+        let from = copy.expires;
         copy.expires = now + copy.ttl;
+        let to = copy.expires;
+        self.index.renewed(id, from, to);
         Ok(())
     }
 
@@ -225,7 +252,7 @@ impl Registry {
     /// A graceful goodbye: the copy leaves at once.
     pub fn deregister(&mut self, id: LeaseId) -> Changes {
         let mut changes = Changes::default();
-        if let Some(c) = self.copies.remove(&id)
+        if let Some(c) = self.take(id)
             && c.healthy
         {
             self.changed(&c.service);
@@ -236,12 +263,7 @@ impl Registry {
 
     /// Drops every lease that has expired by `now`.
     pub fn expire(&mut self, now: Instant) -> Changes {
-        let dead: Vec<LeaseId> = self
-            .copies
-            .iter()
-            .filter(|(_, c)| c.expires <= now)
-            .map(|(id, _)| *id)
-            .collect();
+        let dead = self.index.expired(now);
         let mut changes = Changes::default();
         for id in dead {
             changes.removed.extend(self.deregister(id).removed);
@@ -249,16 +271,41 @@ impl Registry {
         changes
     }
 
-    /// The copies of `service` that may receive traffic: leased, unexpired and healthy.
+    /// The copies of `service` that may receive traffic: leased, unexpired and healthy; each
+    /// address once, in order.
     pub fn endpoints(&self, service: &str, now: Instant) -> Vec<SocketAddr> {
-        let mut out: Vec<SocketAddr> = self
-            .copies
-            .values()
-            .filter(|c| c.service == service && c.healthy && c.expires > now)
-            .map(|c| c.inbound)
-            .collect();
-        out.sort();
-        out
+        self.live(service, now).map(|(addr, _)| addr).collect()
+    }
+
+    /// Each address of `service` that may receive traffic, in order, with the moment the last
+    /// of its live leases expires (the list holds until the earliest of these, unless
+    /// [`Registry::changed_at`] moves).
+    pub fn live<'a>(
+        &'a self,
+        service: &'a str,
+        now: Instant,
+    ) -> impl Iterator<Item = (SocketAddr, Instant)> + 'a {
+        self.index
+            .by_address(service)
+            .filter_map(move |(addr, ids)| {
+                ids.iter()
+                    .filter_map(|id| self.copies.get(id))
+                    .filter(|c| c.healthy && c.expires > now)
+                    .map(|c| c.expires)
+                    .max()
+                    .map(|until| (*addr, until))
+            })
+    }
+
+    /// How many leases `service` holds, but those at `addr` (which a registration there
+    /// replaces).
+    pub fn held_besides(&self, service: &str, addr: SocketAddr) -> usize {
+        self.index.leases(service) - self.index.at(service, addr).len()
+    }
+
+    /// The leases that hold `service` at `addr`.
+    pub fn leases_at(&self, service: &str, addr: SocketAddr) -> Vec<LeaseId> {
+        self.index.at(service, addr)
     }
 
     /// The copy holding a lease, if the lease is known (it may have expired by now; see
@@ -269,7 +316,7 @@ impl Registry {
 
     /// When the next lease expires, if any is held: the moment to call [`Registry::expire`].
     pub fn next_expiry(&self) -> Option<Instant> {
-        self.copies.values().map(|c| c.expires).min()
+        self.index.next_expiry()
     }
 
     /// Every lease, for `hopwise status`.
@@ -279,189 +326,4 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn addr(port: u16) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], port))
-    }
-
-    const TTL: Duration = Duration::from_secs(10);
-
-    #[test]
-    fn a_copy_serves_once_healthy_and_leaves_when_its_lease_expires() {
-        let t0 = Instant::now();
-        let mut r = Registry::new();
-        let id = r.register("pricing", addr(1), TTL, t0).unwrap();
-        assert!(
-            r.endpoints("pricing", t0).is_empty(),
-            "not before its first probe"
-        );
-        let v = r.version();
-        r.set_health(id, true, t0).unwrap();
-        assert!(r.version() > v);
-        assert_eq!(r.endpoints("pricing", t0), [addr(1)]);
-        // Renewed in time, it stays.
-        r.renew(id, t0 + Duration::from_secs(8)).unwrap();
-        assert_eq!(
-            r.endpoints("pricing", t0 + Duration::from_secs(15)),
-            [addr(1)]
-        );
-        // Not renewed: gone at expiry, at once, and its renewals are refused.
-        let later = t0 + Duration::from_secs(18);
-        assert!(r.endpoints("pricing", later).is_empty());
-        let changes = r.expire(later);
-        assert_eq!(changes.removed, [("pricing".to_owned(), addr(1))]);
-        assert_eq!(r.renew(id, later), Err(RegistryError::UnknownLease(id)));
-    }
-
-    #[test]
-    fn unhealthy_copies_leave_and_come_back() {
-        let t0 = Instant::now();
-        let mut r = Registry::new();
-        let a = r.register("pricing", addr(1), TTL, t0).unwrap();
-        let b = r.register("pricing", addr(2), TTL, t0).unwrap();
-        r.set_health(a, true, t0).unwrap();
-        r.set_health(b, true, t0).unwrap();
-        assert_eq!(r.endpoints("pricing", t0), [addr(1), addr(2)]);
-        let changes = r.set_health(a, false, t0).unwrap();
-        assert_eq!(changes.removed, [("pricing".to_owned(), addr(1))]);
-        assert_eq!(r.endpoints("pricing", t0), [addr(2)]);
-        // No change, no new version.
-        let v = r.version();
-        assert!(r.set_health(b, true, t0).unwrap().is_empty());
-        assert_eq!(r.version(), v);
-    }
-
-    #[test]
-    fn deregistering_removes_at_once_and_a_restart_replaces_the_old_lease() {
-        let t0 = Instant::now();
-        let mut r = Registry::new();
-        let a = r.register("fee", addr(1), TTL, t0).unwrap();
-        r.set_health(a, true, t0).unwrap();
-        // The same copy restarted before its old lease expired: one entry, not two.
-        let a2 = r.register("fee", addr(1), TTL, t0).unwrap();
-        r.set_health(a2, true, t0).unwrap();
-        assert_eq!(r.endpoints("fee", t0), [addr(1)]);
-        assert_eq!(r.copies().count(), 1);
-        r.deregister(a2);
-        assert!(r.endpoints("fee", t0).is_empty());
-    }
-
-    #[test]
-    fn lease_ids_continue_after_a_restart_and_the_next_expiry_is_known() {
-        let t0 = Instant::now();
-        let mut r = Registry::starting_after(7 << 32);
-        assert_eq!(r.next_expiry(), None);
-        let a = r.register("a", addr(1), TTL, t0).unwrap();
-        assert_eq!(a, LeaseId((7 << 32) + 1));
-        let b = r
-            .register("a", addr(2), Duration::from_secs(2), t0)
-            .unwrap();
-        assert_eq!(r.next_expiry(), Some(t0 + Duration::from_secs(2)));
-        assert_eq!(r.copy(b).map(|c| c.inbound), Some(addr(2)));
-        r.expire(t0 + Duration::from_secs(3));
-        assert_eq!(r.copy(b), None);
-        assert_eq!(r.next_expiry(), Some(t0 + TTL));
-    }
-
-    #[test]
-    fn copies_put_from_a_shared_store_change_the_version_only_when_endpoints_change() {
-        let t0 = Instant::now();
-        let far = t0 + Duration::from_secs(3600);
-        let mut r = Registry::new();
-        let v = r.version();
-        assert!(
-            !r.put(LeaseId(9), "b", addr(1), false, TTL, far),
-            "unhealthy: no endpoint"
-        );
-        assert_eq!(r.version(), v);
-        assert!(r.put(LeaseId(9), "b", addr(1), true, TTL, far));
-        assert_eq!(r.endpoints("b", t0), [addr(1)]);
-        assert!(
-            !r.put(LeaseId(9), "b", addr(1), true, TTL, far),
-            "the same again"
-        );
-        assert!(!r.deregister(LeaseId(9)).is_empty());
-        assert!(r.endpoints("b", t0).is_empty());
-    }
-
-    #[test]
-    fn each_change_names_the_service_whose_endpoints_changed() {
-        let t0 = Instant::now();
-        let far = t0 + Duration::from_secs(3600);
-        let mut r = Registry::new();
-        let a = r.register("pricing", addr(1), TTL, t0).unwrap();
-        let b = r.register("stock", addr(2), TTL, t0).unwrap();
-        assert!(
-            r.take_touched().is_empty(),
-            "unhealthy copies are in no endpoint set"
-        );
-        r.set_health(a, true, t0).unwrap();
-        r.renew(b, t0).unwrap();
-        assert_eq!(r.take_touched(), BTreeSet::from(["pricing".to_owned()]));
-        assert!(r.take_touched().is_empty(), "taken");
-        r.set_health(b, true, t0).unwrap();
-        r.deregister(a);
-        assert_eq!(
-            r.take_touched(),
-            BTreeSet::from(["pricing".to_owned(), "stock".to_owned()])
-        );
-        // A shared store's copy that moves to another service leaves the old one's set too.
-        r.put(LeaseId(99), "stock", addr(9), true, TTL, far);
-        r.take_touched();
-        r.put(LeaseId(99), "pricing", addr(9), true, TTL, far);
-        assert_eq!(
-            r.take_touched(),
-            BTreeSet::from(["pricing".to_owned(), "stock".to_owned()])
-        );
-        r.expire(t0 + TTL);
-        assert_eq!(r.take_touched(), BTreeSet::from(["stock".to_owned()]));
-    }
-
-    #[test]
-    fn leases_shorter_than_a_second_are_refused() {
-        let mut r = Registry::new();
-        assert!(matches!(
-            r.register("a", addr(1), Duration::from_millis(10), Instant::now()),
-            Err(RegistryError::TtlTooShort(_))
-        ));
-    }
-
-    proptest::proptest! {
-        /// Whatever happens, the endpoint set holds exactly the healthy, unexpired copies.
-        #[test]
-        fn endpoints_are_exactly_the_live_healthy_copies(
-            ops in proptest::collection::vec((0u8..5, 0u16..4, 0u64..30), 0..60),
-        ) {
-            let t0 = Instant::now();
-            let mut r = Registry::new();
-            let mut ids: Vec<LeaseId> = Vec::new();
-            let mut now = t0;
-            for (op, which, dt) in ops {
-                now += Duration::from_secs(dt % 7);
-                let id = ids.get(usize::from(which)).copied();
-                match (op, id) {
-                    (0, _) => {
-                        if let Ok(id) = r.register("s", addr(which), TTL, now) {
-                            ids.push(id);
-                        }
-                    }
-                    (1, Some(id)) => { let _ = r.renew(id, now); }
-                    (2, Some(id)) => { let _ = r.set_health(id, true, now); }
-                    (3, Some(id)) => { let _ = r.set_health(id, false, now); }
-                    (4, Some(id)) => { r.deregister(id); }
-                    _ => {}
-                }
-                let expected: std::collections::BTreeSet<SocketAddr> = r
-                    .copies()
-                    .filter(|(_, c)| c.healthy && c.expires > now)
-                    .map(|(_, c)| c.inbound)
-                    .collect();
-                let got: std::collections::BTreeSet<SocketAddr> =
-                    r.endpoints("s", now).into_iter().collect();
-                proptest::prop_assert_eq!(got, expected);
-            }
-        }
-    }
-}
+mod tests;

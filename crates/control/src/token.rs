@@ -6,7 +6,7 @@
 //! Tokens are 32 random bytes from the operating system (`ring::rand::SystemRandom`), written
 //! as `hopwise-join-<64 hex digits>` (`hopwise-admin-…`), and compared in constant time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
@@ -75,9 +75,85 @@ pub fn service_of<'a, T: AsRef<str>>(
     found
 }
 
+/// The services' tokens by their SHA-256 digest, so a proxy's call finds its service in one
+/// lookup instead of comparing every token: a lookup's time tells of the digest, never of the
+/// token. An answer is always checked against the token stored now (in constant time), and a
+/// token the index does not know is looked for by [`service_of`], so an index built before the
+/// tokens changed is slower, never wrong.
+#[derive(Default)]
+pub struct TokenIndex(HashMap<[u8; 32], String>);
+
+impl std::fmt::Debug for TokenIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TokenIndex({} tokens)", self.0.len())
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+impl TokenIndex {
+    pub fn of<T: AsRef<str>>(tokens: &BTreeMap<String, T>) -> TokenIndex {
+        TokenIndex(
+            tokens
+                .iter()
+                .map(|(service, t)| (digest(t.as_ref()), service.clone()))
+                .collect(),
+        )
+    }
+
+    /// [`service_of`], through the index.
+    pub fn service_of<'a, T: AsRef<str>>(
+        &self,
+        tokens: &'a BTreeMap<String, T>,
+        token: &str,
+    ) -> Option<&'a str> {
+        if token.is_empty() {
+            return None;
+        }
+        let indexed = self
+            .0
+            .get(&digest(token))
+            .and_then(|service| tokens.get_key_value(service))
+            .filter(|(_, t)| same(t.as_ref().as_bytes(), token.as_bytes()));
+        match indexed {
+            Some((service, _)) => Some(service.as_str()),
+            None => service_of(tokens, token),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_finds_what_the_scan_finds_even_when_built_before_a_change() {
+        let mut tokens: BTreeMap<String, String> = BTreeMap::new();
+        tokens.insert("a".into(), new_token().unwrap());
+        tokens.insert("b".into(), new_token().unwrap());
+        let index = TokenIndex::of(&tokens);
+        for t in [
+            tokens["a"].clone(),
+            tokens["b"].clone(),
+            "nope".into(),
+            String::new(),
+        ] {
+            assert_eq!(index.service_of(&tokens, &t), service_of(&tokens, &t));
+        }
+        // `a` rotated, `c` added, the index not rebuilt: the old token is refused, the new
+        // ones found.
+        let old = tokens["a"].clone();
+        tokens.insert("a".into(), new_token().unwrap());
+        tokens.insert("c".into(), new_token().unwrap());
+        assert_eq!(index.service_of(&tokens, &old), None);
+        assert_eq!(index.service_of(&tokens, &tokens["a"].clone()), Some("a"));
+        assert_eq!(index.service_of(&tokens, &tokens["c"].clone()), Some("c"));
+    }
 
     #[test]
     fn tokens_are_random_and_name_one_service() {

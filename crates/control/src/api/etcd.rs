@@ -171,7 +171,7 @@ impl SharedEtcd {
 }
 
 /// Acts on what the watch brought: token files, the bundle file, the log, the streams.
-fn react(shared: &Shared, etcd: &SharedEtcd, followed: Followed, rev: i64) {
+fn react(shared: &Arc<Shared>, etcd: &SharedEtcd, followed: Followed, rev: i64) {
     {
         let plane = shared.plane();
         if followed.tokens

@@ -112,6 +112,8 @@ pub fn spawn_with(
     let shared = Arc::new(Shared {
         plane: Mutex::new(plane),
         wakes: Mutex::new(BTreeMap::new()),
+        feeds: Mutex::new(BTreeMap::new()),
+        pace: Mutex::new(Default::default()),
         kick: Notify::new(),
         shutdown: shutdown_rx.clone(),
         etcd,

@@ -1,7 +1,11 @@
 //! `Subscribe` streams: each woken by the changes that concern its service, sending a snapshot
 //! only when its content changed (whole first, then deltas to a proxy that asked for them), ended
 //! when the token changes, the service leaves, the server stops or the replica is fenced; and
-//! `Ack`, what a proxy says of each snapshot.
+//! `Ack`, what a proxy says of each snapshot. A woken stream's work is a pointer compare when
+//! its snapshot did not change, and otherwise a clone of the message its service's [`feed`]
+//! computed once for all its streams: no stream builds, compares or diffs a snapshot itself.
+//!
+//! [`feed`]: super::feed
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -13,7 +17,7 @@ use tonic::{Request, Response, Status};
 use super::refusal::{admin_of, api_status, caller, fenced_status};
 use super::{ControlService, Shared, wire};
 use crate::pb;
-use crate::plane::{self};
+use crate::plane::Snapshot;
 
 /// The messages of a `Subscribe` stream.
 pub(super) type SubscribeStream = ReceiverStream<Result<pb::Snapshot, Status>>;
@@ -34,14 +38,6 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Equal but for the version.
-pub(super) fn same_content(a: &pb::Snapshot, b: &pb::Snapshot) -> bool {
-    pb::Snapshot {
-        version: b.version,
-        ..a.clone()
-    } == *b
-}
-
 pub(super) async fn subscribe(
     svc: &ControlService,
     request: Request<pb::SubscribeRequest>,
@@ -57,7 +53,7 @@ pub(super) async fn subscribe(
             .map_err(|e| api_status(&e))?;
         // Refuse at once a service that has no snapshot (external, or not in the file).
         plane
-            .snapshot(&service, Instant::now())
+            .shared_snapshot(&service, Instant::now())
             .map_err(|e| api_status(&e))?;
         if let Some(admin) = admin {
             plane.set_proxy_admin(&service, &r.proxy, admin);
@@ -82,17 +78,23 @@ pub(super) async fn subscribe(
     let mut fence = svc.shared.fence.subscribe();
     tokio::spawn(async move {
         let guard = guard;
-        let mut last: Option<pb::Snapshot> = None;
+        let mut last: Option<Arc<Snapshot>> = None;
+        // The configuration stamp the token was last authorized under.
+        let mut authorized: Option<u64> = None;
         loop {
             changes.borrow_and_update();
             let snapshot = {
-                let plane = guard.shared.plane();
-                // A token rotated or revoked since: the stream ends (the proxy must
-                // subscribe again with the new one).
-                plane
-                    .authorize(&token, &guard.service)
-                    .and_then(|_| plane.snapshot(&guard.service, Instant::now()))
-                    .map(wire::snapshot)
+                let mut plane = guard.shared.plane();
+                // A token rotated or revoked since: the stream ends (the proxy must subscribe
+                // again with the new one). Tokens change only with the configuration stamp.
+                let stamp = plane.config_stamp();
+                let checked = match authorized {
+                    Some(at) if at == stamp => Ok(()),
+                    _ => plane.authorize(&token, &guard.service).map(|_| {
+                        authorized = Some(stamp);
+                    }),
+                };
+                checked.and_then(|()| plane.shared_snapshot(&guard.service, Instant::now()))
             };
             match snapshot {
                 Err(e) => {
@@ -101,22 +103,22 @@ pub(super) async fn subscribe(
                     let _ = tx.send(Err(api_status(&e))).await;
                     return;
                 }
-                Ok(s) if last.as_ref().is_some_and(|l| same_content(l, &s)) => {}
+                // The same snapshot as the last one sent: nothing in it changed.
+                Ok(s) if last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &s)) => {}
                 Ok(s) => {
-                    let version = s.version;
                     // The first snapshot on a stream is whole; after it, a proxy that applies
-                    // deltas gets only what changed since the last one sent.
-                    let message = match &last {
-                        Some(l) if deltas => plane::delta::diff(l, &s),
-                        _ => s.clone(),
-                    };
-                    if tx.send(Ok(message)).await.is_err() {
+                    // deltas gets only what changed since the last one sent. Each is computed
+                    // once for all the service's streams.
+                    let message = guard.shared.feed(&guard.service, |feed| {
+                        feed.message(last.as_ref(), &s, deltas)
+                    });
+                    if tx.send(Ok(pb::Snapshot::clone(&message))).await.is_err() {
                         return;
                     }
                     guard
                         .shared
                         .plane()
-                        .record_sent(&guard.service, &guard.proxy, version);
+                        .record_sent(&guard.service, &guard.proxy, s.version);
                     last = Some(s);
                 }
             }

@@ -3,12 +3,14 @@
 //! types, so the plane knows nothing of the protocol. A whole snapshot here is what the
 //! deltas (`plane::delta`) are computed on.
 
+use std::sync::Arc;
+
 use hopwise_analyze::Finding;
 
 use crate::pb;
 use crate::plane::{
-    Ack, Applied, CopyStatus, PendingProxy, ProxyStatus, Rotated, ServiceStatus, Snapshot, Status,
-    Upstream,
+    self, Ack, Applied, CopyStatus, PendingProxy, ProxyStatus, Rotated, ServiceStatus, Snapshot,
+    Status, Upstream,
 };
 
 /// A finding as the API sends it.
@@ -24,27 +26,70 @@ pub fn finding(f: &Finding) -> pb::Finding {
 }
 
 /// A whole snapshot (no delta fields set).
-pub fn snapshot(s: Snapshot) -> pb::Snapshot {
+pub fn snapshot(s: &Snapshot) -> pb::Snapshot {
+    thin(s, None)
+}
+
+/// What `next` changes from `prev` (the last one sent on the stream), as a delta on
+/// `prev.version`: `plane::delta::diff`'s answer, computed without copying the parts the two
+/// share (the same `Arc`: the mesh file, policy, bundle and callers; an upstream's endpoints),
+/// which both sides then hold as empty and equal, so the diff carries nothing of them.
+pub fn delta(prev: &Snapshot, next: &Snapshot) -> pb::Snapshot {
+    if prev.version == 0 {
+        // No base to apply a delta to (see `diff`).
+        return snapshot(next);
+    }
+    plane::delta::diff(&thin(prev, Some(next)), &thin(next, Some(prev)))
+}
+
+/// `s` on the wire, whole; beside `other`, with what it shares with `other` left empty.
+fn thin(s: &Snapshot, other: Option<&Snapshot>) -> pb::Snapshot {
+    let f = &s.fixed;
+    let shared_fixed = other.is_some_and(|o| Arc::ptr_eq(&o.fixed, &s.fixed));
+    let text = |t: &str| {
+        Some(if shared_fixed {
+            String::new()
+        } else {
+            t.to_owned()
+        })
+    };
+    let upstreams = s
+        .upstreams
+        .iter()
+        .map(|u| {
+            let shared = other.is_some_and(|o| o.upstreams.iter().any(|p| Arc::ptr_eq(p, u)));
+            upstream(u, shared)
+        })
+        .collect();
     pb::Snapshot {
         version: s.version,
-        config_version: s.config_version,
-        service: s.service,
-        identity: s.identity,
-        mesh_yaml: Some(s.mesh_yaml),
-        policy_json: Some(s.policy_json),
-        upstreams: s.upstreams.into_iter().map(upstream).collect(),
-        trust_bundle_pem: Some(s.trust_bundle_pem),
-        allowed_callers: s.allowed_callers,
-        ca_generation: s.ca_generation,
+        config_version: f.config_version,
+        service: f.service.clone(),
+        identity: f.identity.clone(),
+        mesh_yaml: text(&f.mesh_yaml),
+        policy_json: text(&f.policy_json),
+        upstreams,
+        trust_bundle_pem: text(&f.trust_bundle_pem),
+        allowed_callers: if shared_fixed {
+            Vec::new()
+        } else {
+            f.allowed_callers.clone()
+        },
+        ca_generation: f.ca_generation,
         ..Default::default()
     }
 }
 
-fn upstream(u: Upstream) -> pb::Upstream {
+/// An upstream whole; `shared`: its endpoints left out (the other side holds the same list).
+fn upstream(u: &Upstream, shared: bool) -> pb::Upstream {
     pb::Upstream {
-        service: u.service,
-        identity: u.identity,
-        endpoints: u.endpoints,
+        service: u.service.clone(),
+        identity: u.identity.clone(),
+        endpoints: if shared {
+            Vec::new()
+        } else {
+            u.endpoints.clone()
+        },
         removed_endpoints: Vec::new(),
     }
 }
@@ -148,3 +193,6 @@ pub fn ack(r: pb::AckRequest) -> Ack {
         trust_bundle_applied: r.trust_bundle_applied,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -175,7 +175,7 @@ impl Plane {
         self.mesh_text_in_force = self.mesh_text().to_owned();
         self.tokens_seen = self.store.state().tokens.clone();
         self.bump(written);
-        self.wake_everyone = true;
+        self.everyone();
         Ok(Applied {
             applied: true,
             unchanged: false,

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant, SystemTime};
 use super::{ApiError, DEFAULT_TTL, MAX_COPIES_PER_SERVICE, MAX_TTL, Plane};
 use crate::ca::{Ca, IssueError, Issued};
 use crate::registry::{LeaseId, RegistryError};
-use crate::token::{self};
 
 /// What a caller needs to sign a certificate outside the plane's lock.
 #[derive(Debug, Clone)]
@@ -23,7 +22,8 @@ pub struct IssueTicket {
 
 impl Plane {
     pub(super) fn token_service(&self, token: &str) -> Result<String, ApiError> {
-        token::service_of(&self.store.state().tokens, token)
+        self.token_index
+            .service_of(&self.store.state().tokens, token)
             .map(str::to_owned)
             .ok_or(ApiError::UnknownToken)
     }
@@ -207,11 +207,7 @@ impl Plane {
         if ttl > MAX_TTL || ttl < Duration::from_secs(1) {
             return Err(ApiError::Ttl(ttl));
         }
-        let held = self
-            .registry
-            .copies()
-            .filter(|(_, c)| c.service == service && c.inbound != addr)
-            .count();
+        let held = self.registry.held_besides(&service, addr);
         if held >= MAX_COPIES_PER_SERVICE {
             return Err(ApiError::TooManyCopies {
                 service,
@@ -224,9 +220,9 @@ impl Plane {
     /// The leases that hold `service` at `addr` (a registration there replaces them).
     pub fn leases_at(&self, service: &str, addr: SocketAddr) -> Vec<u64> {
         self.registry
-            .copies()
-            .filter(|(_, c)| c.service == service && c.inbound == addr)
-            .map(|(id, _)| id.0)
+            .leases_at(service, addr)
+            .into_iter()
+            .map(|id| id.0)
             .collect()
     }
 

@@ -202,7 +202,7 @@ impl Plane {
                 Ok(mesh) => {
                     self.mesh = Arc::new(mesh);
                     self.mesh_text_in_force = m.text.clone();
-                    self.wake_everyone = true;
+                    self.everyone();
                     out.publish = true;
                 }
                 Err(d) => out.problems.push(format!(
@@ -225,7 +225,7 @@ impl Plane {
                     {
                         self.ca = Arc::new(ca);
                         self.ca_generation = state.ca_generation;
-                        self.wake_everyone = true;
+                        self.everyone();
                         out.publish = true;
                     }
                     if bundle != bundle_before {
@@ -242,7 +242,7 @@ impl Plane {
             self.tokens_seen = state.tokens.clone();
             out.tokens = true;
             // A rotated token: the streams opened with the old one must end here too.
-            self.wake_everyone = true;
+            self.everyone();
             out.publish = true;
         }
     }

@@ -334,7 +334,7 @@ impl Plane {
         self.ca = Arc::new(step.ca);
         self.ca_generation = step.generation;
         self.bump(written);
-        self.wake_everyone = true;
+        self.everyone();
         let mut message = step.what;
         if step.bundle_changed {
             self.bundle_version = self.version();
@@ -377,7 +377,7 @@ impl Plane {
             .map_err(|e| ApiError::Store(e.to_string()))?;
         self.tokens_seen = self.store.state().tokens.clone();
         self.bump(written);
-        self.wake_everyone = true;
+        self.everyone();
         let file = self
             .store
             .dir()

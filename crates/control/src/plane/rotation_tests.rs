@@ -152,8 +152,8 @@ fn add_reissue_retire_in_order_each_refused_until_it_is_safe() {
     assert_eq!(roots[0], old_root, "the old root first");
     let new_root = roots[1].clone();
     let s = f.plane.snapshot("pricing", Instant::now()).unwrap();
-    assert_eq!(s.trust_bundle_pem, bundle.clone());
-    assert_eq!(s.ca_generation, 1, "nobody renews yet");
+    assert_eq!(s.fixed.trust_bundle_pem, bundle.clone());
+    assert_eq!(s.fixed.ca_generation, 1, "nobody renews yet");
     let dir = f.plane.store().dir().to_owned();
     assert_eq!(std::fs::read_to_string(dir.join("ca.pem")).unwrap(), bundle);
     let issued = f.plane.issue(&f.token, &csr(), "", f.now).unwrap();
@@ -209,7 +209,7 @@ fn add_reissue_retire_in_order_each_refused_until_it_is_safe() {
         "the same bundle, in the same order"
     );
     let s = f.plane.snapshot("pricing", Instant::now()).unwrap();
-    assert_eq!(s.ca_generation, 2, "every proxy renews at once");
+    assert_eq!(s.fixed.ca_generation, 2, "every proxy renews at once");
     // New certificates come from the new root, and say so in their issuer.
     let issued = f.plane.issue(&f.token, &csr(), "", f.now).unwrap();
     assert!(signed_by(&issued.cert_chain_pem, &new_root));
@@ -259,7 +259,7 @@ fn add_reissue_retire_in_order_each_refused_until_it_is_safe() {
         new_root
     );
     let s = f.plane.snapshot("pricing", Instant::now()).unwrap();
-    assert_eq!(s.trust_bundle_pem, new_root.clone());
+    assert_eq!(s.fixed.trust_bundle_pem, new_root.clone());
     let r = f
         .plane
         .rotate_ca(RotateStage::Retire, false, f.now)
@@ -356,6 +356,7 @@ fn a_restart_in_the_middle_keeps_both_roots_and_waits_for_proxies_to_reconnect()
         plane
             .snapshot("pricing", Instant::now())
             .unwrap()
+            .fixed
             .ca_generation,
         1
     );
@@ -525,8 +526,8 @@ fn every_stage_of_a_rotation_wakes_every_stream() {
         assert_eq!(f.plane.take_wake(), Wake::Everyone, "{}", stage.name());
         let after = f.plane.snapshot("pricing", t0).unwrap();
         assert!(
-            before.trust_bundle_pem != after.trust_bundle_pem
-                || before.ca_generation != after.ca_generation,
+            before.fixed.trust_bundle_pem != after.fixed.trust_bundle_pem
+                || before.fixed.ca_generation != after.fixed.ca_generation,
             "{}",
             stage.name()
         );

@@ -13,7 +13,7 @@ use super::mode::{Begin, Mode};
 use super::{Plane, StartError, prepare, proxies, rotation_name, unix_ms};
 use crate::ca::{self, Ca, Place};
 use crate::store::{self, CaState, MeshState, Rotation, Secret, State, Store};
-use crate::token::{self, RandomError};
+use crate::token::{self, RandomError, TokenIndex};
 
 /// A mesh file given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,7 +251,12 @@ impl Plane {
             remote,
             proxies_idle: BTreeMap::new(),
             mode,
+            config_stamp: 0,
+            snapshots: Default::default(),
+            callers: Default::default(),
+            token_index: Default::default(),
         };
+        plane.token_index = TokenIndex::of(&plane.store.state().tokens);
         plane.mesh_text_in_force = plane.mesh_text().to_owned();
         plane.tokens_seen = plane.store.state().tokens.clone();
         // Every proxy confirms the bundle again after a restart; with a shared store, the

@@ -290,10 +290,10 @@ fn snapshots_carry_policy_endpoints_bundle_and_allowed_callers() {
 
     let s = plane.snapshot("checkout", t0).unwrap();
     assert_eq!(s.version, plane.version());
-    assert_eq!(s.config_version, 1);
-    assert_eq!(s.identity, "spiffe://shop.local/service/checkout");
-    assert_eq!(s.mesh_yaml, SHOP);
-    assert_eq!(s.trust_bundle_pem, plane.ca().trust_bundle_pem());
+    assert_eq!(s.fixed.config_version, 1);
+    assert_eq!(s.fixed.identity, "spiffe://shop.local/service/checkout");
+    assert_eq!(&*s.fixed.mesh_yaml, SHOP);
+    assert_eq!(s.fixed.trust_bundle_pem, plane.ca().trust_bundle_pem());
     // One entry per mesh service called (two routes to pricing make one), none for external fee.
     assert_eq!(s.upstreams.len(), 1);
     assert_eq!(s.upstreams[0].service, "pricing");
@@ -302,14 +302,20 @@ fn snapshots_carry_policy_endpoints_bundle_and_allowed_callers() {
         "spiffe://shop.local/service/pricing"
     );
     assert_eq!(s.upstreams[0].endpoints, [addr(7001), addr(7002)]);
-    assert_eq!(s.allowed_callers, ["spiffe://shop.local/service/frontend"]);
-    let policy: serde_json::Value = serde_json::from_str(&s.policy_json).unwrap();
+    assert_eq!(
+        s.fixed.allowed_callers,
+        ["spiffe://shop.local/service/frontend"]
+    );
+    let policy: serde_json::Value = serde_json::from_str(&s.fixed.policy_json).unwrap();
     assert_eq!(policy["name"], "checkout");
     assert_eq!(policy["calls"].as_array().unwrap().len(), 3);
 
     let p = plane.snapshot("pricing", t0).unwrap();
     assert!(p.upstreams.is_empty());
-    assert_eq!(p.allowed_callers, ["spiffe://shop.local/service/checkout"]);
+    assert_eq!(
+        p.fixed.allowed_callers,
+        ["spiffe://shop.local/service/checkout"]
+    );
     assert_eq!(
         plane.snapshot("fee", t0),
         Err(ApiError::External("fee".into()))
@@ -409,7 +415,7 @@ fn apply_changes_the_version_and_makes_tokens_for_new_services() {
     );
     let s = plane.snapshot("pricing", Instant::now()).unwrap();
     assert_eq!(s.upstreams[0].service, "stock");
-    assert_eq!(s.mesh_yaml, grown);
+    assert_eq!(&*s.fixed.mesh_yaml, grown.as_str());
 }
 
 #[test]

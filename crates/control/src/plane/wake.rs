@@ -3,11 +3,14 @@
 //! from, so the two cannot drift — and otherwise only what comes from the mesh file and the CA.
 //! So a change to the copies of X concerns the subscribers of the services whose upstreams hold
 //! X ([`concerned`]; not X's own, whose snapshot holds nothing of X's copies), and a change of
-//! the mesh file, the trust bundle or the CA generation concerns every subscriber.
+//! the mesh file, the trust bundle or the CA generation concerns every subscriber. The plane
+//! asks [`Callers`], an index of each service's callers built once per mesh file, so a change
+//! costs the callers it names, not a scan of every service's calls.
 //!
 //! [`Plane::snapshot`]: super::Plane::snapshot
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use hopwise_model::{Mesh, Service};
 
@@ -60,6 +63,44 @@ pub fn concerned(mesh: &Mesh, copies_of: &BTreeSet<String>) -> BTreeSet<String> 
         .collect()
 }
 
+/// Who carries each service's endpoints in their snapshots (its callers that run proxies), for
+/// one mesh file: [`concerned`] as a lookup.
+#[derive(Debug, Default)]
+pub struct Callers {
+    mesh: Option<Arc<Mesh>>,
+    of: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Callers {
+    pub fn of(mesh: &Arc<Mesh>) -> Callers {
+        let mut of: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for s in mesh.services.values().filter(|s| s.external.is_none()) {
+            for to in upstreams(mesh, s) {
+                of.entry(to.to_owned()).or_default().insert(s.name.clone());
+            }
+        }
+        Callers {
+            mesh: Some(mesh.clone()),
+            of,
+        }
+    }
+
+    /// Whether this index is of `mesh`.
+    pub fn is_of(&self, mesh: &Arc<Mesh>) -> bool {
+        self.mesh.as_ref().is_some_and(|m| Arc::ptr_eq(m, mesh))
+    }
+
+    /// [`concerned`], looked up.
+    pub fn concerned(&self, copies_of: &BTreeSet<String>) -> BTreeSet<String> {
+        copies_of
+            .iter()
+            .filter_map(|c| self.of.get(c))
+            .flatten()
+            .cloned()
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +131,28 @@ services:
         assert_eq!(concerned(&mesh, &set(&[])), set(&[]));
         // A name the mesh does not know (a copy of a service since removed) concerns nobody.
         assert_eq!(concerned(&mesh, &set(&["gone"])), set(&[]));
+    }
+
+    #[test]
+    fn the_index_of_callers_answers_as_the_scan() {
+        let mesh = Arc::new(Mesh::from_yaml(MESH).unwrap());
+        let callers = Callers::of(&mesh);
+        assert!(callers.is_of(&mesh));
+        assert!(!callers.is_of(&Arc::new(Mesh::from_yaml(MESH).unwrap())));
+        for names in [
+            &["b"][..],
+            &["d"],
+            &["b", "d"],
+            &["a", "e"],
+            &[],
+            &["gone"],
+            &["x"],
+        ] {
+            assert_eq!(
+                callers.concerned(&set(names)),
+                concerned(&mesh, &set(names))
+            );
+        }
     }
 
     #[test]
