@@ -2,7 +2,8 @@
 //! has hostnames and rules; a rule has matches, filters and weighted backends. This module owns
 //! the types and the two decisions made on them — which rule a request takes ([`find`], with
 //! the spec's precedence) and which backend of that rule serves it ([`pick_backend`], from a
-//! draw the caller makes) — plus the checks a route must pass ([`check`]).
+//! draw the caller makes) — plus the checks a route must pass ([`check`]). [`Table`] holds a
+//! service's routes with an index built once, and finds what `find` finds, cheaper.
 //!
 //! Pure and plain: no I/O, no clock, no randomness, nothing of the proxy. Values that can be
 //! wrong on their own (header names and values, hostnames, paths, regular expressions) are
@@ -20,6 +21,7 @@ mod pattern;
 mod request;
 mod resolve;
 mod resolve_match;
+mod table;
 mod values;
 
 pub use backend::{Backend, Pick, Target, pick_backend};
@@ -35,6 +37,7 @@ pub use pattern::Pattern;
 pub use request::{Headers, Request};
 pub use resolve::ServiceRoutes;
 pub(crate) use resolve::resolve;
+pub use table::{INDEXED, Table};
 pub use values::{HeaderName, HeaderValue, Hostname, RoutePath};
 
 /// A set of rules for the requests to some hostnames: an HTTPRoute (`Route<Match>`, the

@@ -11,7 +11,7 @@
 mod apply;
 mod decide;
 
-use hopwise_model::route::{GrpcRoute, Headers, Request, Route, ServiceRoutes};
+use hopwise_model::route::{GrpcMatch, Headers, Match, Request, ServiceRoutes, Table};
 use http::HeaderMap;
 
 pub(crate) use apply::{REDIRECT, redirect, request as apply_request, response as apply_response};
@@ -26,11 +26,12 @@ pub struct RouteTable {
     routes: Routes,
 }
 
-/// HTTPRoutes for an HTTP service, GRPCRoutes for a gRPC one (`find` needs a slice).
+/// HTTPRoutes for an HTTP service, GRPCRoutes for a gRPC one, each with `model`'s index (the
+/// header names the rules require, looked up once per request: `Table::find`).
 #[derive(Debug, Clone, PartialEq)]
 enum Routes {
-    Http(Vec<Route>),
-    Grpc(Vec<GrpcRoute>),
+    Http(Table<Match>),
+    Grpc(Table<GrpcMatch>),
 }
 
 impl RouteTable {
@@ -42,11 +43,11 @@ impl RouteTable {
         let (names, routes) = match routes {
             ServiceRoutes::Http(r) => (
                 r.keys().cloned().collect(),
-                Routes::Http(r.values().cloned().collect()),
+                Routes::Http(Table::new(r.values().cloned().collect())),
             ),
             ServiceRoutes::Grpc(r) => (
                 r.keys().cloned().collect(),
-                Routes::Grpc(r.values().cloned().collect()),
+                Routes::Grpc(Table::new(r.values().cloned().collect())),
             ),
         };
         Some(Self { names, routes })

@@ -12,7 +12,9 @@
 //! 3. the route given first, then the rule, then the match.
 //!
 //! Paths are compared in hopwise's canonical form (`crate::path`); a path that has none matches
-//! nothing. Decides only; what the rule then does is the caller's.
+//! nothing. Decides only; what the rule then does is the caller's. This is the plain walk, the
+//! reference; the proxy asks a [`super::Table`] (`table.rs`), which gives the same answer
+//! without trying the rules a request's missing headers rule out.
 
 use std::sync::LazyLock;
 
@@ -29,6 +31,8 @@ pub trait Matcher: Sized + 'static {
     fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score>;
     /// What a rule without matches holds: the spec's default match.
     fn catch_all() -> &'static Self;
+    /// The header matches, each of which must hold (what `Table` indexes by name).
+    fn headers(&self) -> &[HeaderMatch];
 }
 
 /// The rule `request` takes among `routes`, and the route and match that gave it; `None` when
@@ -39,8 +43,7 @@ pub fn find<'r, M: Matcher>(
 ) -> Option<(&'r Route<M>, &'r Rule<M>, &'r M)> {
     let path = crate::path::normalize(request.path).ok()?;
     let host = request.host();
-    let mut best = None;
-    let mut best_key = None;
+    let mut best = Best::default();
     for route in routes {
         let Some(host_rank) = host_rank(route, host) else {
             continue;
@@ -52,24 +55,53 @@ pub fn find<'r, M: Matcher>(
                 &rule.matches[..]
             };
             for m in matches {
-                let Some(score) = m.score(request, &path) else {
-                    continue;
-                };
-                let key = (host_rank, score);
-                // Strictly better only: a tie stays with the one given first.
-                if best_key.is_none_or(|b| key > b) {
-                    best_key = Some(key);
-                    best = Some((route, rule, m));
-                }
+                best.offer(host_rank, (route, rule, m), request, &path);
             }
         }
     }
-    best
+    best.found
+}
+
+/// The best (route, rule, match) so far, and its rank: what `find` and `Table::find` keep as
+/// they walk.
+pub(super) struct Best<'r, M: Matcher> {
+    pub(super) found: Option<(&'r Route<M>, &'r Rule<M>, &'r M)>,
+    key: Option<((usize, usize), M::Score)>,
+}
+
+impl<M: Matcher> Default for Best<'_, M> {
+    fn default() -> Self {
+        Self {
+            found: None,
+            key: None,
+        }
+    }
+}
+
+impl<'r, M: Matcher> Best<'r, M> {
+    /// `candidate` (its route of rank `host_rank`) scored against `request`, kept if it takes
+    /// the request and ranks strictly higher: a tie stays with the one given first.
+    pub(super) fn offer(
+        &mut self,
+        host_rank: (usize, usize),
+        candidate: (&'r Route<M>, &'r Rule<M>, &'r M),
+        request: &Request<'_>,
+        path: &str,
+    ) {
+        let Some(score) = candidate.2.score(request, path) else {
+            return;
+        };
+        let key = (host_rank, score);
+        if self.key.is_none_or(|b| key > b) {
+            self.key = Some(key);
+            self.found = Some(candidate);
+        }
+    }
 }
 
 /// (characters of the matching non-wildcard hostname, characters of the matching hostname),
 /// the best over the route's hostnames; `None` if the route has hostnames and none matches.
-fn host_rank<M>(route: &Route<M>, host: Option<&str>) -> Option<(usize, usize)> {
+pub(super) fn host_rank<M>(route: &Route<M>, host: Option<&str>) -> Option<(usize, usize)> {
     if route.hostnames.is_empty() {
         return Some((0, 0));
     }
@@ -136,6 +168,10 @@ impl Matcher for Match {
         static DEFAULT: LazyLock<Match> = LazyLock::new(Match::default);
         &DEFAULT
     }
+
+    fn headers(&self) -> &[HeaderMatch] {
+        &self.headers
+    }
 }
 
 /// Whether `path` is `prefix` or below it, on a segment boundary (`prefix` has no trailing
@@ -180,6 +216,10 @@ impl Matcher for GrpcMatch {
     fn catch_all() -> &'static Self {
         static DEFAULT: LazyLock<GrpcMatch> = LazyLock::new(GrpcMatch::default);
         &DEFAULT
+    }
+
+    fn headers(&self) -> &[HeaderMatch] {
+        &self.headers
     }
 }
 

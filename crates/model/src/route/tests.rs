@@ -3,7 +3,8 @@
 //! the spec's 404) kept, are in `tests/paths.rs` (matching, exact paths, path order),
 //! `tests/request_fields.rs` (methods, headers, query parameters) and `tests/hosts.rs`
 //! (matching across routes, hostname precedence); gRPC, picks and checks in `tests/grpc.rs`,
-//! `tests/pick.rs`, `tests/check.rs`; properties in `tests/props.rs`. Here: the helpers they
+//! `tests/pick.rs`, `tests/check.rs`; properties in `tests/props.rs`; `Table::find` against
+//! `find` in `tests/table.rs` (and in every case here: [`to`] asks both). Here: the helpers they
 //! share, and hopwise's own choices (regular-expression rank, canonical paths).
 
 mod check;
@@ -14,6 +15,7 @@ mod pick;
 mod props;
 mod read;
 mod request_fields;
+mod table;
 
 use super::*;
 
@@ -88,7 +90,7 @@ pub(super) fn route<M>(rules: Vec<Rule<M>>) -> Route<M> {
 
 /// The service of the first backend of the rule `method path?query` with `headers` takes from
 /// `host` (`(no backend)` for a rule without one), `None` for no rule.
-pub(super) fn to<'r, M: Matcher>(
+pub(super) fn to<'r, M: Matcher + Clone>(
     routes: &'r [Route<M>],
     host: Option<&str>,
     method: &str,
@@ -106,11 +108,33 @@ pub(super) fn to<'r, M: Matcher>(
         query,
         headers: &headers,
     };
-    find(routes, &request).map(|(_, rule, _)| {
+    let found = find(routes, &request);
+    // Every table test holds `Table::find` to `find` too.
+    let indexed = Table::new(routes.to_vec());
+    assert_eq!(
+        indexed
+            .find(&request)
+            .map(|f| position(indexed.routes(), f)),
+        found.map(|f| position(routes, f)),
+        "Table::find and find disagree on {request:?}"
+    );
+    found.map(|(_, rule, _)| {
         rule.backends
             .first()
             .map_or("(no backend)", |b| b.target.service.as_str())
     })
+}
+
+/// Where a found (route, rule, match) stands: route and rule by index, the match by index or
+/// `None` for a rule without matches.
+pub(super) fn position<M: Matcher>(
+    routes: &[Route<M>],
+    (route, rule, m): (&Route<M>, &Rule<M>, &M),
+) -> (usize, usize, Option<usize>) {
+    let r = routes.iter().position(|x| std::ptr::eq(x, route));
+    let u = route.rules.iter().position(|x| std::ptr::eq(x, rule));
+    let i = rule.matches.iter().position(|x| std::ptr::eq(x, m));
+    (r.unwrap_or(usize::MAX), u.unwrap_or(usize::MAX), i)
 }
 
 pub(super) type Case<'a> = (&'a str, &'a str, Hs<'a>, Option<&'a str>);

@@ -1,7 +1,8 @@
 //! The routing decision as a value, from plain data only (like ztunnel's `build_request`): the
 //! request's view, the callee's routes and a random draw in; what to do out — forward to a
 //! backend with these edits, answer a redirect, answer 500 (no backend has weight) or 404 (no
-//! rule takes the request). The rule is `model`'s `find` (the Gateway API's precedence), the
+//! rule takes the request). The rule is `model`'s `Table::find` (`find`'s answer, the Gateway
+//! API's precedence, without trying the rules a request's missing headers rule out), the
 //! backend `model`'s `pick_backend`; this adds what the rule's filters make of the request: the
 //! `Location` of a redirect and the path of a rewrite.
 //!
@@ -13,7 +14,7 @@ use std::fmt::Write;
 
 use hopwise_model::route::{
     self, Filter, GrpcMatch, HeaderModifier, Match, Matcher, PathMatch, PathModifier, Pick,
-    Redirect, Request, Rewrite, Route, Target,
+    Redirect, Request, Rewrite, Table, Target,
 };
 
 use super::{RouteTable, Routes};
@@ -71,14 +72,15 @@ pub fn decide<'r>(table: &'r RouteTable, request: &Request<'_>, draw: u32) -> De
 
 fn decide_in<'r, M: Matcher + Prefix>(
     names: &'r [String],
-    routes: &'r [Route<M>],
+    routes: &'r Table<M>,
     request: &Request<'_>,
     draw: u32,
 ) -> Decision<'r> {
-    let Some((found, rule, m)) = route::find(routes, request) else {
+    let Some((found, rule, m)) = routes.find(request) else {
         return Decision::NoMatch;
     };
     let name = routes
+        .routes()
         .iter()
         .position(|r| std::ptr::eq(r, found))
         .and_then(|i| names.get(i))
