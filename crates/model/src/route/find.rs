@@ -29,6 +29,9 @@ pub trait Matcher: Sized + 'static {
     /// `None` if the match does not take the request, else its rank. `path` is the request's
     /// canonical path.
     fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score>;
+    /// The rank the match has whenever it takes a request: `score`'s `Some`, which depends on
+    /// the match alone (what `check` compares to prove a rule shadowed).
+    fn rank(&self) -> Self::Score;
     /// What a rule without matches holds: the spec's default match.
     fn catch_all() -> &'static Self;
     /// The header matches, each of which must hold (what `Table` indexes by name).
@@ -131,15 +134,14 @@ impl Matcher for Match {
     type Score = (PathRank, bool, usize, usize);
 
     fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score> {
-        let rank = match &self.path {
-            PathMatch::Exact(p) => (p.as_str() == path).then_some(PathRank::Exact)?,
-            PathMatch::PathPrefix(p) => {
-                under_prefix(path, p.as_str()).then_some(PathRank::Prefix(p.as_str().len()))?
-            }
-            PathMatch::RegularExpression(p) => {
-                p.matches(path).then_some(PathRank::RegularExpression)?
-            }
+        let takes_path = match &self.path {
+            PathMatch::Exact(p) => p.as_str() == path,
+            PathMatch::PathPrefix(p) => under_prefix(path, p.as_str()),
+            PathMatch::RegularExpression(p) => p.matches(path),
         };
+        if !takes_path {
+            return None;
+        }
         if let Some(m) = self.method
             && m.as_str() != request.method
         {
@@ -156,12 +158,21 @@ impl Matcher for Match {
         if !query_hold {
             return None;
         }
-        Some((
-            rank,
+        Some(self.rank())
+    }
+
+    fn rank(&self) -> Self::Score {
+        let path = match &self.path {
+            PathMatch::Exact(_) => PathRank::Exact,
+            PathMatch::PathPrefix(p) => PathRank::Prefix(p.as_str().len()),
+            PathMatch::RegularExpression(_) => PathRank::RegularExpression,
+        };
+        (
+            path,
             self.method.is_some(),
             self.headers.len(),
             self.query_params.len(),
-        ))
+        )
     }
 
     fn catch_all() -> &'static Self {
@@ -196,21 +207,29 @@ impl Matcher for GrpcMatch {
     type Score = (usize, usize, usize);
 
     fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score> {
-        let (service_len, method_len) = match &self.method {
-            None => (0, 0),
-            Some(m) => {
-                // `/pkg.Service/Method`, and nothing else.
-                let (service, method) = path.strip_prefix('/')?.split_once('/')?;
-                if method.contains('/') {
-                    return None;
-                }
-                grpc_method(m, service, method)?
+        if let Some(m) = &self.method {
+            // `/pkg.Service/Method`, and nothing else.
+            let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+            if method.contains('/') || !grpc_method(m, service, method) {
+                return None;
             }
-        };
+        }
         if !headers_hold(&self.headers, request) {
             return None;
         }
-        Some((service_len, method_len, self.headers.len()))
+        Some(self.rank())
+    }
+
+    fn rank(&self) -> Self::Score {
+        let (service_len, method_len) = match &self.method {
+            // A `RegularExpression` counts no characters: the spec does not say how to.
+            None | Some(GrpcMethodMatch::RegularExpression { .. }) => (0, 0),
+            Some(GrpcMethodMatch::Exact { service, method }) => (
+                service.as_ref().map_or(0, String::len),
+                method.as_ref().map_or(0, String::len),
+            ),
+        };
+        (service_len, method_len, self.headers.len())
     }
 
     fn catch_all() -> &'static Self {
@@ -223,29 +242,19 @@ impl Matcher for GrpcMatch {
     }
 }
 
-/// The characters of service and method that matched, `None` if either side does not match.
-fn grpc_method(m: &GrpcMethodMatch, service: &str, method: &str) -> Option<(usize, usize)> {
+/// Whether `m` takes the service and method of a request.
+fn grpc_method(m: &GrpcMethodMatch, service: &str, method: &str) -> bool {
     match m {
         GrpcMethodMatch::Exact {
             service: s,
             method: me,
-        } => {
-            let s_ok = s.as_deref().is_none_or(|s| s == service);
-            let m_ok = me.as_deref().is_none_or(|m| m == method);
-            (s_ok && m_ok).then(|| {
-                (
-                    s.as_ref().map_or(0, String::len),
-                    me.as_ref().map_or(0, String::len),
-                )
-            })
-        }
+        } => s.as_deref().is_none_or(|s| s == service) && me.as_deref().is_none_or(|m| m == method),
         GrpcMethodMatch::RegularExpression {
             service: s,
             method: me,
         } => {
-            let ok = s.as_ref().is_none_or(|p| p.matches(service))
-                && me.as_ref().is_none_or(|p| p.matches(method));
-            ok.then_some((0, 0))
+            s.as_ref().is_none_or(|p| p.matches(service))
+                && me.as_ref().is_none_or(|p| p.matches(method))
         }
     }
 }
