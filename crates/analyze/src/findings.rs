@@ -61,7 +61,7 @@ impl Default for Options {
 }
 
 /// Every finding of the mesh, errors first (within a severity, in the order they are found:
-/// entries, then each call family by family, then fan-out).
+/// entries, then each call family by family, then fan-out, then shadowed route rules).
 pub fn find(
     mesh: &Mesh,
     timeouts: &Timeouts,
@@ -87,6 +87,7 @@ pub fn find(
     for row in fanout {
         retry_fanout(&mut out, mesh, row, opts);
     }
+    out.0.extend(crate::routes::shadowed(mesh));
     let mut out = out.0;
     out.sort_by_key(|f| f.severity);
     out

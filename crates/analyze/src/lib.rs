@@ -1,5 +1,6 @@
 //! hopwise's static analysis of a mesh: timeout budgets that must nest, retries that multiply,
-//! defaults that queue without limit, retries of calls that are not safe to repeat.
+//! defaults that queue without limit, retries of calls that are not safe to repeat, route rules
+//! that can never match; and which rule a given request takes (`routes`).
 //!
 //! Pure: `&Mesh → Report`. No I/O; rendering returns strings. All arithmetic comes from
 //! `hopwise-model`, the same functions the proxy runs.
@@ -9,6 +10,7 @@ pub mod chain;
 pub mod fanout;
 pub mod findings;
 pub mod render;
+pub mod routes;
 pub mod timeouts;
 
 use hopwise_model::Mesh;

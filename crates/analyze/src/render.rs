@@ -184,3 +184,59 @@ pub fn text(report: &Report) -> String {
     out.push_str(&format!("\n{errors} error(s), {warnings} warning(s)\n"));
     out
 }
+
+/// What `hopwise check --request` prints: where the request goes, or why nowhere.
+pub fn routing(request: &str, routing: &crate::routes::Routing) -> String {
+    use crate::routes::Routing;
+    let mut out = format!("{request}\n");
+    match routing {
+        Routing::NoRoutes { service } => {
+            out += &format!("  {service} has no routes: the request goes to {service} as it is\n");
+        }
+        Routing::NoMatch { service } => {
+            out += &format!(
+                "  no rule of {service}'s routes takes it: the caller's proxy answers 404 \
+                 (no-route; gRPC: UNIMPLEMENTED)\n"
+            );
+        }
+        Routing::Rule(t) => {
+            let name = t
+                .rule_name
+                .as_ref()
+                .map_or(String::new(), |n| format!(" ({n})"));
+            out += &format!(
+                "  {}: route {}, rule {}{name}  [{}]\n",
+                t.service, t.route, t.rule, t.path
+            );
+            if !t.filters.is_empty() {
+                out += &format!("  filters: {}\n", t.filters.join(", "));
+            }
+            if let Some(status) = t.redirect {
+                out += &format!(
+                    "  answered {status} by the caller's proxy (RequestRedirect): no backend is called\n"
+                );
+                return out;
+            }
+            if t.backends.iter().all(|b| b.weight == 0) {
+                out += "  no backend has weight: the caller's proxy answers 500 (no-backend)\n";
+                return out;
+            }
+            let rows: Vec<Vec<String>> = t
+                .backends
+                .iter()
+                .map(|b| {
+                    let subset: Vec<String> =
+                        b.subset.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    vec![
+                        format!("  {}", b.service),
+                        subset.join(","),
+                        b.weight.to_string(),
+                        format!("{:.1} %", b.percent),
+                    ]
+                })
+                .collect();
+            out += &table(&["  backend", "subset", "weight", "share"], &rows);
+        }
+    }
+    out
+}

@@ -39,6 +39,10 @@ enum Command {
         /// Attempts at one service per request above which fan-out is an error.
         #[arg(long, default_value_t = 10)]
         max_fanout: u64,
+        /// Instead of the analysis, say which route, rule and backends a request takes:
+        /// `'GET pricing/quote?id=7 -H version:two'` (the host names the service; docs/check.md).
+        #[arg(long, value_name = "'METHOD TARGET [-H name:value]...'")]
+        request: Option<String>,
     },
     /// The seed's retry fan-out calculator: attempts at the bottom of a chain of proxies.
     Fanout(FanoutArgs),
@@ -208,6 +212,32 @@ fn parse() -> Parsed {
     ))
 }
 
+/// `hopwise check FILE --request LINE`: where the request goes (exit 0), that no rule takes it
+/// (exit 1), or why it names nothing to route (exit 2).
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+fn check_request(mesh: &Mesh, line: &str, format: Format) -> anyhow::Result<ExitCode> {
+    use hopwise_analyze::routes::{self, Probe, Routing};
+    let routing = Probe::parse(line)
+        .map_err(anyhow::Error::from)
+        .and_then(|p| Ok(routes::take(mesh, &p)?));
+    let routing = match routing {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hopwise: --request {line:?}: {e}");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    match format {
+        Format::Text => print!("{}", render::routing(line, &routing)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&routing)?),
+    }
+    Ok(if matches!(routing, Routing::NoMatch { .. }) {
+        ExitCode::from(EXIT_FINDINGS)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 #[allow(clippy::print_stdout, clippy::print_stderr)]
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -215,6 +245,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             file,
             format,
             max_fanout,
+            request,
         } => {
             let name = file.display().to_string();
             let text = std::fs::read_to_string(&file)
@@ -222,6 +253,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let Some(mesh) = read_or_report(&name, &text, "checked") else {
                 return Ok(ExitCode::from(EXIT_BAD_INPUT));
             };
+            if let Some(line) = request {
+                return check_request(&mesh, &line, format);
+            }
             let opts = Options {
                 max_fanout,
                 ..Options::default()

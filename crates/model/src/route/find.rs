@@ -134,12 +134,7 @@ impl Matcher for Match {
     type Score = (PathRank, bool, usize, usize);
 
     fn score(&self, request: &Request<'_>, path: &str) -> Option<Self::Score> {
-        let takes_path = match &self.path {
-            PathMatch::Exact(p) => p.as_str() == path,
-            PathMatch::PathPrefix(p) => under_prefix(path, p.as_str()),
-            PathMatch::RegularExpression(p) => p.matches(path),
-        };
-        if !takes_path {
+        if !self.path.takes(path) {
             return None;
         }
         if let Some(m) = self.method
@@ -182,6 +177,17 @@ impl Matcher for Match {
 
     fn headers(&self) -> &[HeaderMatch] {
         &self.headers
+    }
+}
+
+impl PathMatch {
+    /// Whether the match takes the canonical `path`.
+    pub fn takes(&self, path: &str) -> bool {
+        match self {
+            Self::Exact(p) => p.as_str() == path,
+            Self::PathPrefix(p) => under_prefix(path, p.as_str()),
+            Self::RegularExpression(p) => p.matches(path),
+        }
     }
 }
 

@@ -1,0 +1,110 @@
+//! `hopwise check FILE --request LINE` end to end, the real binary on a real file: the rule and
+//! backends a request takes (text and JSON, exit 0), no rule (exit 1), a line or host that names
+//! nothing (exit 2, the reason on stderr); and the report's `shadowed-rule` warning.
+
+use std::process::Output;
+use std::time::Duration;
+
+use assert_cmd::Command;
+
+const MESH: &str = r#"mesh: { name: t, trust_domain: t.local }
+services:
+  a: { calls: { pricing: {}, pricing-v2: {} } }
+  pricing:
+    routes:
+      canary:
+        rules:
+          - name: beta
+            matches: [{ path: { value: /quote }, headers: [{ name: x-beta, value: "1" }] }]
+            backends: [{ service: pricing-v2, weight: 90 }, { service: pricing, weight: 10 }]
+          - matches: [{ path: { value: /quote } }]
+            backends: [{ service: pricing }]
+          - matches: [{ path: { value: /quote/ } }]
+            backends: [{ service: pricing-v2 }]
+  pricing-v2: {}
+"#;
+
+/// `hopwise check [args] FILE` on [`MESH`], expecting `status`; nothing may panic.
+fn check(args: &[&str], status: i32) -> (String, String) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("mesh.yaml");
+    std::fs::write(&file, MESH).expect("write the mesh file");
+    let o: Output = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .timeout(Duration::from_secs(60))
+        .arg("check")
+        .args(args)
+        .arg(&file)
+        .output()
+        .expect("run hopwise");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        o.status.code(),
+        Some(status),
+        "stdout:\n{out}\nstderr:\n{err}"
+    );
+    (out, err)
+}
+
+#[test]
+fn a_request_names_its_rule_and_weighted_backends() {
+    let (out, _) = check(&["--request", "GET pricing/quote/7 -H X-Beta:1"], 0);
+    assert!(
+        out.contains(
+            "pricing: route canary, rule 0 (beta)  [services.pricing.routes.canary.rules[0]]"
+        ),
+        "{out}"
+    );
+    let shares: Vec<&str> = out.lines().filter(|l| l.contains(" %")).collect();
+    assert_eq!(shares.len(), 2, "{out}");
+    assert!(
+        shares[0].contains("pricing-v2") && shares[0].ends_with("90.0 %"),
+        "{out}"
+    );
+    assert!(shares[1].ends_with("10.0 %"), "{out}");
+
+    let (out, _) = check(
+        &[
+            "--format",
+            "json",
+            "--request",
+            "GET /quote -H host:pricing.t.local:80",
+        ],
+        0,
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["outcome"], "rule");
+    assert_eq!(v["rule"], 1);
+    assert_eq!(v["backends"][0]["service"], "pricing");
+}
+
+#[test]
+fn no_rule_is_exit_1_and_a_bad_line_exit_2() {
+    let (out, _) = check(&["--request", "GET pricing/other"], 1);
+    assert!(out.contains("answers 404 (no-route"), "{out}");
+    let (_, err) = check(&["--request", "GET nobody/x"], 2);
+    assert!(err.contains("`nobody` names no service"), "{err}");
+    let (_, err) = check(&["--request", "GET"], 2);
+    assert!(err.contains("METHOD TARGET"), "{err}");
+}
+
+#[test]
+fn the_report_warns_of_a_shadowed_rule() {
+    let (out, _) = check(&["--format", "json"], 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let shadowed: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["code"] == "shadowed-rule")
+        .collect();
+    assert_eq!(shadowed.len(), 1, "{out}");
+    assert_eq!(
+        shadowed[0]["path"],
+        "services.pricing.routes.canary.rules[2]"
+    );
+    assert_eq!(shadowed[0]["severity"], "warning");
+}
