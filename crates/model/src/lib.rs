@@ -19,6 +19,7 @@ pub mod observe;
 pub mod path;
 pub mod policy;
 pub mod preset;
+pub mod rate;
 pub mod raw;
 pub mod read;
 pub mod route;
