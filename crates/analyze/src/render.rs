@@ -63,6 +63,13 @@ fn tries_column(tries: &indexmap::IndexMap<String, u32>) -> String {
 }
 
 pub fn text(report: &Report) -> String {
+    let mut out = tables(report);
+    out.push_str(&findings(report, |f| f.path.clone()));
+    out
+}
+
+/// The timeout and fan-out tables, without the findings.
+pub fn tables(report: &Report) -> String {
     let mut out = String::new();
     let t = &report.timeouts;
     out.push_str("Timeout budgets, when everything below hangs\n");
@@ -156,7 +163,13 @@ pub fn text(report: &Report) -> String {
         &rows,
     ));
 
-    out.push_str("\nFindings\n");
+    out
+}
+
+/// The findings and their count, each fix followed by `place` of the finding (its path in the
+/// mesh file, or where an imported configuration wrote it).
+pub fn findings(report: &Report, place: impl Fn(&crate::Finding) -> String) -> String {
+    let mut out = String::from("\nFindings\n");
     if report.findings.is_empty() {
         out.push_str("none\n");
     }
@@ -168,7 +181,7 @@ pub fn text(report: &Report) -> String {
             f.subject,
             f.message,
             f.fix,
-            f.path
+            place(f)
         ));
     }
     let errors = report

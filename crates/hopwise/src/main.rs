@@ -11,11 +11,12 @@ use hopwise_analyze::{Options, render};
 use hopwise_model::{Mesh, Protocol};
 
 mod control;
+mod import;
 
 /// Exit status for a mesh file that cannot be read or is not valid.
-const EXIT_BAD_INPUT: u8 = 2;
+pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status when `check` finds an error.
-const EXIT_FINDINGS: u8 = 1;
+pub(crate) const EXIT_FINDINGS: u8 = 1;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,10 +31,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Analyse a mesh file: timeout budgets, retry fan-out, unsafe retries, unbounded queues.
+    /// Analyse a mesh file — or an existing Istio, Linkerd or Gateway API configuration
+    /// (`--from`, with `--calls`): timeout budgets, retry fan-out, unsafe retries, unbounded
+    /// queues.
     Check {
         /// The mesh file (YAML).
-        file: PathBuf,
+        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        import: import::ImportArgs,
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
         /// Attempts at one service per request above which fan-out is an error.
@@ -125,7 +131,7 @@ struct FanoutArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum Format {
+pub(crate) enum Format {
     Text,
     Json,
 }
@@ -243,10 +249,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Check {
             file,
+            import,
             format,
             max_fanout,
             request,
         } => {
+            let Some(file) = file else {
+                return import::check(&import, format, max_fanout);
+            };
             let name = file.display().to_string();
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read the mesh file {name}"))?;

@@ -270,7 +270,9 @@ pub fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn valid_name(name: &str) -> bool {
+/// A service or route name: a lowercase letter, then lowercase letters, digits, `-`, `_`; at
+/// most 63 characters.
+pub fn valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')

@@ -73,10 +73,26 @@ enum Frame {
 
 /// Parses one YAML document. An empty document is an empty mapping.
 pub fn parse(text: &str) -> Result<Node, Diagnostic> {
+    let docs = parse_documents(text, false)?;
+    Ok(docs.into_iter().next().unwrap_or(Node {
+        pos: Pos { line: 1, column: 1 },
+        value: Value::Map(Vec::new()),
+    }))
+}
+
+/// Parses a stream of YAML documents (`---` between them), as `kubectl get -o yaml` or a Helm
+/// render prints them, with the same rules per document as [`parse`]; empty documents are left
+/// out, and the node budget applies to each document.
+pub fn parse_stream(text: &str) -> Result<Vec<Node>, Diagnostic> {
+    parse_documents(text, true)
+}
+
+fn parse_documents(text: &str, many: bool) -> Result<Vec<Node>, Diagnostic> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: HashMap<usize, Node> = HashMap::new();
     let mut nodes = 0usize;
     let mut root: Option<Node> = None;
+    let mut docs: Vec<Node> = Vec::new();
     let mut documents = 0;
 
     for item in Parser::new_from_str(text) {
@@ -93,10 +109,16 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
         })?;
         let pos = pos_of(&span);
         let finished: Option<(Node, usize)> = match event {
-            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => None,
+            Event::StreamStart | Event::StreamEnd | Event::Nothing => None,
+            Event::DocumentEnd => {
+                docs.extend(root.take());
+                nodes = 0;
+                anchors.clear();
+                None
+            }
             Event::DocumentStart(_) => {
                 documents += 1;
-                if documents > 1 {
+                if documents > 1 && !many {
                     return Err(Diagnostic::new(
                         "",
                         Some(pos),
@@ -217,10 +239,11 @@ pub fn parse(text: &str) -> Result<Node, Diagnostic> {
             ));
         }
     }
-    Ok(root.unwrap_or(Node {
-        pos: Pos { line: 1, column: 1 },
-        value: Value::Map(Vec::new()),
-    }))
+    docs.extend(root);
+    if many {
+        docs.retain(|d| d.value != Value::Null);
+    }
+    Ok(docs)
 }
 
 /// The dotted path of the value being built at the top of `stack` (for messages).
@@ -343,6 +366,15 @@ mod tests {
     fn deep_nesting_is_refused() {
         let doc = "[".repeat(10_000);
         assert!(parse(&doc).is_err());
+    }
+
+    #[test]
+    fn a_stream_holds_each_document_with_its_lines() {
+        let docs = parse_stream("a: 1\n---\n---\nb:\n  c: 2\n").unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(map_keys(&docs[1]), ["b"]);
+        assert_eq!(docs[1].pos.line, 4);
+        assert!(parse("a: 1\n---\nb: 2\n").is_err());
     }
 
     #[test]

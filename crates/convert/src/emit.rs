@@ -1,0 +1,426 @@
+//! The translation and the calls → a hopwise mesh file (text), and the map from each field it
+//! writes back to the input. Policy is written per call, as each caller's proxy applies it:
+//! the destination's caps on the call, the route policy on the call when the host has one
+//! route that matches everything, else one hopwise route per route of the host. What the
+//! input leaves out is not written, so the mesh's preset (`defaults.preset`) supplies it.
+
+use std::fmt::Write as _;
+
+use hopwise_model::Protocol;
+use indexmap::IndexMap;
+
+use crate::calls::Calls;
+use crate::ir::{Destination, Field, Flavor, Route, Skipped, Translation};
+use crate::node::At;
+use crate::origins::{CallOrigin, Origins};
+
+/// Choices the input cannot make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assume {
+    pub name: String,
+    pub flavor: Flavor,
+    /// Back-off as the seed's checker counts it: the same 25 ms before every retry.
+    pub fixed_backoff: bool,
+    /// The input files, named in the header.
+    pub inputs: Vec<String>,
+}
+
+struct W {
+    out: String,
+    origins: Origins,
+    notes: Vec<Skipped>,
+}
+
+impl W {
+    fn line(&mut self, indent: usize, text: &str) {
+        let _ = writeln!(self.out, "{:indent$}{text}", "");
+    }
+
+    fn field(&mut self, indent: usize, path: &str, key: &str, value: &str, at: Option<&At>) {
+        self.line(indent, &format!("{key}: {value}"));
+        if let Some(at) = at {
+            self.origins
+                .fields
+                .insert(format!("{path}.{key}"), at.clone());
+        }
+    }
+}
+
+fn dur(d: Option<hopwise_model::Dur>) -> String {
+    d.map_or("none".to_owned(), |d| d.to_string())
+}
+
+fn list<T: ToString>(items: &[T]) -> String {
+    format!(
+        "[{}]",
+        items
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// Writes the file; the returned notes are what the translation could not keep.
+pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Vec<Skipped>) {
+    let mut w = W {
+        out: String::new(),
+        origins: Origins {
+            flavor: a.flavor,
+            fields: IndexMap::new(),
+            calls: IndexMap::new(),
+            services: IndexMap::new(),
+        },
+        notes: Vec::new(),
+    };
+    w.line(
+        0,
+        &format!(
+            "# Written by `hopwise convert` from {}.",
+            a.inputs.join(", ")
+        ),
+    );
+    w.line(
+        0,
+        &format!(
+            "# What they leave out takes {}'s defaults: the `{}` preset.",
+            name(a.flavor),
+            a.flavor.preset()
+        ),
+    );
+    w.line(0, "mesh:");
+    w.line(2, &format!("name: {}", quote(&a.name)));
+    w.line(0, "defaults:");
+    w.line(2, &format!("preset: {}", a.flavor.preset()));
+    if let Some(d) = &t.mesh_default {
+        policy(&mut w, 2, "defaults", d);
+    }
+    if a.fixed_backoff {
+        w.line(
+            2,
+            "# assumed: the same 25 ms before every retry, as the seed's timeout checker counts",
+        );
+        w.line(2, "retries: { backoff: { strategy: fixed, base: 25ms } }");
+    }
+    let mut services: Vec<&str> = Vec::new();
+    for c in &calls.calls {
+        for s in [&c.from, &c.to] {
+            if !services.contains(&s.as_str()) {
+                services.push(s);
+            }
+        }
+    }
+    for e in &calls.entries {
+        if !services.contains(&e.service.as_str()) {
+            services.push(&e.service);
+        }
+    }
+    w.line(0, "services:");
+    for s in &services {
+        let path = format!("services.{s}");
+        w.line(2, &format!("{s}:"));
+        if let Some(p) = t.hosts.get(*s).and_then(|h| h.protocol.as_ref())
+            && p.value == Protocol::Grpc
+        {
+            w.field(4, &path, "protocol", "grpc", Some(&p.at));
+        }
+        if let Some(e) = calls.entries.iter().rev().find(|e| e.service == *s) {
+            let mut parts = vec![format!("timeout: {}", dur(e.timeout))];
+            if let Some(r) = e.retries {
+                parts.push(format!("retries: {r}"));
+            }
+            w.line(4, &format!("entry: {{ {} }}", parts.join(", ")));
+            w.origins
+                .services
+                .insert(format!("{path}.entry"), e.at.clone());
+            w.origins.services.insert(path.clone(), e.at.clone());
+        }
+        let out: Vec<_> = calls.calls.iter().filter(|c| c.from == *s).collect();
+        if out.is_empty() {
+            continue;
+        }
+        w.line(4, "calls:");
+        let mut done: Vec<&str> = Vec::new();
+        for c in out {
+            if done.contains(&c.to.as_str()) {
+                continue;
+            }
+            done.push(&c.to);
+            call(&mut w, t, c, &format!("{path}.calls.{}", c.to));
+        }
+    }
+    (w.out, w.origins, w.notes)
+}
+
+fn name(f: Flavor) -> &'static str {
+    match f {
+        Flavor::Istio => "Istio",
+        Flavor::Linkerd => "Linkerd",
+    }
+}
+
+/// A string YAML reads back as itself.
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
+    let host = t.hosts.get(&c.to);
+    w.line(6, &format!("{}:", c.to));
+    let request = |w: &mut W| {
+        if let Some(p) = c.protocol {
+            let v = if p == Protocol::Grpc { "grpc" } else { "http" };
+            w.field(8, path, "protocol", v, Some(&c.at));
+        }
+        if let Some(m) = &c.method {
+            w.field(8, path, "method", &quote(m), Some(&c.at));
+        }
+        if let Some(i) = c.idempotent {
+            w.field(8, path, "idempotent", &i.to_string(), Some(&c.at));
+        }
+        if let Some(r) = c.app_retries {
+            w.field(8, path, "app_retries", &r.to_string(), Some(&c.at));
+        }
+    };
+    request(w);
+    let dest = host.and_then(|h| h.destination.as_ref());
+    let base = host.and_then(|h| h.base.as_ref());
+    let routes = host.map_or(&[][..], |h| h.routes.as_slice());
+    let origin = |policy: Option<&At>, destination: Option<&At>| CallOrigin {
+        call: c.at.clone(),
+        policy: policy.cloned(),
+        destination: destination.cloned(),
+        callee: c.to.clone(),
+    };
+    match routes {
+        [one] if one.path.is_none() && one.method.is_none() => {
+            let d = subset(host, one).or(dest);
+            if let Some(d) = d {
+                destination(w, 8, path, d);
+            }
+            let merged = base.map_or_else(|| one.clone(), |b| over(b, one));
+            policy(w, 8, path, &merged);
+            let o = origin(Some(&one.holder), d.map(|d| &d.holder));
+            w.origins.calls.insert(path.to_owned(), o);
+        }
+        _ => {
+            if let Some(d) = dest {
+                destination(w, 8, path, d);
+            }
+            if let Some(b) = base {
+                policy(w, 8, path, b);
+            }
+            let o = origin(base.map(|b| &b.holder), dest.map(|d| &d.holder));
+            w.origins.calls.insert(path.to_owned(), o);
+            if !routes.is_empty() {
+                w.line(8, "routes:");
+            }
+            let mut names: Vec<String> = Vec::new();
+            for (i, r) in routes.iter().enumerate() {
+                let n = route_name(r.name.as_deref(), i, &names);
+                let rpath = format!("{path}.routes.{n}");
+                w.line(10, &format!("{n}:"));
+                if let Some(p) = r.path.as_deref().filter(|p| p.starts_with('/')) {
+                    w.field(12, &rpath, "path", &quote(p), Some(&r.holder));
+                }
+                if let Some(m) = &r.method {
+                    w.field(12, &rpath, "method", &quote(m), Some(&r.holder));
+                }
+                policy(w, 12, &rpath, r);
+                let sub = subset(host, r);
+                if let Some(s) = sub {
+                    destination(w, 12, &rpath, s);
+                }
+                let d = sub.or(dest).map(|d| &d.holder);
+                w.origins.calls.insert(rpath, origin(Some(&r.holder), d));
+                names.push(n);
+            }
+        }
+    }
+}
+
+/// `route` over `base`: what the route writes wins; its retry settings, if it writes any,
+/// replace all of the base's (Linkerd: a route's retry annotations override its Service's).
+fn over(base: &Route, route: &Route) -> Route {
+    let mut out = route.clone();
+    let route_retries = route.retry_count.is_some() || route.retry_on.is_some();
+    if !route_retries {
+        out.retry_count = base.retry_count.clone();
+        out.retry_on = base.retry_on.clone();
+        out.status_codes = base.status_codes.clone();
+        out.per_try_timeout = out.per_try_timeout.or_else(|| base.per_try_timeout.clone());
+    }
+    out.timeout = out.timeout.or_else(|| base.timeout.clone());
+    out.budget = out.budget.or_else(|| base.budget.clone());
+    out.backoff_base = out.backoff_base.or_else(|| base.backoff_base.clone());
+    out
+}
+
+fn subset<'h>(host: Option<&'h crate::ir::Host>, r: &Route) -> Option<&'h Destination> {
+    host?.subsets.get(r.subset.as_deref()?)
+}
+
+/// A hopwise name for a route: its own, made valid, or `route-N`; never one already taken.
+fn route_name(given: Option<&str>, i: usize, taken: &[String]) -> String {
+    let mut n: String = given
+        .unwrap_or("")
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    n = n.trim_matches('-').to_owned();
+    while n.contains("--") {
+        n = n.replace("--", "-");
+    }
+    if !n.starts_with(|c: char| c.is_ascii_lowercase()) {
+        n = format!("route-{n}").trim_end_matches('-').to_owned();
+    }
+    if n == "route" {
+        n = format!("route-{i}");
+    }
+    n.truncate(56);
+    let mut out = n.clone();
+    let mut k = 2;
+    while taken.contains(&out) {
+        out = format!("{n}-{k}");
+        k += 1;
+    }
+    out
+}
+
+/// A route's policy fields (what it writes only).
+fn policy(w: &mut W, indent: usize, path: &str, r: &Route) {
+    let (timeout, per_try) = (r.timeout.as_ref(), r.per_try_timeout.as_ref());
+    if let Some(t) = timeout {
+        w.field(indent, path, "timeout", &dur(t.value), Some(&t.at));
+    }
+    if let Some(p) = per_try {
+        let longer = match (timeout.and_then(|t| t.value), p.value) {
+            (Some(t), Some(p)) => p.get() > t.get(),
+            _ => false,
+        };
+        if longer {
+            w.notes.push(Skipped {
+                at: p.at.clone(),
+                why: format!("a per-try timeout of {} is longer than the route's timeout, so it never fires: left out", dur(p.value)),
+            });
+        } else {
+            w.field(indent, path, "per_try_timeout", &dur(p.value), Some(&p.at));
+        }
+    }
+    let retries = [
+        r.retry_count.is_some(),
+        r.retry_on.is_some(),
+        r.status_codes.as_ref().is_some_and(|s| !s.value.is_empty()),
+        r.backoff_base.is_some(),
+    ];
+    if retries.iter().any(|b| *b) {
+        let rpath = format!("{path}.retries");
+        w.line(indent, "retries:");
+        if let Some(at) = r
+            .retry_count
+            .as_ref()
+            .map(|c| &c.at)
+            .or(r.retry_on.as_ref().map(|o| &o.at))
+        {
+            w.origins.fields.insert(rpath.clone(), at.clone());
+        }
+        if let Some(c) = &r.retry_count {
+            w.field(
+                indent + 2,
+                &rpath,
+                "count",
+                &c.value.to_string(),
+                Some(&c.at),
+            );
+        }
+        if let Some(on) = &r.retry_on {
+            w.field(indent + 2, &rpath, "on", &list(&on.value), Some(&on.at));
+        }
+        if let Some(codes) = r.status_codes.as_ref().filter(|s| !s.value.is_empty()) {
+            w.field(
+                indent + 2,
+                &rpath,
+                "status_codes",
+                &list(&codes.value),
+                Some(&codes.at),
+            );
+        }
+        if let Some(b) = &r.backoff_base {
+            w.line(indent + 2, &format!("backoff: {{ base: {} }}", b.value));
+            w.origins
+                .fields
+                .insert(format!("{rpath}.backoff"), b.at.clone());
+        }
+    }
+    if let Some(b) = &r.budget {
+        let mut parts = Vec::new();
+        if let Some(x) = b.value.ratio {
+            parts.push(format!("ratio: {x}"));
+        }
+        if let Some(x) = b.value.min_per_second {
+            parts.push(format!("min_per_second: {x}"));
+        }
+        if let Some(x) = b.value.window {
+            parts.push(format!("window: {x}"));
+        }
+        w.field(
+            indent,
+            path,
+            "budget",
+            &format!("{{ {} }}", parts.join(", ")),
+            Some(&b.at),
+        );
+    }
+}
+
+fn destination(w: &mut W, indent: usize, path: &str, d: &Destination) {
+    let caps: [(&str, &Option<Field<u64>>); 4] = [
+        ("max_connections", &d.max_connections),
+        ("max_pending", &d.max_pending),
+        ("max_requests", &d.max_requests),
+        ("max_retries", &d.max_retries),
+    ];
+    if caps.iter().any(|(_, f)| f.is_some()) {
+        w.line(indent, "limits:");
+        let lpath = format!("{path}.limits");
+        for (k, f) in caps {
+            if let Some(f) = f {
+                // Istio writes 0 for "unset"; a cap of 0 is refused by hopwise.
+                let v = if f.value == 0 {
+                    u64::from(u32::MAX)
+                } else {
+                    f.value
+                };
+                w.field(indent + 2, &lpath, k, &v.to_string(), Some(&f.at));
+            }
+        }
+    }
+    if let Some(c) = &d.connect_timeout {
+        w.field(
+            indent,
+            path,
+            "connect_timeout",
+            &c.value.to_string(),
+            Some(&c.at),
+        );
+    }
+    if let Some(o) = &d.outlier {
+        // Istio's defaults for what outlierDetection leaves out: 5 errors, 30 s, 10 %.
+        let v = o.value;
+        let text = format!(
+            "{{ consecutive_gateway_failures: {}, base_ejection_time: {}, max_ejection_percent: {} }}",
+            v.consecutive.unwrap_or(5).max(1),
+            v.base_ejection_time
+                .map_or("30s".to_owned(), |d| d.to_string()),
+            v.max_ejection_percent.unwrap_or(10)
+        );
+        w.field(indent, path, "outlier", &text, Some(&o.at));
+    }
+}
