@@ -459,11 +459,13 @@ fn retries_processed(c: RetryOn, codes: &std::collections::BTreeSet<u16>) -> boo
 }
 
 fn caller_of(mesh: &Mesh, service: &str) -> String {
-    let callers: Vec<&str> = mesh
-        .calls()
-        .filter(|c| c.to == service)
-        .map(|c| c.from.as_str())
-        .collect();
+    let mut callers: Vec<&str> = Vec::new();
+    // A caller whose call has several routes is named once.
+    for c in mesh.calls().filter(|c| c.to == service) {
+        if !callers.contains(&c.from.as_str()) {
+            callers.push(&c.from);
+        }
+    }
     match callers.as_slice() {
         [] => "the client".to_owned(),
         [one] => (*one).to_owned(),

@@ -1,7 +1,8 @@
 //! Who calls whom, which mesh configuration does not say. Read from the user's calls file, one
 //! call per line as the seed's checker takes them (`frontend -> checkout`), a chain
 //! (`frontend -> checkout -> pricing`), `key=value` settings after it (`app_retries=2`,
-//! `method=POST`, `idempotent=true`, `protocol=grpc`), and `entry SERVICE timeout=2s retries=1`
+//! `method=POST`, `idempotent=true`, `protocol=grpc`, `route=jason,canary`: the callee's routes
+//! the call uses), and `entry SERVICE timeout=2s retries=1`
 //! for the client outside; or from a text export of the mesh's request metrics (Istio's
 //! `istio_requests_total`, Linkerd's `response_total`), each series with a source and a
 //! destination one call, a source Istio calls `unknown` the outside. `#` starts a comment.
@@ -25,6 +26,8 @@ pub struct Call {
     pub method: Option<String>,
     pub idempotent: Option<bool>,
     pub protocol: Option<Protocol>,
+    /// The callee's routes this call uses (`route=a,b`); `None`: all of them.
+    pub routes: Option<Vec<String>>,
 }
 
 /// A service where requests enter, and its outside client.
@@ -169,12 +172,14 @@ fn call_line(out: &mut Calls, line: &str, at: At) -> Result<(), (usize, String)>
         method: None,
         idempotent: None,
         protocol: None,
+        routes: None,
     };
     for w in rest {
         let (k, v) = setting(line, w)?;
         match k {
             "app_retries" => call.app_retries = Some(number(line, w, v)?),
             "method" => call.method = Some(v.to_owned()),
+            "route" => call.routes = Some(v.split(',').map(str::to_owned).collect()),
             "idempotent" => {
                 call.idempotent = Some(
                     v.parse::<bool>()
@@ -192,7 +197,7 @@ fn call_line(out: &mut Calls, line: &str, at: At) -> Result<(), (usize, String)>
                 return Err((
                     col(line, w),
                     format!(
-                        "`{k}`: a call takes `app_retries`, `method`, `idempotent`, `protocol`"
+                        "`{k}`: a call takes `app_retries`, `method`, `idempotent`, `protocol`, `route`"
                     ),
                 ));
             }
@@ -308,6 +313,7 @@ fn series(out: &mut Calls, metric: &str, rest: &str, at: At) -> Result<(), Strin
             method: None,
             idempotent: None,
             protocol: None,
+            routes: None,
         });
     }
     Ok(())

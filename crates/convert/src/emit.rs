@@ -13,6 +13,7 @@ use crate::calls::Calls;
 use crate::ir::{Destination, Field, Flavor, Route, Skipped, Translation};
 use crate::node::At;
 use crate::origins::{CallOrigin, Origins};
+use crate::problem::Problem;
 
 /// Choices the input cannot make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +29,18 @@ pub struct Assume {
 struct W {
     out: String,
     origins: Origins,
-    notes: Vec<Skipped>,
+    written: Written,
+}
+
+/// What writing found beside the text.
+#[derive(Debug, Default)]
+pub struct Written {
+    /// Fields read but not kept, and why.
+    pub skipped: Vec<Skipped>,
+    /// What the reader should know about how a figure is counted.
+    pub notes: Vec<String>,
+    /// A call's `route=` naming no route of its callee.
+    pub problems: Vec<Problem>,
 }
 
 impl W {
@@ -61,17 +73,18 @@ fn list<T: ToString>(items: &[T]) -> String {
     )
 }
 
-/// Writes the file; the returned notes are what the translation could not keep.
-pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Vec<Skipped>) {
+/// Writes the file, with the map back and what writing found.
+pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Written) {
     let mut w = W {
         out: String::new(),
         origins: Origins {
             flavor: a.flavor,
             fields: IndexMap::new(),
+            blocks: IndexMap::new(),
             calls: IndexMap::new(),
             services: IndexMap::new(),
         },
-        notes: Vec::new(),
+        written: Written::default(),
     };
     w.line(
         0,
@@ -149,7 +162,7 @@ pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Ve
             call(&mut w, t, c, &format!("{path}.calls.{}", c.to));
         }
     }
-    (w.out, w.origins, w.notes)
+    (w.out, w.origins, w.written)
 }
 
 fn name(f: Flavor) -> &'static str {
@@ -185,20 +198,59 @@ fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
     request(w);
     let dest = host.and_then(|h| h.destination.as_ref());
     let base = host.and_then(|h| h.base.as_ref());
-    let routes = host.map_or(&[][..], |h| h.routes.as_slice());
+    let all = host.map_or(&[][..], |h| h.routes.as_slice());
+    let mut taken: Vec<String> = Vec::new();
+    for (i, r) in all.iter().enumerate() {
+        taken.push(route_name(r.name.as_deref(), i, &taken));
+    }
+    let chosen: Vec<(String, Route)> = taken
+        .iter()
+        .cloned()
+        .zip(all.iter().cloned())
+        .filter(|(n, _)| c.routes.as_ref().is_none_or(|only| only.contains(n)))
+        .collect();
+    for want in c.routes.iter().flatten() {
+        if !taken.contains(want) {
+            w.written.problems.push(Problem {
+                file: c.at.file.clone(),
+                pos: Some(c.at.pos),
+                object: None,
+                message: format!(
+                    "`route={want}`: {} has no such route (its routes: {})",
+                    c.to,
+                    if taken.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        taken.join(", ")
+                    }
+                ),
+            });
+        }
+    }
+    if chosen.len() > 1 && c.routes.is_none() {
+        w.written.notes.push(format!(
+            "{} → {}: its {} routes are each counted as a request of their own (an upper bound where a request takes one of them); name the ones it uses with route=NAME in the calls file ({}:{})",
+            c.from,
+            c.to,
+            chosen.len(),
+            c.at.file,
+            c.at.pos.line
+        ));
+    }
+    let routes: Vec<&Route> = chosen.iter().map(|(_, r)| r).collect();
     let origin = |policy: Option<&At>, destination: Option<&At>| CallOrigin {
         call: c.at.clone(),
         policy: policy.cloned(),
         destination: destination.cloned(),
         callee: c.to.clone(),
     };
-    match routes {
+    match routes.as_slice() {
         [one] if one.path.is_none() && one.method.is_none() => {
             let d = subset(host, one).or(dest);
             if let Some(d) = d {
                 destination(w, 8, path, d);
             }
-            let merged = base.map_or_else(|| one.clone(), |b| over(b, one));
+            let merged = base.map_or_else(|| (*one).clone(), |b| over(b, one));
             policy(w, 8, path, &merged);
             let o = origin(Some(&one.holder), d.map(|d| &d.holder));
             w.origins.calls.insert(path.to_owned(), o);
@@ -215,9 +267,7 @@ fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
             if !routes.is_empty() {
                 w.line(8, "routes:");
             }
-            let mut names: Vec<String> = Vec::new();
-            for (i, r) in routes.iter().enumerate() {
-                let n = route_name(r.name.as_deref(), i, &names);
+            for (n, r) in &chosen {
                 let rpath = format!("{path}.routes.{n}");
                 w.line(10, &format!("{n}:"));
                 if let Some(p) = r.path.as_deref().filter(|p| p.starts_with('/')) {
@@ -233,7 +283,6 @@ fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
                 }
                 let d = sub.or(dest).map(|d| &d.holder);
                 w.origins.calls.insert(rpath, origin(Some(&r.holder), d));
-                names.push(n);
             }
         }
     }
@@ -306,7 +355,7 @@ fn policy(w: &mut W, indent: usize, path: &str, r: &Route) {
             _ => false,
         };
         if longer {
-            w.notes.push(Skipped {
+            w.written.skipped.push(Skipped {
                 at: p.at.clone(),
                 why: format!("a per-try timeout of {} is longer than the route's timeout, so it never fires: left out", dur(p.value)),
             });
@@ -329,7 +378,7 @@ fn policy(w: &mut W, indent: usize, path: &str, r: &Route) {
             .map(|c| &c.at)
             .or(r.retry_on.as_ref().map(|o| &o.at))
         {
-            w.origins.fields.insert(rpath.clone(), at.clone());
+            w.origins.blocks.insert(rpath.clone(), at.clone());
         }
         if let Some(c) = &r.retry_count {
             w.field(

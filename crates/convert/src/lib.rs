@@ -60,6 +60,8 @@ pub struct Imported {
     pub read: Vec<At>,
     /// Objects (and fields) read but not translated, and why.
     pub skipped: Vec<ir::Skipped>,
+    /// How some figures are counted (a call with several routes).
+    pub notes: Vec<String>,
     /// Hosts the configuration speaks of that no call reaches.
     pub unused: Vec<String>,
     pub calls: calls::Calls,
@@ -116,7 +118,10 @@ pub fn import(config: &[Source], calls: &[Source], opts: &Options) -> Result<Imp
             .map(|s| s.name.to_owned())
             .collect(),
     };
-    let (text, origins, notes) = emit::write(&t, &c, &assume);
+    let (text, origins, written) = emit::write(&t, &c, &assume);
+    if !written.problems.is_empty() {
+        return Err(Problems(written.problems));
+    }
     let mesh = Mesh::from_yaml(&text).map_err(|d| back(&d, &origins))?;
     let called: Vec<&str> = c.calls.iter().map(|c| c.to.as_str()).collect();
     let unused = t
@@ -126,7 +131,7 @@ pub fn import(config: &[Source], calls: &[Source], opts: &Options) -> Result<Imp
         .cloned()
         .collect();
     let mut skipped = t.skipped;
-    skipped.extend(notes);
+    skipped.extend(written.skipped);
     Ok(Imported {
         text,
         mesh,
@@ -134,6 +139,7 @@ pub fn import(config: &[Source], calls: &[Source], opts: &Options) -> Result<Imp
         origins,
         read: t.read,
         skipped,
+        notes: written.notes,
         unused,
         calls: c,
     })

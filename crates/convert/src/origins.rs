@@ -27,6 +27,8 @@ pub struct Origins {
     pub flavor: Flavor,
     /// Each written field of the hopwise file, by its dotted path.
     pub fields: IndexMap<String, At>,
+    /// Blocks (`retries`) written, named only for a finding about the block itself.
+    pub blocks: IndexMap<String, At>,
     /// Each call (or route of a call), by its dotted path.
     pub calls: IndexMap<String, CallOrigin>,
     /// Each service's `entry`, by the service's path.
@@ -39,6 +41,9 @@ impl Origins {
     /// The input place of a hopwise path (`services.a.calls.b.retries.on`), as
     /// `virtualservice/b (b.yaml:14): http[0].retries.retryOn`.
     pub fn place(&self, path: &str) -> String {
+        if let Some(at) = self.blocks.get(path) {
+            return at.to_string();
+        }
         let mut p = path;
         loop {
             if let Some(at) = self.fields.get(p) {

@@ -26,6 +26,7 @@ pub struct Summary {
     /// Each call and the line that says it is made.
     pub calls: Vec<String>,
     pub unused: Vec<String>,
+    pub notes: Vec<String>,
 }
 
 pub fn check(imp: &Imported, opts: &Options) -> Checked {
@@ -55,6 +56,7 @@ pub fn check(imp: &Imported, opts: &Options) -> Checked {
             })
             .collect(),
         unused: imp.unused.clone(),
+        notes: imp.notes.clone(),
     };
     Checked {
         report,
@@ -85,6 +87,9 @@ impl Checked {
         }
         for c in &s.calls {
             out.push_str(&format!("  call     {c}\n"));
+        }
+        for n in &s.notes {
+            out.push_str(&format!("  note     {n}\n"));
         }
         for u in &s.unused {
             out.push_str(&format!("  unused   {u}: no call reaches it\n"));

@@ -3,6 +3,8 @@
 //! retries, the timeout table's 9.20 s / 3.05 s / 1.55 s and its 650 ms / 316 ms fixes, and 1
 //! under Linkerd's profiles.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{attempts, has, ms, run};

@@ -1,7 +1,7 @@
 //! What the import tests share: the shipped examples read from `examples/import/`, imported and
 //! checked, and the figures picked out of the report.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
 use std::time::Duration;
