@@ -137,3 +137,23 @@ pub fn check(a: &ImportArgs, format: Format, max_fanout: u64) -> anyhow::Result<
         ExitCode::SUCCESS
     })
 }
+
+/// `hopwise convert`: the equivalent hopwise mesh file, to `out` or standard output.
+#[allow(clippy::print_stdout, clippy::print_stderr)]
+pub fn convert(a: &ImportArgs, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let Some(imp) = imported(a, "converted")? else {
+        return Ok(ExitCode::from(EXIT_BAD_INPUT));
+    };
+    for s in &imp.skipped {
+        eprintln!("hopwise convert: skipped {}: {}", s.at, s.why);
+    }
+    for n in &imp.notes {
+        eprintln!("hopwise convert: note: {n}");
+    }
+    match out {
+        Some(path) => std::fs::write(path, &imp.text)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{}", imp.text),
+    }
+    Ok(ExitCode::SUCCESS)
+}

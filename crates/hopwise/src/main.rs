@@ -50,6 +50,15 @@ enum Command {
         #[arg(long, value_name = "'METHOD TARGET [-H name:value]...'")]
         request: Option<String>,
     },
+    /// Write the hopwise mesh file equivalent to an existing Istio, Linkerd or Gateway API
+    /// configuration (`--from`, with `--calls`): what `check --from` counts.
+    Convert {
+        #[command(flatten)]
+        import: import::ImportArgs,
+        /// Where to write it (default: standard output).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// The seed's retry fan-out calculator: attempts at the bottom of a chain of proxies.
     Fanout(FanoutArgs),
     /// Print the JSON Schema of the mesh file.
@@ -281,6 +290,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Convert { import, out } => import::convert(&import, out.as_deref()),
         Command::Fanout(a) => {
             if let Some(b) = a.budget
                 && !(0.0..=1.0).contains(&b)

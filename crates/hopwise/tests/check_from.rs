@@ -148,3 +148,26 @@ fn bad_input_is_refused_with_its_line() {
     );
     assert!(err.contains("calls.txt:") && err.contains("cycle"), "{err}");
 }
+
+#[test]
+fn convert_writes_a_file_check_reads_alike() {
+    let dir = example("istio-retry-chain");
+    let calls = example("istio-retry-chain/calls.txt");
+    let out = tempfile::tempdir().expect("temp dir");
+    let file = out.path().join("mesh.yaml").display().to_string();
+    let (_, err) = run(
+        &["convert", "--from", &dir, "--calls", &calls, "--out", &file],
+        0,
+    );
+    assert!(err.contains("skipped deployment/pricing"), "{err}");
+    let text = std::fs::read_to_string(&file).expect("written");
+    assert!(text.contains("preset: istio"), "{text}");
+    let (json, _) = run(&["check", &file, "--format", "json"], 1);
+    let v: Value = serde_json::from_str(&json).expect("JSON");
+    let rows = v["fanout"].as_array().expect("fanout");
+    let down = rows
+        .iter()
+        .find(|r| r["service"] == "inventory" && r["failure"] == "down")
+        .expect("a row for inventory down");
+    assert_eq!(down["attempts"], 27);
+}
