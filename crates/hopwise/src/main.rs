@@ -47,7 +47,11 @@ enum Command {
         max_fanout: u64,
         /// Instead of the analysis, say which route, rule and backends a request takes:
         /// `'GET pricing/quote?id=7 -H version:two'` (the host names the service; docs/check.md).
-        #[arg(long, value_name = "'METHOD TARGET [-H name:value]...'")]
+        #[arg(
+            long,
+            conflicts_with = "from",
+            value_name = "'METHOD TARGET [-H name:value]...'"
+        )]
         request: Option<String>,
     },
     /// Write the hopwise mesh file equivalent to an existing Istio, Linkerd or Gateway API
