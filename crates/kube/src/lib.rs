@@ -1,8 +1,14 @@
-//! hopwise on Kubernetes. It will hold what feeds the control plane from an API server: the
-//! watchers (Services, EndpointSlices, HTTPRoutes), the injection webhook and identity from
-//! ServiceAccount tokens (TokenReview). Today it holds only what tests need: `testing` (feature
-//! `testing`), a real etcd and kube-apiserver on loopback and `kube` clients for them. It
-//! depends on nothing of hopwise's yet, and nothing of hopwise's depends on it.
+//! hopwise on Kubernetes. Today: sidecar injection (`inject`: the decision and the JSON patch,
+//! pure; `webhook`: the mutating admission webhook's HTTPS server; `registration`: the
+//! `MutatingWebhookConfiguration` that sends pods to it) and its serving certificate (`cert`),
+//! and, under feature `testing`, a real etcd and kube-apiserver on loopback with `kube` clients
+//! for them. To come: the watchers (Services, EndpointSlices, HTTPRoutes) and identity from
+//! ServiceAccount tokens. It depends on nothing of hopwise's, and nothing of hopwise's depends
+//! on it yet.
 
+pub mod cert;
+pub mod inject;
+pub mod registration;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod webhook;

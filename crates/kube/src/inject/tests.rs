@@ -1,0 +1,248 @@
+//! The decision and the patch on pods, and the review's answers to well-formed and malformed
+//! bodies: each patch is applied (json-patch) and the pod read back.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionResponse, AdmissionReview};
+use serde_json::{Value, json};
+
+use super::*;
+
+fn inject() -> Inject {
+    Inject::new("hopwise:test", "https://hopwise-control.hopwise.svc:7900")
+}
+
+fn pod(v: Value) -> Pod {
+    serde_json::from_value(v).unwrap()
+}
+
+fn app() -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "a", "namespace": "shop"},
+        "spec": {"containers": [{"name": "app", "image": "app:1"}]}
+    })
+}
+
+/// The pod with its patch applied, or why there is none.
+fn injected(v: Value) -> Result<Value, Decision> {
+    match decide(&pod(v.clone()), &inject()) {
+        Decision::Inject(patch) => {
+            let mut doc = v;
+            json_patch::patch(&mut doc, &patch).unwrap();
+            Ok(doc)
+        }
+        other => Err(other),
+    }
+}
+
+fn names(v: &Value, list: &str) -> Vec<String> {
+    v["spec"][list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_plain_pod_gets_the_rules_the_sidecar_its_token_and_the_mark() {
+    let done = injected(app()).unwrap();
+    assert_eq!(
+        names(&done, "initContainers"),
+        ["hopwise-init", "hopwise-proxy"]
+    );
+    assert_eq!(names(&done, "containers"), ["app"]);
+    assert_eq!(names(&done, "volumes"), ["hopwise-token", "hopwise-cache"]);
+    let init = &done["spec"]["initContainers"][0];
+    assert_eq!(
+        init["securityContext"]["capabilities"]["add"],
+        json!(["NET_ADMIN", "NET_RAW"])
+    );
+    assert!(init["args"].as_array().unwrap().contains(&json!("2140")));
+    let proxy = &done["spec"]["initContainers"][1];
+    assert_eq!(proxy["restartPolicy"], "Always");
+    assert_eq!(proxy["securityContext"]["runAsUser"], 2140);
+    let env: Vec<(&str, &str)> = proxy["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let field = e["valueFrom"]["fieldRef"]["fieldPath"].as_str().unwrap();
+            (e["name"].as_str().unwrap(), field)
+        })
+        .collect();
+    assert_eq!(env, sidecar::DOWNWARD_ENV);
+    let token = &done["spec"]["volumes"][0]["projected"]["sources"][0]["serviceAccountToken"];
+    assert_eq!(token["audience"], "hopwise");
+    assert_eq!(token["expirationSeconds"], 86_400);
+    assert_eq!(
+        done["metadata"]["annotations"][INJECTED],
+        env!("CARGO_PKG_VERSION")
+    );
+    // Still a pod Kubernetes' types read.
+    let _ = pod(done);
+}
+
+#[test]
+fn what_the_pod_had_is_kept_and_ours_goes_first() {
+    let mut v = app();
+    v["metadata"]["annotations"] = json!({"keep": "me"});
+    v["spec"]["serviceAccountName"] = json!("shop");
+    v["spec"]["initContainers"] = json!([{"name": "migrate", "image": "m:1"}]);
+    v["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+    let done = injected(v).unwrap();
+    assert_eq!(
+        names(&done, "initContainers"),
+        ["hopwise-init", "hopwise-proxy", "migrate"]
+    );
+    assert_eq!(
+        names(&done, "volumes"),
+        ["data", "hopwise-token", "hopwise-cache"]
+    );
+    assert_eq!(done["metadata"]["annotations"]["keep"], "me");
+    assert_eq!(done["spec"]["serviceAccountName"], "shop");
+    assert!(done["metadata"]["annotations"][INJECTED].is_string());
+}
+
+#[test]
+fn an_injected_pod_is_left_alone() {
+    let once = injected(app()).unwrap();
+    assert_eq!(injected(once), Err(Decision::Skip(Skip::Injected)));
+    // A container of ours without the mark (copied from an injected pod) counts too.
+    let mut v = app();
+    v["spec"]["containers"][0]["name"] = json!(PROXY_CONTAINER);
+    assert_eq!(injected(v), Err(Decision::Skip(Skip::Injected)));
+}
+
+#[test]
+fn an_annotation_or_a_label_opts_out() {
+    for place in ["annotations", "labels"] {
+        let mut v = app();
+        v["metadata"][place] = json!({ INJECT: DISABLED });
+        assert_eq!(injected(v), Err(Decision::Skip(Skip::OptedOut)), "{place}");
+    }
+}
+
+#[test]
+fn unsafe_pods_are_refused_with_the_reason() {
+    let mut v = app();
+    v["spec"]["hostNetwork"] = json!(true);
+    let Err(Decision::Refuse(why)) = injected(v) else {
+        panic!()
+    };
+    assert!(why.contains("host's network"), "{why}");
+
+    let mut v = app();
+    v["spec"]["securityContext"] = json!({"runAsUser": 2140});
+    let Err(Decision::Refuse(why)) = injected(v) else {
+        panic!()
+    };
+    assert!(why.contains("container app runs as uid 2140"), "{why}");
+    // A container's own uid wins over the pod's.
+    let mut v = app();
+    v["spec"]["securityContext"] = json!({"runAsUser": 2140});
+    v["spec"]["containers"][0]["securityContext"] = json!({"runAsUser": 1000});
+    assert!(injected(v).is_ok());
+}
+
+fn review(object: Value, operation: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "7f0b2e1c", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "shop", "operation": operation,
+            "userInfo": {"username": "someone"}, "object": object, "dryRun": false
+        }
+    })
+}
+
+fn respond(body: &[u8]) -> AdmissionResponse {
+    let answer = answer(body, &inject()).unwrap();
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(review.types.api_version, "admission.k8s.io/v1");
+    assert_eq!(review.types.kind, "AdmissionReview");
+    review.response.unwrap()
+}
+
+#[test]
+fn a_review_of_a_pods_creation_is_answered_with_the_patch() {
+    let r = respond(review(app(), "CREATE").to_string().as_bytes());
+    assert_eq!((r.uid.as_str(), r.allowed), ("7f0b2e1c", true));
+    let patch: json_patch::Patch = serde_json::from_slice(&r.patch.unwrap()).unwrap();
+    let mut doc = app();
+    json_patch::patch(&mut doc, &patch).unwrap();
+    assert_eq!(doc, injected(app()).unwrap());
+}
+
+#[test]
+fn reviews_of_anything_else_are_admitted_unchanged() {
+    let update = respond(review(app(), "UPDATE").to_string().as_bytes());
+    let mut other = review(json!({"apiVersion": "v1", "kind": "ConfigMap"}), "CREATE");
+    other["request"]["kind"]["kind"] = json!("ConfigMap");
+    let other = respond(other.to_string().as_bytes());
+    let mut opted_out = app();
+    opted_out["metadata"]["annotations"] = json!({ INJECT: DISABLED });
+    let opted_out = respond(review(opted_out, "CREATE").to_string().as_bytes());
+    for r in [update, other, opted_out] {
+        assert!(r.allowed && r.patch.is_none(), "{r:?}");
+    }
+}
+
+#[test]
+fn a_body_that_is_no_review_is_a_bad_request() {
+    let bad = |b: &[u8]| answer(b, &inject()).unwrap_err();
+    assert!(matches!(bad(b"{not json"), BadReview::NotJson(_)));
+    assert!(matches!(bad(b"[]"), BadReview::NotAReview { .. }));
+    let mut v1beta1 = review(app(), "CREATE");
+    v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    assert!(matches!(
+        bad(v1beta1.to_string().as_bytes()),
+        BadReview::NotAReview { .. }
+    ));
+    for uid in [json!(null), json!(""), json!(7)] {
+        let mut v = review(app(), "CREATE");
+        v["request"]["uid"] = uid;
+        assert_eq!(bad(v.to_string().as_bytes()), BadReview::NoUid);
+    }
+}
+
+#[test]
+fn a_review_whose_request_cannot_be_read_is_refused_with_its_uid() {
+    let mut cases = Vec::new();
+    let mut v = review(app(), "CREATE");
+    v["request"]["object"]["spec"]["containers"] = json!(5);
+    cases.push((v, "cannot be read"));
+    let mut v = review(app(), "CREATE");
+    v["request"]["operation"] = json!("EXPLODE");
+    cases.push((v, "cannot be read"));
+    let mut v = review(app(), "CREATE");
+    v["request"].as_object_mut().unwrap().remove("userInfo");
+    cases.push((v, "cannot be read"));
+    cases.push((review(Value::Null, "CREATE"), "without the pod"));
+    let mut v = review(app(), "CREATE");
+    v["request"]["kind"] = json!("Pod");
+    cases.push((v, "names no kind"));
+    let mut v = review(app(), "CREATE");
+    v["request"]["object"]["spec"]["hostNetwork"] = json!(true);
+    cases.push((v, "host's network"));
+    for (v, says) in cases {
+        let r = respond(v.to_string().as_bytes());
+        assert_eq!((r.uid.as_str(), r.allowed), ("7f0b2e1c", false), "{v}");
+        assert!(r.result.message.contains(says), "{}", r.result.message);
+        assert_eq!(r.result.code, 400);
+    }
+}
+
+#[test]
+fn every_prefix_of_a_review_is_answered_without_a_panic() {
+    let full = review(app(), "CREATE").to_string();
+    for end in 0..full.len() {
+        // Err (no review) or a refusal; the whole one alone is admitted.
+        if let Ok(a) = answer(&full.as_bytes()[..end], &inject()) {
+            let r: AdmissionReview<DynamicObject> = serde_json::from_slice(&a).unwrap();
+            assert!(!r.response.unwrap().allowed);
+        }
+    }
+}
