@@ -12,6 +12,7 @@ use hopwise_model::{Mesh, Protocol};
 
 mod control;
 mod import;
+mod kube;
 
 /// Exit status for a mesh file that cannot be read or is not valid.
 pub(crate) const EXIT_BAD_INPUT: u8 = 2;
@@ -108,6 +109,11 @@ enum Command {
     /// by the command.
     #[command(hide = true)]
     Exec(hopwise_lab::up::command::ExecArgs),
+    /// Print the manifests that install hopwise in a Kubernetes cluster (a JSON `List`):
+    /// `hopwise install | kubectl apply --server-side -f -` (docs/kubernetes.md).
+    Install(kube::InstallArgs),
+    /// Serve the sidecar injection webhook (Kubernetes; the control plane's pod runs it).
+    Webhook(kube::WebhookArgs),
     /// `hopwise control` (the control plane) and `hopwise status`.
     #[command(flatten)]
     Control(hopwise_control::cli::Command),
@@ -367,6 +373,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Returns only if the command could not be started.
         Command::Exec(a) => Err(hopwise_lab::up::command::exec(&a).into()),
         Command::Control(c) => control::run(c),
+        Command::Install(a) => kube::install(&a),
+        Command::Webhook(a) => kube::webhook(&a),
         Command::Certs {
             config,
             out,

@@ -88,6 +88,8 @@ impl Error {
 #[derive(Debug)]
 pub struct ApiServer {
     url: String,
+    /// The test binaries' directory (kubectl's too).
+    bin: std::path::PathBuf,
     certs: certs::Certs,
     // Options so that stopping can take them, in order, once.
     apiserver: Option<Process>,
@@ -121,6 +123,7 @@ impl ApiServer {
         // Built before the children start, so that an error below stops what did start.
         let mut server = ApiServer {
             url: String::new(),
+            bin: bin.clone(),
             certs,
             apiserver: None,
             etcd: None,
@@ -265,6 +268,25 @@ impl ApiServer {
         let mut config = kube::Config::new(url);
         config.root_cert = Some(vec![self.certs.ca_der.clone()]);
         config
+    }
+
+    /// The built kubectl, connecting as [`config`](Self::config)'s user (flags, no kubeconfig:
+    /// `KUBECONFIG` names a file that does not exist, so no user's configuration applies).
+    pub fn kubectl(&self) -> std::process::Command {
+        let c = &self.certs;
+        let mut cmd = std::process::Command::new(self.bin.join("kubectl"));
+        if let Some(dir) = self.dir() {
+            cmd.env("KUBECONFIG", dir.join("no-kubeconfig"));
+        }
+        cmd.arg("--server")
+            .arg(&self.url)
+            .arg("--certificate-authority")
+            .arg(&c.ca)
+            .arg("--client-certificate")
+            .arg(&c.client_cert)
+            .arg("--client-key")
+            .arg(&c.client_key);
+        cmd
     }
 
     /// A client of [`config`](Self::config). Needs a Tokio runtime.

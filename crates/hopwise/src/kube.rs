@@ -1,0 +1,84 @@
+//! `hopwise install` and `hopwise webhook`: the Kubernetes subcommands, over `hopwise-kube`.
+//! A module of the `hopwise` binary alone, never of the library the `hopwise-proxy` sidecar
+//! shares with it, so the sidecar never links the kube client (scripts/test checks its symbols).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use hopwise_kube::inject::Inject;
+use hopwise_kube::install::{self, Install};
+use hopwise_kube::webhook::{self, Limits};
+
+/// The image `install` names when none is given: this version's.
+const IMAGE: &str = concat!("hopwise:", env!("CARGO_PKG_VERSION"));
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// The control plane's namespace.
+    #[arg(long, default_value = "hopwise")]
+    namespace: String,
+    /// The image holding `hopwise` and `hopwise-proxy` (the control plane's and the sidecars').
+    #[arg(long, default_value = IMAGE)]
+    image: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// Where to serve HTTPS.
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    listen: SocketAddr,
+    /// The serving certificate (PEM, leaf first), signed by the registration's `caBundle`.
+    #[arg(long)]
+    cert: PathBuf,
+    /// Its key (PEM).
+    #[arg(long)]
+    key: PathBuf,
+    /// The image injected pods run the proxy and its init container from.
+    #[arg(long, default_value = IMAGE)]
+    image: String,
+    /// The control plane, as injected proxies dial it.
+    #[arg(long)]
+    control: String,
+}
+
+/// Prints the manifests: `hopwise install | kubectl apply --server-side -f -`.
+pub fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
+    let install = Install::new(&args.namespace, &args.image)
+        .context("making the webhook's serving certificate")?;
+    let list = install::manifests(&install)?;
+    let text = serde_json::to_string_pretty(&list)?;
+    #[allow(clippy::print_stdout)] // the binary's output
+    {
+        println!("{text}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Serves the injection webhook until SIGTERM or Ctrl-C.
+pub fn webhook(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .try_init();
+    let tls = webhook::tls(&read(&args.cert)?, &read(&args.key)?)?;
+    let inject = Inject::new(args.image.clone(), args.control.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let running = webhook::spawn(listener, tls, inject, Limits::default())?;
+        tracing::info!("injection webhook on https://{}/inject", running.addr());
+        hopwise_proxy::server::shutdown_signal().await;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
