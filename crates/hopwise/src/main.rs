@@ -102,6 +102,9 @@ enum Command {
     /// Run a command as one copy of a service, captured: in its own network namespace, all of
     /// its TCP through the copy's proxy, services reached by name (docs/capture.md; root).
     Run(hopwise_lab::capture::RunArgs),
+    /// Load the capture rules in a Kubernetes pod's network namespace (the injected
+    /// `hopwise-init` container runs it; docs/kubernetes.md).
+    CaptureInit(hopwise_lab::capture::init::CaptureInitArgs),
     /// One copy of a sample app (started by `hopwise up`).
     #[command(hide = true)]
     Sample(hopwise_lab::samples::apps::SampleArgs),
@@ -374,6 +377,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Exec(a) => Err(hopwise_lab::up::command::exec(&a).into()),
         Command::Control(c) => control::run(c),
         Command::Install(a) => kube::install(&a),
+        Command::CaptureInit(a) => {
+            hopwise_lab::capture::init::init(&a, &mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Webhook(a) => kube::webhook(&a),
         Command::Certs {
             config,

@@ -8,7 +8,9 @@
 //!
 //! The parts: [`plan`] (pure: names, addresses, commands, rules, hosts file), [`netns`] (runs
 //! them, and removes them), [`record`] (the run's record, and sweeping dead runs'), [`copy`]
-//! (one copy's namespace made and owned: what `run` and a captured `hopwise up` share).
+//! (one copy's namespace made and owned: what `run` and a captured `hopwise up` share), [`init`]
+//! (`hopwise capture-init`: the same redirect loaded in a Kubernetes pod, the proxy's uid let
+//! through).
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -22,6 +24,7 @@ use crate::processes::parent::tie_to_parent;
 use crate::processes::supervisor::Supervisor;
 
 pub mod copy;
+pub mod init;
 pub mod netns;
 pub mod plan;
 pub mod record;

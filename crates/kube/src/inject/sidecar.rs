@@ -1,11 +1,12 @@
 //! What injection adds to a pod, as Kubernetes types: the init container that loads the capture
-//! rules (`hopwise capture-init`: `hopwise run`'s redirect of every outbound TCP connection to
-//! the capture port, inbound TCP to the proxy's inbound port, the proxy's uid let through —
-//! it shares the pod's network namespace with the app, so no namespace boundary exempts it),
-//! the proxy as a native sidecar (an init container with `restartPolicy: Always`, so it starts
-//! before the app's containers and is stopped after them), the downward-API environment it
-//! needs, and its volumes (a projected ServiceAccount token for the `hopwise` audience, an
-//! in-memory directory for its key and cache). Pure data, the same for every pod.
+//! rules (`hopwise capture-init`, hopwise-lab's `capture/plan/pod.rs`: `hopwise run`'s redirect of
+//! every outbound TCP connection to the capture port, inbound TCP to the proxy's inbound port,
+//! the proxy's uid let through — it shares the pod's network namespace with the app, so no
+//! namespace boundary exempts it), the proxy as a native sidecar (an init container with
+//! `restartPolicy: Always`, so it starts before the app's containers and is stopped after
+//! them), the downward-API environment it needs, and its volumes (a projected ServiceAccount
+//! token for the `hopwise` audience, an in-memory directory for its key and cache). Pure data,
+//! the same for every pod.
 
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
@@ -51,14 +52,15 @@ impl Additions {
 }
 
 fn init(inject: &Inject) -> Container {
+    // The capture port is `hopwise run`'s, fixed (CAPTURE_PORT): the proxy's `--capture`.
     let args = [
         "capture-init".to_owned(),
-        "--capture-port".to_owned(),
-        CAPTURE_PORT.to_string(),
-        "--inbound-port".to_owned(),
-        INBOUND_PORT.to_string(),
         "--proxy-uid".to_owned(),
         inject.proxy_uid.to_string(),
+        "--inbound-port".to_owned(),
+        INBOUND_PORT.to_string(),
+        "--admin-port".to_owned(),
+        ADMIN_PORT.to_string(),
     ];
     Container {
         name: INIT_CONTAINER.to_owned(),

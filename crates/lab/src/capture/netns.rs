@@ -81,7 +81,7 @@ impl Tools {
 }
 
 /// Runs a command to its end; its stderr in the error when it fails.
-fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<(), LabError> {
+pub(super) fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<(), LabError> {
     let shown = format!("{cmd:?}").replace('"', "");
     let mut child = cmd
         .stdin(if stdin.is_some() {

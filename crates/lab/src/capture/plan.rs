@@ -206,5 +206,6 @@ fn words(s: &str) -> Vec<String> {
 
 mod iptables;
 mod nft;
+pub mod pod;
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,7 @@ pub(super) fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u
         &mesh.capture.skip_ports,
         &skip4,
         &skip_v6(mesh),
+        None,
     ));
     out.push_str(&to_services(mesh, &mesh.capture.skip_ports, &skip4));
     out.push_str(&guarded(&names.veth_app, net, app_port));
@@ -30,10 +31,20 @@ pub(super) fn rules(mesh: &Mesh, names: &Names, net: CopyNet, app_port: Option<u
 }
 
 /// `out`: loopback and the skips return, then every other TCP connection goes to the capture
-/// port (`redirect` keeps the family: 127.0.0.1 for IPv4, ::1 for IPv6).
-fn redirected(skip_ports: &[u16], skip4: &[String], skip6: &[String]) -> String {
+/// port (`redirect` keeps the family: 127.0.0.1 for IPv4, ::1 for IPv6). `exempt`: the uid
+/// whose connections return first — the proxy's, where it shares the app's namespace (a pod;
+/// `pod.rs`); `hopwise run` needs none, its proxy being outside.
+pub(super) fn redirected(
+    skip_ports: &[u16],
+    skip4: &[String],
+    skip6: &[String],
+    exempt: Option<u32>,
+) -> String {
     let mut out =
         String::from("\tchain out {\n\t\ttype nat hook output priority -100; policy accept;\n");
+    if let Some(uid) = exempt {
+        out.push_str(&format!("\t\tmeta skuid {uid} return\n"));
+    }
     // Link-local IPv6 is not redirected but refused (`only_tcp`): a connection to ::1 from a
     // link-local source has no way back, so it would hang instead of failing at once.
     out.push_str("\t\tip daddr 127.0.0.0/8 return\n\t\tip6 daddr { ::1, fe80::/10 } return\n");
