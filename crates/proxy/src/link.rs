@@ -26,8 +26,9 @@
 //!
 //! Bounds: the table holds at most `cap` requests (the proxy's inbound cap); past it a request
 //! is served unlinked (and linked by time). An entry lives exactly as long as its inbound request
-//! ([`Serving`]'s drop removes it). A request without trace context (no [`ProxySpan`]) costs an
-//! atomic load on each side of the app, and no lock or allocation.
+//! ([`Serving`]'s drop removes it). A request without trace context (no [`ProxySpan`]) costs a
+//! few atomic operations on each side of the app (the count of requests in flight, the token
+//! count, the calls counted), and no lock or allocation unless it fails after a token was made.
 
 mod by_time;
 mod table;
@@ -63,7 +64,7 @@ pub struct Links {
     /// flight to claim.
     by_time: ByTime,
     /// Requests the app is serving now (all of them, linked by trace or not).
-    serving: AtomicUsize,
+    in_flight: AtomicUsize,
     counters: LinkCounters,
 }
 
@@ -92,7 +93,7 @@ impl Links {
             table: std::sync::Mutex::new(Table::default()),
             cap,
             by_time: ByTime::new(cap),
-            serving: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
             counters,
         })
     }
@@ -154,7 +155,7 @@ impl Links {
         app_deadline: Option<Instant>,
         grpc: bool,
     ) -> Answering<'_> {
-        self.serving.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
         Answering {
             links: self,
             // Read before the app sees the request: a token made after is made during its life.
@@ -166,7 +167,7 @@ impl Links {
     /// A call from the app (`span`: the outbound side's): counted, while the app serves
     /// requests, by whether it carried trace context on; then [`Links::find`].
     pub fn call(&self, span: Option<&ProxySpan>) -> Option<Arc<Served>> {
-        if self.serving.load(Ordering::Relaxed) > 0 {
+        if self.in_flight.load(Ordering::Relaxed) > 0 {
             match span.and_then(ProxySpan::parent_span_id) {
                 Some(_) => self.counters.carried.inc(),
                 None => self.counters.absent.inc(),
@@ -293,7 +294,7 @@ impl Answering<'_> {
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        self.links.serving.fetch_sub(1, Ordering::Relaxed);
+        self.links.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
