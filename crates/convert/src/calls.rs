@@ -30,6 +30,22 @@ pub struct Call {
     pub routes: Option<Vec<String>>,
 }
 
+impl Call {
+    /// `from` calls `to` (written at `at`), with nothing more said of the call.
+    fn new(from: &str, to: &str, at: At) -> Call {
+        Call {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            at,
+            app_retries: None,
+            method: None,
+            idempotent: None,
+            protocol: None,
+            routes: None,
+        }
+    }
+}
+
 /// A service where requests enter, and its outside client.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Entry {
@@ -164,16 +180,7 @@ fn call_line(out: &mut Calls, line: &str, at: At) -> Result<(), (usize, String)>
             "expected `caller -> callee` (or a chain `a -> b -> c`)".to_owned(),
         ));
     }
-    let mut call = Call {
-        from: String::new(),
-        to: String::new(),
-        at,
-        app_retries: None,
-        method: None,
-        idempotent: None,
-        protocol: None,
-        routes: None,
-    };
+    let mut call = Call::new("", "", at);
     for w in rest {
         let (k, v) = setting(line, w)?;
         match k {
@@ -305,16 +312,7 @@ fn series(out: &mut Calls, metric: &str, rest: &str, at: At) -> Result<(), Strin
         return Err(format!("`{from}` is not a service name"));
     }
     if !out.calls.iter().any(|c| c.from == from && c.to == to) {
-        out.calls.push(Call {
-            from: from.to_owned(),
-            to: to.to_owned(),
-            at,
-            app_retries: None,
-            method: None,
-            idempotent: None,
-            protocol: None,
-            routes: None,
-        });
+        out.calls.push(Call::new(from, to, at));
     }
     Ok(())
 }
