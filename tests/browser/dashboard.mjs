@@ -129,5 +129,15 @@ await withPage(cfg.url, async (page) => {
   } else if (process.env.HOPWISE_SCREENSHOT) {
     await page.screenshot({ path: process.env.HOPWISE_SCREENSHOT, fullPage: true });
   }
+
+  // --- the charts come in the chain's order, from the entry down, not the alphabet's ----------
+  if (cfg.chain) {
+    const charted = () => page.$$eval('#charts-list .chart-row', (els) => els.map((e) => `${e.dataset.from}>${e.dataset.to}`));
+    const want = cfg.chain.map(([a, b]) => `${a}>${b}`);
+    await until('every edge of the chain charted', async () =>
+      (await charted()).filter((c) => want.includes(c)).length === want.length);
+    const got = (await charted()).filter((c) => want.includes(c));
+    check('the charts follow the chain from the entry down', JSON.stringify(got) === JSON.stringify(want), JSON.stringify(got));
+  }
 });
 finish();

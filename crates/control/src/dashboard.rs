@@ -12,18 +12,22 @@
 //! | `edges.rs` | samples → per-edge and per-service numbers (pure) |
 //! | `carried.rs` | what each app carried as its proxies saw it, against its `carries` (pure) |
 //! | `timeline.rs` | per edge, a point per scrape round over the last 15 min (pure, bounded) |
+//! | `chain.rs` | the mesh's calls in chain order, from the entry down: the charts' order (pure) |
 //! | `calc.rs` | the calculators over `hopwise-analyze` (pure) |
 //! | `policy.rs` | effective policy and findings (pure) |
 //! | `samples.rs` | the `--samples` file of `hopwise up`: where the fault knobs are |
 //! | `trace_api.rs` | the OTLP receiver feeding the store; `/api/traces…` |
 //! | `traces.rs` | the recent traces the OTLP receiver was sent, bounded (pure) |
+//! | `keep.rs` | which trace a full store lets go: failed and slow ones outlive the rest (pure) |
 //! | `waterfall.rs` | one trace laid out, each span's proxies' and app's time (pure) |
 //! | `assets/` | `index.html`, `app.js`, `style.css`, embedded |
 
 pub mod assets;
 pub mod calc;
 pub mod carried;
+pub mod chain;
 pub mod edges;
+pub mod keep;
 pub mod policy;
 pub mod promtext;
 pub mod samples;

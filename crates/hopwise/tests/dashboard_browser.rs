@@ -4,7 +4,8 @@
 //! JSON API and compares each edge with the proxies' own `/metrics`; the other drives the page
 //! in headless Chromium (`tests/browser/dashboard.mjs`, playwright-core): graph and numbers,
 //! keyboard, both calculators with the seed's samples, a fault set through the page. The same
-//! browser test runs against `hopwise up` on the shop, with the fault on inventory. A fourth
+//! browser test runs against `hopwise up` on the shop, with the fault on inventory, and finds
+//! the shop's charts in the chain's order (frontend → checkout first). A fourth
 //! checks the charts over time against a's `/metrics` (`tests/browser/charts.mjs`).
 //!
 //! The browser test needs `/usr/bin/chromium` and `tests/browser/node_modules` (scripts/test
@@ -649,6 +650,8 @@ fn the_dashboard_of_hopwise_up_in_a_real_browser() {
             "fault": {"service": "inventory", "copy": 0, "knobs": services["inventory"]["copies"][0]["knobs"]},
             "traffic": services["frontend"]["copies"][0]["app"],
             "warmup": 30,
+            // Not the alphabet's order (checkout, frontend, pricing): the chain's.
+            "chain": [["frontend", "checkout"], ["checkout", "pricing"], ["pricing", "inventory"]],
         }),
         true,
     );

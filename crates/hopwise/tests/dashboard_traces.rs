@@ -7,9 +7,13 @@
 //!   end (a row with one child placed where its clock put it: its own time, less the child's,
 //!   is its proxy's — or, inbound, its app's less what its proxy took besides waiting for the
 //!   app (`app_time_ns`) — and the rest is the child's split);
-//! - in headless Chromium (`tests/browser/traces.mjs`) the page lists the trace, and its
-//!   waterfall shows one row per span in that order, each bar's proxies' and app's segments
-//!   carrying (and drawn in proportion to) what the API reported.
+//! - a second request, which inventory's sample is told to fail, is listed as an error, and
+//!   each try names the copy it reached as the called side's spans do (`checkout[0]`);
+//! - in headless Chromium (`tests/browser/traces.mjs`) the page lists both traces in a box of
+//!   their own, the filter for errors lists the failed one alone, and the chosen trace's
+//!   waterfall is drawn beside the list, under a time axis, one row per span in that order,
+//!   each label whole and each bar's proxies' and app's segments carrying (and drawn in
+//!   proportion to) what the API reported.
 //!
 //! Needs `/usr/bin/chromium` and `tests/browser/node_modules` (scripts/test installs both); as
 //! the other browser tests, it fails without them under CI and is skipped, saying so,
@@ -173,13 +177,60 @@ fn a_request_through_the_shop_is_a_waterfall_on_the_dashboard() {
         "{w:#}"
     );
 
+    let tries: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["direction"] == "try")
+        .map(|r| r["copy"].as_str().unwrap())
+        .collect();
+    assert_eq!(tries[0], "checkout[0]", "{w:#}");
+    assert!(
+        tries[1].starts_with("pricing[") && tries[2] == "inventory[0]",
+        "{w:#}"
+    );
+    assert!(
+        rows.iter()
+            .filter(|r| r["direction"] == "try")
+            .all(|r| r["copy_address"]
+                .as_str()
+                .is_some_and(|a| a.parse::<SocketAddr>().is_ok())),
+        "{w:#}"
+    );
+
+    // A request that fails: inventory's sample fails what it is sent next.
+    let set = common::http_post(
+        dashboard,
+        "/api/fault/inventory",
+        &dashboard.to_string(),
+        r#"{"fail_first": 100}"#,
+    );
+    assert!(set.starts_with("HTTP/1.1 200"), "{set}");
+    let resp = common::http_get(front, "/", "frontend");
+    assert!(!resp.starts_with("HTTP/1.1 200"), "{resp}");
+    let start = Instant::now();
+    let failed = loop {
+        let listed = api(dashboard, "/api/traces");
+        let all = listed["traces"].as_array().unwrap();
+        if let Some(t) = all
+            .iter()
+            .find(|t| t["error"] == true && t["receiving"] == false)
+        {
+            assert_eq!(all.len(), 2, "{listed:#}");
+            break t["id"].as_str().unwrap().to_owned();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{listed:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+
     if browser.is_some() {
         eprintln!("SKIPPED the browser part: {browser:?}; scripts/test installs what it needs");
         return;
     }
     let mut cmd = Command::new("node");
     cmd.arg(root.join("tests/browser/traces.mjs"))
-        .arg(json!({"url": format!("http://{dashboard}/"), "trace": id, "rows": rows}).to_string())
+        .arg(
+            json!({"url": format!("http://{dashboard}/"), "trace": id, "failed": failed, "rows": rows})
+                .to_string(),
+        )
         .current_dir(&root)
         .env_remove("HOPWISE_SCREENSHOT_TRACES");
     if let Some(path) = std::env::var_os("HOPWISE_SCREENSHOT_TRACES") {

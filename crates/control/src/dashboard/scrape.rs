@@ -151,6 +151,18 @@ impl Scraped {
         &self.proxies
     }
 
+    /// Each registered copy's name by its inbound address (`ip:port`): the name its proxy gave
+    /// the control plane, else its service's.
+    pub fn copy_names(&self) -> std::collections::HashMap<String, String> {
+        self.proxies
+            .iter()
+            .filter_map(|p| {
+                let name = p.proxy.clone().unwrap_or_else(|| p.service.clone());
+                Some((p.inbound.clone()?, name))
+            })
+            .collect()
+    }
+
     pub fn timeline(&self) -> &Timeline {
         &self.timeline
     }

@@ -38,7 +38,7 @@ use serde_json::{Value, json};
 use super::calc::{self, FanoutInput, TimeoutInput};
 use super::samples::{self, Knob};
 use super::scrape::{self, Shared};
-use super::{assets, edges, policy, timeline, trace_api};
+use super::{assets, chain, edges, policy, timeline, trace_api};
 use crate::api::PlaneHandle;
 
 /// The largest request body read.
@@ -205,13 +205,16 @@ pub async fn handle(app: &App, req: Request<Incoming>) -> Response<Body> {
             let mesh = app.plane.read(|p| p.mesh().clone());
             json_response(StatusCode::OK, &trace_api::list(app.traces.as_ref(), &mesh))
         }
-        (&Method::GET, ["api", "traces", id]) => match trace_api::one(app.traces.as_ref(), id) {
-            Some(v) => json_response(StatusCode::OK, &v),
-            None => error(
-                StatusCode::NOT_FOUND,
-                "no such trace here (evicted, or never sent)",
-            ),
-        },
+        (&Method::GET, ["api", "traces", id]) => {
+            let copies = app.scraped.lock().copy_names();
+            match trace_api::one(app.traces.as_ref(), id, &copies) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => error(
+                    StatusCode::NOT_FOUND,
+                    "no such trace here (evicted, or never sent)",
+                ),
+            }
+        }
         (&Method::GET, ["api", "policy"]) => {
             let mesh = app.plane.read(|p| p.mesh().clone());
             json_response(StatusCode::OK, &policy::policy(&mesh))
@@ -314,11 +317,14 @@ fn timeline(app: &App, req: &Request<Incoming>) -> Value {
         .flat_map(|q| q.split('&'))
         .find_map(|kv| kv.strip_prefix("since=")?.parse::<u64>().ok())
         .unwrap_or(0);
+    let order = app.plane.read(|p| chain::edges(p.mesh()));
     let scraped = app.scraped.lock();
     json!({
         "interval_ms": scrape::INTERVAL.as_millis() as u64,
         "window_ms": timeline::WINDOW.as_millis() as u64,
         "edges": scraped.timeline().since(since),
+        // The mesh's calls in chain order: the charts are drawn in it.
+        "order": order,
     })
 }
 

@@ -3,24 +3,44 @@
 //! traces, newest first, and where the mesh in force sends its spans) and `/api/traces/<id>`
 //! (one trace laid out, [`super::waterfall`]).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use hopwise_model::Mesh;
 use serde_json::{Value, json};
 
-use super::traces::{MAX_SPANS, MAX_TEXT, MAX_TRACES, Store};
+use super::traces::{Direction, MAX_SPANS, MAX_TEXT, MAX_TRACES, Store};
 use super::waterfall;
 use crate::otlp_receiver::{self, Limits, Running, Sink};
 
-/// The store, shared by the receiver's tasks and the page's requests.
-#[derive(Debug, Clone, Default)]
-pub struct Shared(Arc<Mutex<Store>>);
+/// The store, shared by the receiver's tasks and the page's requests, and the clock it is
+/// told the time by (ms since the store was made).
+#[derive(Debug, Clone)]
+pub struct Shared {
+    store: Arc<Mutex<Store>>,
+    epoch: Instant,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            store: Arc::default(),
+            epoch: Instant::now(),
+        }
+    }
+}
 
 impl Shared {
     pub fn lock(&self) -> MutexGuard<'_, Store> {
         // Plain data: a panic elsewhere leaves it usable.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Now, on the store's clock.
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// What the receiver does with an export: decoded, then kept.
@@ -28,7 +48,8 @@ impl Shared {
         let store = self.clone();
         Arc::new(move |export| {
             let spans = otlp_receiver::spans_of(export);
-            store.lock().add(&spans);
+            let now = store.now_ms();
+            store.lock().add(&spans, now);
         })
     }
 }
@@ -74,8 +95,9 @@ pub fn list(traces: Option<&Traces>, mesh: &Mesh) -> Value {
     let receiver = traces.map(|t| t.receiver.addr);
     let (recent, dropped, refused) = match traces {
         Some(t) => {
+            let now = t.store.now_ms();
             let s = t.store.lock();
-            (s.recent(), s.dropped_spans, s.refused_spans)
+            (s.recent(now), s.dropped_spans, s.refused_spans)
         }
         None => (Vec::new(), 0, 0),
     };
@@ -91,8 +113,9 @@ pub fn list(traces: Option<&Traces>, mesh: &Mesh) -> Value {
     })
 }
 
-/// `/api/traces/<id>`: `None` when the store does not hold it.
-pub fn one(traces: Option<&Traces>, id: &str) -> Option<Value> {
+/// `/api/traces/<id>`: `None` when the store does not hold it. `copies` names the copies the
+/// dashboard knows by their inbound address, for a try the called side sent no span of.
+pub fn one(traces: Option<&Traces>, id: &str, copies: &HashMap<String, String>) -> Option<Value> {
     let store = traces?.store.lock();
     let trace = store.get(id)?;
     let mut w = waterfall::layout(&trace.spans);
@@ -111,6 +134,7 @@ pub fn one(traces: Option<&Traces>, id: &str) -> Option<Value> {
             s.upstream = s.upstream.take().or(upstream);
         }
     }
+    name_copies(&mut w.rows, copies);
     let mut v = serde_json::to_value(&w).ok()?;
     if let Some(o) = v.as_object_mut() {
         o.insert("id".into(), json!(id));
@@ -119,9 +143,69 @@ pub fn one(traces: Option<&Traces>, id: &str) -> Option<Value> {
     Some(v)
 }
 
+/// A try's copy by name, as `hopwise tap` and the called side's spans name it (`pricing[1]`):
+/// the instance of the inbound span under it, else the dashboard's name for its address; the
+/// address stays beside it (`copy_address`).
+fn name_copies(rows: &mut [waterfall::Row], copies: &HashMap<String, String>) {
+    for i in 0..rows.len() {
+        if rows[i].span.direction != Direction::Try {
+            continue;
+        }
+        let id = rows[i].span.span_id;
+        let called = rows
+            .iter()
+            .find(|r| r.span.parent == Some(id) && r.span.direction == Direction::Inbound)
+            .and_then(|r| r.span.instance.clone());
+        let s = &mut rows[i].span;
+        let known = s.copy.as_ref().and_then(|a| copies.get(a)).cloned();
+        if let Some(name) = called.or(known) {
+            s.copy_address = s.copy.replace(name);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dashboard::waterfall::tests::span;
+    use Direction::{Inbound, Outbound, Try};
+
+    #[test]
+    fn a_try_names_its_copy_by_the_called_sides_span_else_by_its_address() {
+        let mut spans = vec![
+            span(1, 0, "a", Outbound, 0, 100),
+            span(2, 1, "a", Try, 1, 40),
+            span(3, 2, "b", Inbound, 2, 39),
+            span(4, 1, "a", Try, 41, 90),
+            span(5, 1, "a", Try, 91, 99),
+        ];
+        spans[2].instance = Some("b[1]".into());
+        for (i, addr) in [
+            (1, "127.0.0.1:7001"),
+            (3, "127.0.0.1:7000"),
+            (4, "127.0.0.1:7009"),
+        ] {
+            spans[i].copy = Some(addr.into());
+        }
+        let mut w = waterfall::layout(&spans);
+        let known = HashMap::from([("127.0.0.1:7000".to_owned(), "b-0".to_owned())]);
+        name_copies(&mut w.rows, &known);
+        let copy = |id: u64| {
+            let s = &w.rows.iter().find(|r| r.span.span_id == id).unwrap().span;
+            (s.copy.as_deref(), s.copy_address.as_deref())
+        };
+        assert_eq!(
+            copy(2),
+            (Some("b[1]"), Some("127.0.0.1:7001")),
+            "its span says"
+        );
+        assert_eq!(
+            copy(4),
+            (Some("b-0"), Some("127.0.0.1:7000")),
+            "the registry says"
+        );
+        assert_eq!(copy(5), (Some("127.0.0.1:7009"), None), "nobody says");
+    }
 
     #[test]
     fn a_collector_names_the_receiver_by_address_or_localhost() {

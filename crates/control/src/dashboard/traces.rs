@@ -1,25 +1,30 @@
 //! The recent traces the dashboard was sent, in a bounded store: at most [`MAX_TRACES`]
 //! traces of at most [`MAX_SPANS`] spans each, every text cut to [`MAX_TEXT`] bytes; a new
-//! trace past the cap evicts the oldest (by its first span's arrival) that did not fail, so a
-//! failed trace outlives a busy minute's successes (failed ones take at most half the store),
-//! and a span past a trace's cap is dropped and counted. A trace failed when its request did:
-//! its root span (a try that failed before a retry succeeded is no failure of the request). A trace's spans may arrive in any order and in several exports
-//! (each proxy exports its own); a span sent twice is kept once. Pure: no clock, no I/O.
+//! trace past the cap evicts the oldest ordinary one ([`super::keep`]: failed traces and the
+//! slowest outlive the rest). A trace failed when its request did: its root span (a try that
+//! failed before a retry succeeded is no failure of the request). A trace's spans may arrive in
+//! any order and in several exports (each proxy exports its own, when its request ends); a span
+//! sent twice is kept once, and a trace is listed as still receiving until [`SETTLE_MS`] have
+//! passed without a span of it. Pure: the caller says what time it is (ms on its own clock).
 //!
 //! Memory: a stored span is about 200 bytes plus its texts; with every text at its cap the
-//! whole store stays under 200 × 256 × (200 + 8 × 96) bytes ≈ 48 MiB, and the shop's spans
+//! whole store stays under 200 × 256 × (200 + 9 × 96) bytes ≈ 52 MiB, and the shop's spans
 //! (texts of 10–40 bytes) take about 350 bytes each, ≈ 18 MiB when full.
 
 use std::collections::{HashMap, VecDeque};
 
 use serde::Serialize;
 
+use super::keep::{self, Held};
 use crate::otlp_receiver::ReceivedSpan;
 
 pub const MAX_TRACES: usize = 200;
 pub const MAX_SPANS: usize = 256;
 /// The longest text kept (a path, a route name), in bytes; longer ones are cut.
 pub const MAX_TEXT: usize = 96;
+/// How long after its last span arrived a trace is still listed as receiving: every proxy
+/// exports a span within 100 ms of its end (the exporter's linger) and the export itself.
+pub const SETTLE_MS: u64 = 2_000;
 
 /// OTLP's `SPAN_KIND_SERVER`.
 const KIND_SERVER: i32 = 2;
@@ -44,6 +49,8 @@ pub struct Span {
     #[serde(serialize_with = "hex16_opt")]
     pub parent: Option<u64>,
     pub service: String,
+    /// The copy whose proxy sent it (`pricing[1]`, the resource's `service.instance.id`).
+    pub instance: Option<String>,
     pub direction: Direction,
     /// The route's name (`hopwise.route`); tries take their request's.
     pub route: Option<String>,
@@ -56,7 +63,10 @@ pub struct Span {
     pub error: bool,
     /// A try's number (1 for the first), its copy, outcome and the retry condition behind it.
     pub try_number: Option<u32>,
+    /// A try's copy: its address as the try's span gave it, until the dashboard names it
+    /// ([`super::trace_api`]); then the address moves to `copy_address`.
     pub copy: Option<String>,
+    pub copy_address: Option<String>,
     pub outcome: Option<String>,
     pub retry_condition: Option<String>,
     /// Inbound: how long the app took to answer (`hopwise.app_time_ns`), which tells the
@@ -127,6 +137,7 @@ impl Span {
             span_id,
             parent: id64(&s.parent),
             service: text(&s.service).unwrap_or_default(),
+            instance: text(&s.instance),
             direction,
             route: text(s.attr("hopwise.route")),
             upstream: text(s.attr("hopwise.upstream")),
@@ -138,6 +149,7 @@ impl Span {
             try_number,
             // A try's peer is the copy it reached; a server span's is its caller.
             copy: try_number.and_then(|_: u32| copy_of(s)),
+            copy_address: None,
             outcome: text(s.attr("hopwise.outcome")),
             retry_condition: text(s.attr("hopwise.retry_condition")),
             app_time_ns: s.attr("hopwise.app_time_ns").parse().ok(),
@@ -154,6 +166,8 @@ pub struct Trace {
     pub spans: Vec<Span>,
     /// Spans dropped at this trace's cap.
     pub dropped: u64,
+    /// When its latest span arrived (the store's caller's clock, ms).
+    pub arrived_ms: u64,
 }
 
 /// A line of `/api/traces`.
@@ -169,6 +183,10 @@ pub struct Summary {
     pub duration_ns: u64,
     pub spans: usize,
     pub error: bool,
+    /// Tries after a request's first, in the whole trace: a success after a retry says so.
+    pub retries: usize,
+    /// A span of it arrived less than [`SETTLE_MS`] ago: more may come.
+    pub receiving: bool,
 }
 
 /// The store.
@@ -188,17 +206,17 @@ pub fn trace_hex(id: u128) -> String {
 }
 
 impl Store {
-    /// Keeps `spans` (from one export, of any traces).
-    pub fn add<'a>(&mut self, spans: impl IntoIterator<Item = &'a ReceivedSpan>) {
+    /// Keeps `spans` (from one export, of any traces), arrived at `now_ms`.
+    pub fn add<'a>(&mut self, spans: impl IntoIterator<Item = &'a ReceivedSpan>, now_ms: u64) {
         for s in spans {
             match Span::from_received(s) {
-                Some((trace, span)) => self.add_span(trace, span),
+                Some((trace, span)) => self.add_span(trace, span, now_ms),
                 None => self.refused_spans += 1,
             }
         }
     }
 
-    fn add_span(&mut self, trace: u128, span: Span) {
+    fn add_span(&mut self, trace: u128, span: Span, now_ms: u64) {
         if !self.traces.contains_key(&trace) {
             while self.order.len() >= MAX_TRACES {
                 self.evict();
@@ -206,6 +224,7 @@ impl Store {
             self.order.push_back(trace);
         }
         let t = self.traces.entry(trace).or_default();
+        t.arrived_ms = t.arrived_ms.max(now_ms);
         if t.spans.iter().any(|s| s.span_id == span.span_id) {
             return;
         }
@@ -217,16 +236,22 @@ impl Store {
         t.spans.push(span);
     }
 
-    /// Removes the oldest trace that did not fail, unless failed ones already hold half the
-    /// store: then the oldest of all.
+    /// Lets the oldest ordinary trace go ([`keep::victim`]).
     fn evict(&mut self) {
-        let failed = |id: &u128| self.traces.get(id).is_some_and(Trace::failed);
-        let kept = self.order.iter().filter(|id| failed(id)).count();
-        let at = match self.order.iter().position(|id| !failed(id)) {
-            Some(i) if kept < MAX_TRACES / 2 => i,
-            _ => 0,
-        };
-        if let Some(old) = self.order.remove(at) {
+        let held: Vec<Held> = self
+            .order
+            .iter()
+            .map(|id| {
+                self.traces.get(id).map_or(
+                    Held {
+                        failed: false,
+                        duration_ns: 0,
+                    },
+                    Trace::held,
+                )
+            })
+            .collect();
+        if let Some(old) = keep::victim(&held).and_then(|at| self.order.remove(at)) {
             self.traces.remove(&old);
         }
     }
@@ -247,12 +272,12 @@ impl Store {
         self.traces.get(&id)
     }
 
-    /// Every trace, the newest first.
-    pub fn recent(&self) -> Vec<Summary> {
+    /// Every trace, the newest first, as of `now_ms`.
+    pub fn recent(&self, now_ms: u64) -> Vec<Summary> {
         self.order
             .iter()
             .rev()
-            .filter_map(|id| Some(summary(*id, self.traces.get(id)?)))
+            .filter_map(|id| Some(summary(*id, self.traces.get(id)?, now_ms)))
             .collect()
     }
 }
@@ -272,11 +297,24 @@ impl Trace {
     pub fn failed(&self) -> bool {
         self.root().is_some_and(|r| r.error)
     }
+
+    fn span_range(&self) -> (u64, u64) {
+        let start = self.spans.iter().map(|s| s.start).min().unwrap_or(0);
+        let end = self.spans.iter().map(|s| s.end).max().unwrap_or(start);
+        (start, end.max(start))
+    }
+
+    fn held(&self) -> Held {
+        let (start, end) = self.span_range();
+        Held {
+            failed: self.failed(),
+            duration_ns: end - start,
+        }
+    }
 }
 
-fn summary(id: u128, t: &Trace) -> Summary {
-    let start = t.spans.iter().map(|s| s.start).min().unwrap_or(0);
-    let end = t.spans.iter().map(|s| s.end).max().unwrap_or(start);
+fn summary(id: u128, t: &Trace, now_ms: u64) -> Summary {
+    let (start, end) = t.span_range();
     let root = t.root();
     Summary {
         id: trace_hex(id),
@@ -287,6 +325,12 @@ fn summary(id: u128, t: &Trace) -> Summary {
         duration_ns: end - start,
         spans: t.spans.len(),
         error: t.failed(),
+        retries: t
+            .spans
+            .iter()
+            .filter(|s| s.try_number.is_some_and(|n| n > 1))
+            .count(),
+        receiving: now_ms.saturating_sub(t.arrived_ms) < SETTLE_MS,
     }
 }
 

@@ -241,4 +241,4 @@ fn row(
 
 #[cfg(test)]
 #[path = "waterfall_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -1,10 +1,19 @@
 use super::*;
 
-fn span(id: u64, parent: u64, service: &str, direction: Direction, start: u64, end: u64) -> Span {
+/// A span as the store keeps it (also for `trace_api`'s tests).
+pub(crate) fn span(
+    id: u64,
+    parent: u64,
+    service: &str,
+    direction: Direction,
+    start: u64,
+    end: u64,
+) -> Span {
     Span {
         span_id: id,
         parent: (parent != 0).then_some(parent),
         service: service.into(),
+        instance: None,
         direction,
         route: None,
         upstream: None,
@@ -15,6 +24,7 @@ fn span(id: u64, parent: u64, service: &str, direction: Direction, start: u64, e
         error: false,
         try_number: (direction == Direction::Try).then_some(1),
         copy: None,
+        copy_address: None,
         outcome: (direction == Direction::Try).then(|| "response".to_owned()),
         retry_condition: None,
         app_time_ns: None,

@@ -185,6 +185,26 @@ pub fn http_get(addr: SocketAddr, path: &str, host: &str) -> String {
     out
 }
 
+/// One POST of a JSON body on its own connection; the whole response as text.
+pub fn http_post(addr: SocketAddr, path: &str, host: &str, json: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return "no connection".to_owned();
+    };
+    let _ = s.set_nodelay(true);
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let _ = s.write_all(
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{json}",
+            json.len()
+        )
+        .as_bytes(),
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 /// `GET /` to service b through a caller's port for it.
 pub fn get(port: SocketAddr) -> String {
     http_get(port, "/", "b")

@@ -11,7 +11,14 @@ const SERIES = [
   { key: 'latency', title: 'Latency p50 / p99', lines: [['p50_ms', 'line'], ['p99_ms', 'line p99']], fmt: (v) => fmtMs(v) },
   { key: 'retries', title: 'Retries/s', lines: [['retries_per_s', 'line warn']], fmt: (v) => fmtRate(v) },
 ];
-const timeline = { edges: new Map(), since: 0, windowMs: 15 * 60 * 1000, busy: false };
+const timeline = { edges: new Map(), since: 0, windowMs: 15 * 60 * 1000, busy: false, order: [] };
+
+// The mesh's calls in chain order (the control plane's /api/timeline `order`: from the entry
+// down): a chart's place. An edge the mesh file does not declare comes after, by name.
+function chainRank(e) {
+  const i = timeline.order.findIndex(([from, to]) => from === e.from && to === e.to);
+  return i < 0 ? timeline.order.length : i;
+}
 
 function svgEl(name, attrs = {}, text) {
   const node = document.createElementNS('http://www.w3.org/2000/svg', name);
@@ -97,7 +104,8 @@ function chart(edge, series, now, span) {
 
 function drawCharts() {
   const list = document.getElementById('charts-list');
-  const edges = [...timeline.edges.values()].filter((e) => e.points.length);
+  const edges = [...timeline.edges.values()].filter((e) => e.points.length)
+    .sort((a, b) => chainRank(a) - chainRank(b) || `${a.from}>${a.to}`.localeCompare(`${b.from}>${b.to}`));
   if (!edges.length) {
     list.innerHTML = '<p class="empty">No readings yet: the charts start with the second reading of a caller\'s proxy.</p>';
     return;
@@ -128,6 +136,7 @@ async function pollTimeline() {
   try {
     const r = await api(`/api/timeline?since=${timeline.since}`);
     timeline.windowMs = r.window_ms;
+    timeline.order = r.order || [];
     for (const e of r.edges) {
       const key = `${e.from}>${e.to}`;
       const known = timeline.edges.get(key) || { from: e.from, to: e.to, points: [] };
