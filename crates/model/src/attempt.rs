@@ -221,7 +221,9 @@ impl Spend for Given {
 /// and whether the back-off fits in the time left.
 pub fn next(policy: &Policy, t: &TryEnd, spend: &mut impl Spend) -> Next {
     let retry = &policy.retry;
-    if t.outcome.is_success() || ended_by_deadline(t) {
+    // An answer below 500 is a success, unless the rule names it (`retriable-4xx`, a 429 in
+    // `status_codes`), as Envoy retries the codes it is given.
+    if (t.outcome.is_success() && !retry.matches(t.outcome)) || ended_by_deadline(t) {
         return Next::Done;
     }
     let skip = match retry.decide_marked(t.outcome, t.safe, t.marked) {

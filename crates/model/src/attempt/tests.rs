@@ -116,6 +116,26 @@ fn successes_and_the_requests_own_deadline_end_the_request() {
     ));
 }
 
+/// An answer below 500 ends the request, unless the rule names it: `retriable-4xx` (409)
+/// and a code in `status_codes` (a 429 from a rate limit) are retried, as Envoy does.
+#[test]
+fn a_4xx_is_retried_only_when_the_rule_names_it() {
+    let mut all = Given::allow();
+    let p = policy();
+    for status in [404, 409, 429] {
+        assert_eq!(next(&p, &end(Outcome::http(status)), &mut all), Next::Done);
+    }
+    let mut named = policy();
+    named.retry.on.insert(RetryOn::Retriable4xx);
+    named.retry.on.insert(RetryOn::RetriableStatusCodes);
+    named.retry.status_codes = [429].into();
+    for status in [409, 429] {
+        let n = next(&named, &end(Outcome::http(status)), &mut all);
+        assert!(matches!(n, Next::Retry { .. }), "{status}: {n:?}");
+    }
+    assert_eq!(next(&named, &end(Outcome::http(404)), &mut all), Next::Done);
+}
+
 #[test]
 fn a_retry_waits_its_back_off_and_is_bounded_by_what_will_be_left() {
     let p = policy();
