@@ -128,6 +128,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 address: None,
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
+                rate_limit: hopwise_model::rate::RateLimits::default(),
                 inbound: Default::default(),
                 tcp: None,
                 upgrade: None,

@@ -60,6 +60,8 @@ pub struct Service {
     pub allow_paths: Vec<(String, Vec<String>)>,
     /// What its inbound proxy lets through to the app.
     pub inbound: InboundLimits,
+    /// Requests a second its inbound proxy lets through (`inbound.rate_limit`).
+    pub rate_limit: crate::rate::RateLimits,
     /// Opaque TCP ports of its app (`tcp`), if any.
     pub tcp: Option<crate::tcp::Tcp>,
     /// Protocol switches and `CONNECT` its app accepts (`upgrade`), if any.
@@ -271,6 +273,13 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
                 inbound: inbound_limits(rs.inbound.as_ref()),
+                rate_limit: crate::rate::resolve(
+                    rs.inbound.as_ref().and_then(|i| i.rate_limit.as_ref()),
+                    name,
+                    &raw.services,
+                    &locations,
+                    diags,
+                ),
                 tcp: rs.tcp.as_ref().map(crate::tcp::Tcp::of),
                 upgrade: crate::upgrade::Upgrade::read(rs, name, &locations, diags),
                 carries: Carries::resolve(rs.carries.as_deref().unwrap_or_default(), &copies),

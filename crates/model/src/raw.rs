@@ -21,6 +21,7 @@ mod calls;
 mod capture;
 mod carries;
 mod observe;
+mod rate_limit;
 mod read_policy;
 mod read_routes;
 mod readers;
@@ -38,6 +39,7 @@ pub use calls::{
 pub use capture::RawCapture;
 pub use carries::Carry;
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
+pub use rate_limit::{RawLimit, RawRateLimit};
 pub use readers::read_mesh;
 pub use routes::{
     FilterType, PathMatchType, PathModifierType, RawBackend, RawFilter, RawGrpcMethod, RawHeader,

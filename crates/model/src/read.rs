@@ -243,6 +243,11 @@ impl<'n> Fields<'n> {
         read(r, node, &path)
     }
 
+    /// Whether field `key` is written at all (with any value).
+    pub fn has(&self, key: &str) -> bool {
+        self.entries.iter().any(|(k, _)| k.name == key)
+    }
+
     /// Reports every field that no reader asked for, with the closest known name.
     pub fn finish(self, r: &mut Reader) {
         for (key, _) in self.entries {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hopwise_model::observe::{AccessLog, Tracing};
+use hopwise_model::rate::RateLimits;
 use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy, Upgrade};
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -215,6 +216,9 @@ pub struct ProxyConfig {
     pub inbound_routes: Vec<(String, String)>,
     /// Caps on requests to the local app and how long it may take (`services.<name>.inbound`).
     pub inbound_limits: InboundLimits,
+    /// Requests a second let through to the app (`services.<name>.inbound.rate_limit`), its
+    /// named callers by SPIFFE identity ([`crate::inbound::rate`]).
+    pub rate_limit: RateLimits,
     /// This service's opaque TCP ports, which tunnels may reach (`services.<name>.tcp`).
     pub tcp: Option<Tcp>,
     /// Protocol switches and `CONNECT` this service's app accepts ([`crate::upgrade`]).
@@ -336,6 +340,12 @@ impl ProxyConfig {
             allowed_paths,
             inbound_routes,
             inbound_limits: s.inbound,
+            rate_limit: RateLimits {
+                callers: (s.rate_limit.callers.iter())
+                    .map(|(name, limit)| (mesh.identity(name), *limit))
+                    .collect(),
+                ..s.rate_limit.clone()
+            },
             tcp: s.tcp.clone(),
             upgrade: s.upgrade.clone(),
             tracing: mesh.observe.tracing.clone(),

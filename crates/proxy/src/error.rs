@@ -69,6 +69,11 @@ pub enum ProxyError {
     CallerGone,
     #[error("route `{0}` sends the request nowhere: no backend of its rule has weight")]
     NoBackend(String),
+    #[error("{limit} is reached for this service: try again in {retry_after_secs}s")]
+    RateLimited {
+        limit: &'static str,
+        retry_after_secs: u64,
+    },
 }
 
 impl ProxyError {
@@ -97,6 +102,7 @@ impl ProxyError {
             ProxyError::UpgradeUnsupported(_) => "upgrade-unsupported",
             ProxyError::CallerGone => "caller-gone",
             ProxyError::NoBackend(_) => "no-backend",
+            ProxyError::RateLimited { .. } => "rate-limited",
         }
     }
 
@@ -123,6 +129,7 @@ impl ProxyError {
             | ProxyError::UpgradeUnsupported(_)
             | ProxyError::CallerGone
             | ProxyError::NoBackend(_)
+            | ProxyError::RateLimited { .. }
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
         }
     }
@@ -136,6 +143,7 @@ impl ProxyError {
             ProxyError::UpgradeUnsupported(_) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Forbidden(_) | ProxyError::NoIdentity(_) => StatusCode::FORBIDDEN,
             ProxyError::BadPath(_) => StatusCode::BAD_REQUEST,
+            ProxyError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ProxyError::PerTryTimeout
             | ProxyError::RouteTimeout
             | ProxyError::DeadlineExceeded
@@ -169,9 +177,9 @@ impl ProxyError {
             ProxyError::AppTimeout => GrpcCode::DeadlineExceeded.number(),
             ProxyError::PerTryTimeout | ProxyError::RouteTimeout => on_timeout.number(),
             ProxyError::DeadlineExceeded => GrpcCode::DeadlineExceeded.number(),
-            ProxyError::Overflow(_) | ProxyError::InboundOverflow(_) => {
-                GrpcCode::ResourceExhausted.number()
-            }
+            ProxyError::Overflow(_)
+            | ProxyError::InboundOverflow(_)
+            | ProxyError::RateLimited { .. } => GrpcCode::ResourceExhausted.number(),
             ProxyError::CallerGone => GrpcCode::Cancelled.number(),
             _ => GrpcCode::Unavailable.number(),
         }
@@ -210,6 +218,15 @@ impl ProxyError {
         if let ProxyError::Overflow(limit) | ProxyError::InboundOverflow(limit) = self {
             resp.headers_mut()
                 .insert(LIMIT_HEADER, HeaderValue::from_static(limit));
+        }
+        if let ProxyError::RateLimited {
+            limit,
+            retry_after_secs,
+        } = self
+        {
+            let h = resp.headers_mut();
+            h.insert(LIMIT_HEADER, HeaderValue::from_static(limit));
+            h.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
         }
         resp
     }

@@ -1,12 +1,14 @@
 //! The inbound request lifecycle, read top to bottom: the caller's headers stripped of what
 //! must not cross a hop → the path made canonical ([`hopwise_model::path`]: 400 if it cannot
 //! be) → who the caller is ([`Caller`], from the handshake; fail closed) → authorise it on the
-//! canonical path → the caps on requests to the app ([`limits`]) → `x-hopwise-peer-identity` set
+//! canonical path → the rate limits ([`rate`]: 429) → the caps on requests to the app
+//! ([`limits`]) → `x-hopwise-peer-identity` set
 //! from the certificate alone → forward the canonical path to the local app in plain HTTP (h2c
 //! for gRPC), waiting at most `inbound.timeout` for its answer. A protocol switch or CONNECT
 //! takes the same checks, then [`crate::upgrade::inbound`].
 
 pub mod limits;
+pub mod rate;
 mod switch;
 
 use std::net::SocketAddr;
@@ -38,6 +40,7 @@ use crate::upgrade::Switch;
 use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
 use limits::{CallerKey, InboundGauges};
+use rate::RateLimiter;
 
 /// Who is calling, as the connection's handshake established it.
 #[derive(Debug)]
@@ -108,6 +111,8 @@ pub struct Inbound {
     metrics: Arc<Metrics>,
     /// The caps, shared by every worker of the proxy.
     gauges: Arc<InboundGauges>,
+    /// The rate limits, shared by every worker of the proxy (none when none is set).
+    rates: Option<Arc<RateLimiter>>,
     /// Requests tied to the app's calls through trace context ([`crate::link`]).
     links: Option<Arc<Links>>,
 }
@@ -159,6 +164,7 @@ impl Inbound {
             fallback,
             metrics,
             gauges,
+            rates: None,
             links: None,
         }
     }
@@ -274,6 +280,9 @@ impl Inbound {
                 GrpcCode::DeadlineExceeded,
             );
         };
+        if let Err(err) = self.within_rate(caller, path) {
+            return self.refuse(rm, err, grpc, start);
+        }
         let _admitted = match self.gauges.admit(caller.key()) {
             Ok(a) => a,
             Err(cap) => {

@@ -23,6 +23,7 @@ use crate::cluster::ClusterShared;
 use crate::config::ProxyConfig;
 use crate::inbound::Inbound;
 use crate::inbound::limits::InboundGauges;
+use crate::inbound::rate::RateLimiter;
 use crate::link::Links;
 use crate::metrics::Metrics;
 use crate::outbound::Outbound;
@@ -36,6 +37,8 @@ pub struct Live {
     pub clusters: IndexMap<String, Arc<ClusterShared>>,
     /// The caps on requests to the local app, shared by the workers.
     pub inbound: Arc<InboundGauges>,
+    /// The rate limits on requests to the local app, shared by the workers (none set: none).
+    pub rates: Option<Arc<RateLimiter>>,
     /// Inbound requests linked to the app's calls through trace context (kept across changes).
     pub links: Arc<Links>,
     workers: Vec<Handlers>,
@@ -69,6 +72,7 @@ impl Live {
             })
             .collect();
         let inbound = InboundGauges::next(config.inbound_limits, previous.map(|p| &p.inbound));
+        let rates = RateLimiter::next(&config, previous.and_then(|p| p.rates.as_ref()));
         let links = previous.map_or_else(
             || {
                 let counters = metrics.carried.counters(&config.service);
@@ -95,13 +99,15 @@ impl Live {
                     inbound.clone(),
                     old.map(|h| &h.inbound),
                 )
-                .linked(links.clone()),
+                .linked(links.clone())
+                .rate_limited(rates.clone()),
             });
         }
         Ok(Live {
             config,
             clusters,
             inbound,
+            rates,
             links,
             workers: handlers,
         })

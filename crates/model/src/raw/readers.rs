@@ -144,6 +144,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
                 max_requests: f.get(r, "max_requests", positive_u32),
                 max_requests_per_caller: f.get(r, "max_requests_per_caller", positive_u32),
                 timeout: f.get(r, "timeout", or_none(positive_timeout)),
+                rate_limit: f.get(r, "rate_limit", super::rate_limit::read_rate_limit),
             };
             f.finish(r);
             Some(i)

@@ -240,4 +240,7 @@ pub struct RawInbound {
     /// How long the app may take to start its answer (default 30s); `none`: no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<OrNone<Dur>>,
+    /// Requests a second let through to the app (default: no limit); over it, 429.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<super::RawRateLimit>,
 }

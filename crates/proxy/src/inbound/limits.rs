@@ -37,7 +37,7 @@ impl CallerKey {
 
 /// The table's keys are hashes already: used as they are.
 #[derive(Debug, Default)]
-struct AsIs(u64);
+pub(super) struct AsIs(u64);
 
 impl Hasher for AsIs {
     fn finish(&self) -> u64 {

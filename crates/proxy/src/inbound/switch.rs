@@ -41,6 +41,9 @@ impl Inbound {
             let err = ProxyError::NoEndpoint(self.config.service.clone());
             return self.refuse(None, err, false, start);
         };
+        if let Err(err) = self.within_rate(caller, path) {
+            return self.refuse(None, err, false, start);
+        }
         let held = match self.gauges.admit_held(caller.key()) {
             Ok(h) => h,
             Err(cap) => {
