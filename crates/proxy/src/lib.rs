@@ -34,6 +34,7 @@ pub mod link;
 pub mod listeners;
 pub mod live;
 pub mod metrics;
+pub mod mirror;
 pub mod opaque;
 pub mod otlp;
 pub mod outbound;

@@ -33,6 +33,7 @@ use crate::error::{ProxyError, local};
 use crate::headers::{PEER, host_of, is_grpc, normalize_path, strip_hop_by_hop};
 use crate::link::Links;
 use crate::metrics::{Direction, Metrics, RouteMetrics};
+use crate::mirror;
 use crate::otlp::{self, Recording};
 use crate::recorded::Recorded;
 use crate::replay::Replay;
@@ -188,8 +189,8 @@ impl Outbound {
         };
         // The callee's own routes, if it has any, pick the backend (its parent is the callee
         // the `Host` or the listener named, GAMMA); without routes, the callee is the backend.
-        let (state, answer_edits) = match parent.cluster.table.as_deref() {
-            None => (parent, None),
+        let (state, answer_edits, mirrors) = match parent.cluster.table.as_deref() {
+            None => (parent, None, Vec::new()),
             Some(table) => match self.route(parent, table, &mut req, grpc) {
                 Ok(routed) => routed,
                 Err(reply) => return *reply,
@@ -247,13 +248,21 @@ impl Outbound {
         }
         let safe = safe_to_repeat(route, &req);
         let (head, body) = req.into_parts();
+        let mut bound = replay_bound(policy);
+        if !mirrors.is_empty() {
+            bound = bound.max(mirror::BODY_LIMIT);
+        }
+        let replay = Replay::new(body, bound);
+        for m in mirrors {
+            mirror::spawn(m, &head, replay.follower());
+        }
         let sent = Instant::now();
         let tries = attempts::run(attempts::Tries {
             state,
             route,
             rm,
             head,
-            replay: Replay::new(body, replay_bound(policy)),
+            replay,
             grpc,
             safe,
             deadline,
@@ -303,7 +312,7 @@ impl Outbound {
         table: &'s RouteTable,
         req: &mut Request<Incoming>,
         grpc: bool,
-    ) -> Result<(&'s ClusterState, Option<&'s HeaderModifier>), Box<Response<Body>>> {
+    ) -> Result<Routed<'s>, Box<Response<Body>>> {
         let headers = HeaderView(req.headers());
         let decision = route::decide(table, &route::view(req, &headers), fastrand::u32(..));
         let parent_name = &parent.cluster.service;
@@ -340,7 +349,12 @@ impl Outbound {
         if let Err(err) = route::apply_request(req, &forward) {
             return Err(refuse(err));
         }
-        Ok((state, forward.response_headers))
+        // A mirror this proxy does not call, or a label subset, gets no copy.
+        let mirrors = (forward.mirrors.iter())
+            .filter(|t| t.subset.is_empty())
+            .filter_map(|t| self.clusters.get(&t.service))
+            .collect();
+        Ok((state, forward.response_headers, mirrors))
     }
 
     /// The cluster of a per-upstream listener (an opaque TCP one's, [`crate::opaque`]), or
@@ -369,6 +383,14 @@ impl Outbound {
         }
     }
 }
+
+/// A routed request: the backend's cluster, the rule's answer edits, and the clusters a copy
+/// of it goes to (`RequestMirror`).
+type Routed<'s> = (
+    &'s ClusterState,
+    Option<&'s HeaderModifier>,
+    Vec<&'s ClusterState>,
+);
 
 /// The request as it arrives from the app (CONNECT and protocol switches went to
 /// [`crate::upgrade`]): hop-by-hop headers stripped before anything of ours is added (nothing

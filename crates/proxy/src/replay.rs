@@ -9,10 +9,14 @@
 //!
 //! A try whose connection failed before it polled anything leaves the source untouched, so
 //! connection failures can be retried for any body size.
+//!
+//! A mirror ([`crate::mirror`]) reads a *follower* body: the copies as the tries pull them,
+//! never the source itself, so it cannot slow or take anything from the request. It waits for
+//! the tries to pull; if the body outgrows the limit, the follower fails and the mirror ends.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -34,7 +38,23 @@ struct Shared {
     started: bool,
     /// The newest try; only it may pull from the source.
     current: u32,
+    /// A follower waiting for the tries to pull more.
+    follower: Option<Waker>,
+    /// The source failed: the body will never be whole.
+    failed: bool,
 }
+
+impl Shared {
+    /// Something a follower waits for happened: a frame kept, the end, or the copies dropped.
+    fn wake_follower(&mut self) {
+        if let Some(w) = self.follower.take() {
+            w.wake();
+        }
+    }
+}
+
+/// The attempt number of a follower body (tries count from 1).
+const FOLLOWER: u32 = 0;
 
 /// The handle that makes a body for each try.
 #[derive(Debug, Clone)]
@@ -79,6 +99,8 @@ impl Replay {
                 overflowed: hint.lower() > limit as u64,
                 started: false,
                 current: 0,
+                follower: None,
+                failed: false,
             })),
             hint,
             empty,
@@ -95,6 +117,19 @@ impl Replay {
     /// whose answer must not be held back.)
     pub fn complete(&self) -> bool {
         lock(&self.shared).done
+    }
+
+    /// A body that follows the tries: every frame they pull, once they pull it; an error if
+    /// the body outgrows the limit (its copies are gone). For a mirror of the request.
+    pub fn follower(&self) -> ReplayBody {
+        ReplayBody {
+            shared: Some(self.shared.clone()),
+            attempt: FOLLOWER,
+            pos: 0,
+            trailers_sent: false,
+            hint: self.hint,
+            empty: self.empty,
+        }
     }
 
     /// The body for try `attempt` (1-based, increasing).
@@ -131,6 +166,35 @@ impl ReplayBody {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A follower's next frame: a copy the tries kept, the end once they reached it, or a wait.
+fn follow(
+    pos: &mut usize,
+    trailers_sent: &mut bool,
+    s: &mut Shared,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    // Copies not kept (the body outgrew the limit, even before it started) or a broken source:
+    // a follower never sends part of a body as if it were all of it.
+    if s.overflowed || s.failed {
+        return Poll::Ready(Some(Err(Box::new(Superseded))));
+    }
+    if let Some(frame) = s.frames.get(*pos) {
+        *pos += 1;
+        return Poll::Ready(Some(Ok(Frame::data(frame.clone()))));
+    }
+    if s.done {
+        if !*trailers_sent && let Some(t) = s.trailers.clone() {
+            *trailers_sent = true;
+            return Poll::Ready(Some(Ok(Frame::trailers(t))));
+        }
+        return Poll::Ready(None);
+    }
+    s.follower = Some(cx.waker().clone());
+    Poll::Pending
+}
+
 /// The body of an earlier try was polled after a newer try took over; it is dead anyway.
 #[derive(Debug, thiserror::Error)]
 #[error("request body superseded by a newer try, or no longer replayable")]
@@ -149,6 +213,9 @@ impl Body for ReplayBody {
             return Poll::Ready(None);
         };
         let mut s = lock(shared);
+        if this.attempt == FOLLOWER {
+            return follow(&mut this.pos, &mut this.trailers_sent, &mut s, cx);
+        }
         if s.current != this.attempt {
             return Poll::Ready(Some(Err(Box::new(Superseded))));
         }
@@ -179,9 +246,15 @@ impl Body for ReplayBody {
                 Poll::Ready(None) => {
                     s.done = true;
                     s.source = None;
+                    s.wake_follower();
                     return Poll::Ready(None);
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(Box::new(e)))),
+                Poll::Ready(Some(Err(e))) => {
+                    // The follower cannot have the whole body either.
+                    s.failed = true;
+                    s.wake_follower();
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
                 Poll::Ready(Some(Ok(frame))) => frame,
             };
             // An empty data frame carries nothing; passing it on costs the next hop one of the
@@ -209,6 +282,7 @@ impl Body for ReplayBody {
                     s.trailers = Some(t.clone());
                     this.trailers_sent = true;
                 }
+                s.wake_follower();
                 Poll::Ready(Some(Ok(frame)))
             };
         }

@@ -49,6 +49,8 @@ pub struct Forward<'r> {
     pub response_headers: Option<&'r HeaderModifier>,
     /// `URLRewrite`, if the rule has one.
     pub rewrite: Option<UrlRewrite<'r>>,
+    /// Where a copy of it goes too (`RequestMirror`, taken by its percentage).
+    pub mirrors: Vec<&'r Target>,
 }
 
 /// A rewrite worked out for one request.
@@ -88,6 +90,10 @@ fn decide_in<'r, M: Matcher + Prefix>(
     let rule_name = rule.name.as_deref();
     let prefix = m.prefix();
     let (mut request_headers, mut response_headers, mut rewrite) = (None, None, None);
+    let mut mirrors = Vec::new();
+    // The mirror's own draw from the same number, its bits turned so it does not follow the
+    // backend's pick (which reads the draw modulo the weights).
+    let mirror_draw = draw.rotate_left(16);
     for filter in &rule.filters {
         match filter {
             Filter::RequestRedirect(r) => {
@@ -99,7 +105,7 @@ fn decide_in<'r, M: Matcher + Prefix>(
             Filter::RequestHeaderModifier(h) => request_headers = Some(h),
             Filter::ResponseHeaderModifier(h) => response_headers = Some(h),
             Filter::UrlRewrite(r) => rewrite = Some(url_rewrite(r, request.path, prefix)),
-            // Not wired yet (docs/routes.md): the request goes on, unmirrored.
+            Filter::RequestMirror(m) if m.takes(mirror_draw) => mirrors.push(&m.target),
             Filter::RequestMirror(_) => {}
         }
     }
@@ -115,6 +121,7 @@ fn decide_in<'r, M: Matcher + Prefix>(
             request_headers,
             response_headers,
             rewrite,
+            mirrors,
         }),
     }
 }

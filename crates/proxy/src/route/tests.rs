@@ -199,3 +199,36 @@ fn the_header_view_answers_alike_for_few_and_many_headers() {
         ));
     }
 }
+
+/// A `RequestMirror` takes its percentage of the draws, with its own bits of the draw: the
+/// copy goes beside the backend the weights picked, never in its place.
+#[test]
+fn a_mirror_takes_its_share_of_the_draws_beside_the_backend() {
+    let t = table(
+        r#"    routes:
+      shadow:
+        rules:
+          - filters:
+              - type: RequestMirror
+                request_mirror: { backend: { service: b-v2 }, percent: 25 }
+            backends: [{ service: b-v1 }]"#,
+    );
+    let mut mirrored = 0;
+    for draw in 0..100u32 {
+        // Draws whose mirror bits run over 0..100 (the mirror reads the draw turned by 16).
+        let draw = draw.rotate_right(16);
+        let Decision::Forward(f) = decide(&t, &get("/x", &NONE), draw) else {
+            panic!("not forwarded")
+        };
+        assert_eq!(&*f.backend.service, "b-v1");
+        match f.mirrors.as_slice() {
+            [] => {}
+            [m] => {
+                assert_eq!(&*m.service, "b-v2");
+                mirrored += 1;
+            }
+            more => panic!("{more:?}"),
+        }
+    }
+    assert_eq!(mirrored, 25);
+}
