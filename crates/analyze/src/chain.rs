@@ -129,6 +129,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
                 rate_limit: hopwise_model::rate::RateLimits::default(),
+                fault: None,
                 inbound: Default::default(),
                 tcp: None,
                 upgrade: None,

@@ -66,3 +66,14 @@ impl Diagnostics {
             .join("\n")
     }
 }
+
+/// The line and message of the problem reported at `path`, for tests that read a file with
+/// mistakes and check each is named where it stands.
+#[cfg(test)]
+pub(crate) fn problem_at(errors: &[Diagnostic], path: &str) -> (Option<usize>, String) {
+    let d = errors
+        .iter()
+        .find(|d| d.path == path)
+        .unwrap_or_else(|| panic!("no error at {path}: {errors:#?}"));
+    (d.pos.map(|p| p.line), d.message.clone())
+}

@@ -14,6 +14,7 @@ pub mod carries;
 pub mod control_port;
 pub mod diag;
 pub mod duration;
+pub mod fault;
 pub mod mesh;
 pub mod observe;
 pub mod path;

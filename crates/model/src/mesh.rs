@@ -62,6 +62,8 @@ pub struct Service {
     pub inbound: InboundLimits,
     /// Requests a second its inbound proxy lets through (`inbound.rate_limit`).
     pub rate_limit: crate::rate::RateLimits,
+    /// Faults its inbound proxies inject (`fault`), if any.
+    pub fault: Option<crate::fault::Fault>,
     /// Opaque TCP ports of its app (`tcp`), if any.
     pub tcp: Option<crate::tcp::Tcp>,
     /// Protocol switches and `CONNECT` its app accepts (`upgrade`), if any.
@@ -277,6 +279,13 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                     rs.inbound.as_ref().and_then(|i| i.rate_limit.as_ref()),
                     name,
                     &raw.services,
+                    &locations,
+                    diags,
+                ),
+                fault: crate::fault::resolve(
+                    rs.fault.as_ref(),
+                    name,
+                    rs.protocol.unwrap_or(Protocol::Http),
                     &locations,
                     diags,
                 ),

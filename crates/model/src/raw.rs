@@ -20,6 +20,7 @@ use crate::policy::GrpcCode;
 mod calls;
 mod capture;
 mod carries;
+mod fault;
 mod observe;
 mod rate_limit;
 mod read_policy;
@@ -38,6 +39,7 @@ pub use calls::{
 };
 pub use capture::RawCapture;
 pub use carries::Carry;
+pub use fault::{RawAbort, RawDelay, RawFault, RawFaultHeader};
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use rate_limit::{RawLimit, RawRateLimit};
 pub use readers::read_mesh;

@@ -219,6 +219,8 @@ pub struct ProxyConfig {
     /// Requests a second let through to the app (`services.<name>.inbound.rate_limit`), its
     /// named callers by SPIFFE identity ([`crate::inbound::rate`]).
     pub rate_limit: RateLimits,
+    /// Faults injected into requests to the app (`services.<name>.fault`, [`crate::inbound::fault`]).
+    pub fault: Option<hopwise_model::fault::Fault>,
     /// This service's opaque TCP ports, which tunnels may reach (`services.<name>.tcp`).
     pub tcp: Option<Tcp>,
     /// Protocol switches and `CONNECT` this service's app accepts ([`crate::upgrade`]).
@@ -346,6 +348,7 @@ impl ProxyConfig {
                     .collect(),
                 ..s.rate_limit.clone()
             },
+            fault: s.fault.clone(),
             tcp: s.tcp.clone(),
             upgrade: s.upgrade.clone(),
             tracing: mesh.observe.tracing.clone(),

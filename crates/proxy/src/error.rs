@@ -5,6 +5,7 @@
 //! a trailers-only response: HTTP 200 with `grpc-status` and `grpc-message`, as gRPC requires.
 
 use bytes::Bytes;
+use hopwise_model::fault::Answer;
 use hopwise_model::{GrpcCode, Outcome};
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::Full;
@@ -69,6 +70,8 @@ pub enum ProxyError {
     CallerGone,
     #[error("route `{0}` sends the request nowhere: no backend of its rule has weight")]
     NoBackend(String),
+    #[error("a fault injected by this service's `fault` (docs/config.md)")]
+    Fault(hopwise_model::fault::Answer),
     #[error("{limit} is reached for this service: try again in {retry_after_secs}s")]
     RateLimited {
         limit: &'static str,
@@ -103,6 +106,7 @@ impl ProxyError {
             ProxyError::CallerGone => "caller-gone",
             ProxyError::NoBackend(_) => "no-backend",
             ProxyError::RateLimited { .. } => "rate-limited",
+            ProxyError::Fault(_) => "fault",
         }
     }
 
@@ -131,6 +135,8 @@ impl ProxyError {
             | ProxyError::NoBackend(_)
             | ProxyError::RateLimited { .. }
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
+            ProxyError::Fault(Answer::Http(s)) => Outcome::http(*s),
+            ProxyError::Fault(Answer::Grpc(c)) => Outcome::grpc(*c),
         }
     }
 
@@ -144,6 +150,11 @@ impl ProxyError {
             ProxyError::Forbidden(_) | ProxyError::NoIdentity(_) => StatusCode::FORBIDDEN,
             ProxyError::BadPath(_) => StatusCode::BAD_REQUEST,
             ProxyError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            // 200–599, checked when the mesh was read; a gRPC code answered as HTTP: 503.
+            ProxyError::Fault(Answer::Http(s)) => {
+                StatusCode::from_u16(*s).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+            }
+            ProxyError::Fault(Answer::Grpc(_)) => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::PerTryTimeout
             | ProxyError::RouteTimeout
             | ProxyError::DeadlineExceeded
@@ -181,6 +192,7 @@ impl ProxyError {
             | ProxyError::InboundOverflow(_)
             | ProxyError::RateLimited { .. } => GrpcCode::ResourceExhausted.number(),
             ProxyError::CallerGone => GrpcCode::Cancelled.number(),
+            ProxyError::Fault(Answer::Grpc(c)) => c.number(),
             _ => GrpcCode::Unavailable.number(),
         }
     }

@@ -2,11 +2,12 @@
 //! must not cross a hop → the path made canonical ([`hopwise_model::path`]: 400 if it cannot
 //! be) → who the caller is ([`Caller`], from the handshake; fail closed) → authorise it on the
 //! canonical path → the rate limits ([`rate`]: 429) → the caps on requests to the app
-//! ([`limits`]) → `x-hopwise-peer-identity` set
+//! ([`limits`]) → the service's fault, if any ([`fault`]) → `x-hopwise-peer-identity` set
 //! from the certificate alone → forward the canonical path to the local app in plain HTTP (h2c
 //! for gRPC), waiting at most `inbound.timeout` for its answer. A protocol switch or CONNECT
 //! takes the same checks, then [`crate::upgrade::inbound`].
 
+mod fault;
 pub mod limits;
 pub mod rate;
 mod switch;
@@ -283,6 +284,7 @@ impl Inbound {
         if let Err(err) = self.within_rate(caller, path) {
             return self.refuse(rm, err, grpc, start);
         }
+        let injected = self.injected(req.headers());
         let _admitted = match self.gauges.admit(caller.key()) {
             Ok(a) => a,
             Err(cap) => {
@@ -290,6 +292,12 @@ impl Inbound {
                 return self.refuse(rm, ProxyError::InboundOverflow(cap), grpc, start);
             }
         };
+        if let Some(delay) = injected.delay {
+            tokio::time::sleep(delay).await;
+        }
+        if let Some(answer) = injected.abort {
+            return self.refuse(rm, ProxyError::Fault(answer), grpc, start);
+        }
         set_identity(caller, req.headers_mut());
         let sent = Instant::now();
         // The app's deadline, decided once: `inbound.timeout` from now.

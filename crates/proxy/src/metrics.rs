@@ -16,6 +16,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub mod carried;
+pub mod faults;
 pub mod tcp;
 use crate::access_log::LogSink;
 use crate::otlp::SpanSink;
@@ -142,6 +143,8 @@ pub struct Metrics {
     /// Opaque TCP connections' families.
     pub tcp: tcp::TcpMetrics,
     pub carried: carried::CarriedMetrics,
+    /// Faults injected ([`faults`]).
+    pub faults: faults::FaultMetrics,
     spans_dropped: Counter,
     log_dropped: Counter,
     /// Where access-log lines go, when the service logs (set once, at start).
@@ -274,9 +277,11 @@ impl Metrics {
         );
         let tcp = tcp::TcpMetrics::register(&mut registry);
         let carried = carried::CarriedMetrics::register(&mut registry);
+        let faults = faults::FaultMetrics::register(&mut registry);
         Arc::new(Metrics {
             tcp,
             carried,
+            faults,
             registry,
             requests,
             responses,

@@ -9,54 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use support::in_process::{self, InProcess, with_endpoints};
+use http::StatusCode;
+use support::in_process::{Pair, pair};
 use support::*;
-use tokio::net::TcpStream;
-
-/// One kept-alive HTTP/1.1 connection: after the first request nothing in the path waits on a
-/// timer (no connect timeout pending), so the paused clock moves only when the test says.
-struct Client(hyper::client::conn::http1::SendRequest<Full<Bytes>>);
-
-impl Client {
-    async fn to(addr: std::net::SocketAddr) -> Client {
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        tcp.set_nodelay(true).unwrap();
-        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        Client(send)
-    }
-
-    async fn send(&mut self, method: &str, path: &str) -> (StatusCode, http::HeaderMap) {
-        let req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "loans")
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let resp = self.0.send_request(req).await.unwrap();
-        let (parts, body) = resp.into_parts();
-        body.collect().await.unwrap();
-        (parts.status, parts.headers)
-    }
-}
-
-/// `shop`'s proxy in front of `loans`' proxy in front of an echoing app, both in process (on
-/// the test's clock), and a client connected to shop's local port for loans.
-async fn shop_to_loans(mesh: &str) -> (Backend, InProcess, InProcess, Client) {
-    let app = backend(echo()).await;
-    let f = Fixture::new(mesh);
-    let loans = in_process::serve(inbound(f.config("loans"), app.addr)).await;
-    let shop_config = with_endpoints(f.config("shop"), "loans", vec![loans.inbound.unwrap()]);
-    let shop = in_process::serve(shop_config).await;
-    let client = Client::to(shop.upstreams["loans"]).await;
-    (app, loans, shop, client)
-}
 
 const ROUTE_LIMITED: &str = r"
 services:
@@ -76,7 +31,12 @@ services:
 
 #[tokio::test(start_paused = true)]
 async fn a_route_lets_its_burst_through_then_one_a_second_and_the_caller_does_not_retry() {
-    let (app, loans, _shop, mut client) = shop_to_loans(ROUTE_LIMITED).await;
+    let Pair {
+        app,
+        callee: loans,
+        mut client,
+        ..
+    } = pair(ROUTE_LIMITED, "shop", "loans").await;
     let hits = || app.hits.load(std::sync::atomic::Ordering::SeqCst);
 
     // Another path, not limited: it warms both connections (their connect timers are done).
@@ -203,7 +163,12 @@ services:
 /// refilled after the back-off, refuses each try).
 #[tokio::test(start_paused = true)]
 async fn a_caller_retries_a_429_only_when_its_rule_names_it() {
-    let (app, loans, shop, mut client) = shop_to_loans(ASKS_FOR_429).await;
+    let Pair {
+        app,
+        callee: loans,
+        caller: shop,
+        mut client,
+    } = pair(ASKS_FOR_429, "shop", "loans").await;
     assert_eq!(client.send("GET", "/a").await.0, StatusCode::OK);
     let (status, headers) = client.send("GET", "/b").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);

@@ -71,13 +71,7 @@ services:
         every_second: 4
 ";
     let errors = Mesh::from_yaml(text).expect_err("refused").0;
-    let at = |path: &str| {
-        let d = errors
-            .iter()
-            .find(|d| d.path == path)
-            .unwrap_or_else(|| panic!("no error at {path}: {errors:#?}"));
-        (d.pos.map(|p| p.line), d.message.clone())
-    };
+    let at = |path: &str| crate::diag::problem_at(&errors, path);
     let (line, message) = at("services.b.inbound.rate_limit.total");
     assert_eq!(line, Some(8));
     assert!(message.contains("needs `rate`"), "{message}");

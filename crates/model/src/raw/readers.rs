@@ -149,6 +149,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             f.finish(r);
             Some(i)
         }),
+        fault: f.get(r, "fault", super::fault::read_fault),
         tcp: f.get(r, "tcp", super::tcp::read_tcp),
         upgrade: f.get(r, "upgrade", super::upgrade::read_upgrade),
         carries: f.get(r, "carries", super::carries::read_carries),

@@ -103,6 +103,10 @@ pub struct RawService {
     /// (per proxy and per calling identity) and how long the app may take to answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inbound: Option<RawInbound>,
+    /// Faults its inbound proxies inject into a share of its requests: a delay, an abort
+    /// (docs/config.md, `fault`). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<super::RawFault>,
     /// The app speaks opaque TCP (a database, a cache) on these ports: carried whole between
     /// proxies over mutual TLS (docs/tcp.md).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -8,17 +8,22 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use hopwise_proxy::ProxyConfig;
 use hopwise_proxy::config::Target;
 use hopwise_proxy::inbound::Caller;
 use hopwise_proxy::live::Live;
 use hopwise_proxy::metrics::Metrics;
 use hopwise_proxy::outbound::{Entry, Outbound};
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use indexmap::IndexMap;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+
+use super::{Backend, Fixture, backend, echo, inbound};
 
 /// A proxy served in process: where its listeners are, and its metrics.
 pub struct InProcess {
@@ -117,4 +122,83 @@ pub fn with_endpoints(
         *e = endpoints;
     }
     config
+}
+
+/// One kept-alive HTTP/1.1 connection: after the first request nothing in the path waits on a
+/// timer (no connect timeout pending), so the paused clock moves only when the test says.
+pub struct Client {
+    send: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl Client {
+    /// A connection to `addr`, whose requests name `host`.
+    pub async fn to(addr: SocketAddr, host: &str) -> Client {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.set_nodelay(true).unwrap();
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        Client {
+            send,
+            host: host.to_owned(),
+        }
+    }
+
+    pub async fn send(&mut self, method: &str, path: &str) -> (StatusCode, http::HeaderMap) {
+        self.send_with(method, path, &[]).await
+    }
+
+    /// A request with these extra headers; its answer read to the end.
+    pub async fn send_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, http::HeaderMap) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.host);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = self
+            .send
+            .send_request(req.body(Full::new(Bytes::new())).unwrap())
+            .await
+            .unwrap();
+        let (parts, body) = resp.into_parts();
+        body.collect().await.unwrap();
+        (parts.status, parts.headers)
+    }
+}
+
+/// A caller's proxy in front of a callee's proxy in front of an echoing app, both in process
+/// (on the test's clock), and a client on the caller's local port for the callee.
+pub struct Pair {
+    pub app: Backend,
+    pub callee: InProcess,
+    pub caller: InProcess,
+    pub client: Client,
+}
+
+pub async fn pair(mesh: &str, caller: &str, callee: &str) -> Pair {
+    let app = backend(echo()).await;
+    let f = Fixture::new(mesh);
+    let callee_proxy = serve(inbound(f.config(callee), app.addr)).await;
+    let config = with_endpoints(
+        f.config(caller),
+        callee,
+        vec![callee_proxy.inbound.unwrap()],
+    );
+    let caller_proxy = serve(config).await;
+    let client = Client::to(caller_proxy.upstreams[callee], callee).await;
+    Pair {
+        app,
+        callee: callee_proxy,
+        caller: caller_proxy,
+        client,
+    }
 }
