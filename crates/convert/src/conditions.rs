@@ -2,6 +2,10 @@
 //! (Envoy names, and status codes as numbers), Linkerd's `retry.linkerd.io/http` (codes, ranges,
 //! `gateway-error`, `5xx`) and `retry.linkerd.io/grpc` (gRPC status names). A word we cannot
 //! count is refused at its line: guessing would miscount.
+//!
+//! Linkerd's words name response codes only: its `5xx` is 500–599 and its `gateway-error`
+//! 502–504, never a failed connection or a reset — unlike Envoy's conditions of the same names,
+//! which also retry those. So they become status codes, not Envoy's names.
 
 use hopwise_model::RetryOn;
 
@@ -67,13 +71,17 @@ pub fn istio(list: &str) -> Result<Conditions, String> {
     Ok(out.close())
 }
 
-/// Linkerd's `retry.linkerd.io/http`: `5xx`, `gateway-error`, `504`, `500-504`.
+/// Linkerd's `5xx`: every 5XX response code, and nothing else.
+pub const LINKERD_5XX: std::ops::RangeInclusive<u16> = 500..=599;
+
+/// Linkerd's `retry.linkerd.io/http`: `5xx`, `gateway-error`, `504`, `500-504`, each a set of
+/// response codes.
 pub fn linkerd_http(list: &str) -> Result<Conditions, String> {
     let mut out = Conditions::default();
     for word in list.split(',').map(str::trim).filter(|w| !w.is_empty()) {
         match word {
-            "5xx" => out.name("5xx"),
-            "gateway-error" => out.name("gateway-error"),
+            "5xx" => LINKERD_5XX.for_each(|c| out.code(c)),
+            "gateway-error" => (502..=504).for_each(|c| out.code(c)),
             _ => match word.split_once('-') {
                 Some((a, b)) => {
                     let (a, b) = (status(a.trim())?, status(b.trim())?);
@@ -132,8 +140,15 @@ mod tests {
     #[test]
     fn linkerd_ranges_expand() {
         let c = linkerd_http("500-502,gateway-error").unwrap();
-        assert_eq!(c.codes, [500, 501, 502]);
-        assert_eq!(c.names, ["gateway-error", "retriable-status-codes"]);
+        assert_eq!(c.codes, [500, 501, 502, 503, 504]);
+        // Response codes only: no Envoy name that would also retry a failed connection.
+        assert_eq!(c.names, ["retriable-status-codes"]);
+        let all = linkerd_http("5xx").unwrap();
+        assert_eq!(
+            (all.codes.len(), all.codes[0], all.codes[99]),
+            (100, 500, 599)
+        );
+        assert_eq!(all.names, ["retriable-status-codes"]);
         assert!(linkerd_http("504-500").is_err());
         assert!(linkerd_grpc("unavailable,nope").is_err());
     }

@@ -23,9 +23,11 @@ const DEFAULT_BUDGET: Budget = Budget {
     window: Some(Dur::from_millis(10_000)),
 };
 
-/// gRPC statuses a ServiceProfile counts as failures, with HTTP 5xx.
+/// gRPC statuses a ServiceProfile counts as failures; with them `retriable-status-codes` for
+/// HTTP's 500–599 ([`conditions::LINKERD_5XX`]). A retryable route retries a failed *response*
+/// only: not a refused connection or a reset, which Envoy's `5xx` would also retry.
 const PROFILE_FAILURES: [&str; 6] = [
-    "5xx",
+    "retriable-status-codes",
     "cancelled",
     "deadline-exceeded",
     "internal",
@@ -74,6 +76,10 @@ pub fn service_profile(t: &mut Translation, o: &Object, cx: &mut Ctx) {
                     * b.window.map_or(10, |w| w.get().as_secs().max(1));
                 route.retry_count = Some(Field {
                     value: floor.clamp(1, u64::from(u32::MAX)),
+                    at: at.clone(),
+                });
+                route.status_codes = Some(Field {
+                    value: conditions::LINKERD_5XX.collect(),
                     at: at.clone(),
                 });
                 route.retry_on = Some(Field {

@@ -121,7 +121,18 @@ fn linkerd_books_profiles() {
     let head = call(&imp.mesh, "webapp → authors/head-authors-id-json");
     assert_eq!(head.method, "HEAD");
     assert_eq!(head.policy.retry.count, 100);
-    assert!(head.policy.retry.on.contains(&RetryOn::Any5xx));
+    // Linkerd retries a failed response, 500–599, never a refused connection: status codes,
+    // not Envoy's `5xx` (which would retry connect failures too).
+    assert!(
+        head.policy
+            .retry
+            .on
+            .contains(&RetryOn::RetriableStatusCodes)
+    );
+    assert!(!head.policy.retry.on.contains(&RetryOn::Any5xx));
+    assert!(!head.policy.retry.on.contains(&RetryOn::ConnectFailure));
+    let codes: Vec<u16> = head.policy.retry.status_codes.iter().copied().collect();
+    assert_eq!(codes, (500..=599).collect::<Vec<u16>>());
     let budget = head.policy.budget.expect("the profile's budget");
     assert_eq!((budget.ratio, budget.min_per_second), (0.2, 10));
     // The route that is not retryable: Linkerd's default, none.
@@ -133,18 +144,24 @@ fn linkerd_books_profiles() {
         0
     );
     let c = run("linkerd-books", "calls.txt", false);
-    let row = c
-        .report
-        .fanout
-        .iter()
-        .find(|r| r.service == "authors" && r.failure == hopwise_analyze::Failure::Down)
-        .unwrap();
-    // 1 + 1 + 101 + 1 + 1 + 101 tries over the routes; with the budget at steady load 6.6.
-    assert_eq!(row.attempts, 306);
+    let row = |failure| {
+        c.report
+            .fanout
+            .iter()
+            .find(|r| r.service == "authors" && r.failure == failure)
+            .unwrap()
+    };
+    // Down: a refused connection is no failed response, so no route retries it: one try per
+    // route, 6 over the routes (Envoy's `5xx` would have made it 1 + 1 + 101 + 1 + 1 + 101).
+    let down = row(hopwise_analyze::Failure::Down);
+    assert_eq!((down.attempts, down.with_budgets), (6, 6.0));
+    // A 503 is a failed response: the retryable route's 101 tries, 6.6 with the budget.
+    let failing = row(hopwise_analyze::Failure::Http503);
+    assert_eq!(failing.attempts, 306);
     assert!(
-        (row.with_budgets - 6.6).abs() < 1e-9,
+        (failing.with_budgets - 6.6).abs() < 1e-9,
         "{}",
-        row.with_budgets
+        failing.with_budgets
     );
 }
 
