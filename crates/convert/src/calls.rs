@@ -6,9 +6,26 @@
 //! for the client outside; or from a text export of the mesh's request metrics (Istio's
 //! `istio_requests_total`, Linkerd's `response_total`), each series with a source and a
 //! destination one call, a source Istio calls `unknown` the outside. `#` starts a comment.
-//! Every call remembers its line.
+//! Every call remembers its line. A service may be written with its namespace,
+//! `reviews.bookinfo` (a series' namespace labels say it); [`crate::names`] settles the names.
 
 use hopwise_model::read::valid_name;
+
+/// `reviews`, or `reviews.bookinfo` (a service and its namespace).
+fn service_name(s: &str) -> bool {
+    match s.split_once('.') {
+        Some((name, ns)) => valid_name(name) && valid_name(ns),
+        None => valid_name(s),
+    }
+}
+
+/// `name` in `ns`, when the series says it.
+fn in_namespace(name: &str, ns: Option<&str>) -> String {
+    match ns {
+        Some(ns) if !ns.is_empty() => format!("{name}.{ns}"),
+        _ => name.to_owned(),
+    }
+}
 use hopwise_model::{Dur, Pos, Protocol};
 use serde::Serialize;
 
@@ -118,7 +135,7 @@ fn call_line(out: &mut Calls, line: &str, at: At) -> Result<(), (usize, String)>
         let service = words
             .next()
             .ok_or((at.pos.column, "`entry` needs a service name".to_owned()))?;
-        if !valid_name(service) {
+        if !service_name(service) {
             return Err((
                 col(line, service),
                 format!("`{service}` is not a service name"),
@@ -159,10 +176,12 @@ fn call_line(out: &mut Calls, line: &str, at: At) -> Result<(), (usize, String)>
         if name.contains('=') {
             break;
         }
-        if !valid_name(name) {
+        if !service_name(name) {
             return Err((
                 col(line, name),
-                format!("`{name}` is not a service name (lowercase letters, digits, `-`, `_`)"),
+                format!(
+                    "`{name}` is not a service name (lowercase letters, digits, `-`, `_`; `name.namespace` for a namespace's)"
+                ),
             ));
         }
         names.push(*name);
@@ -272,10 +291,12 @@ fn series(out: &mut Calls, metric: &str, rest: &str, at: At) -> Result<(), Strin
         return Ok(());
     }
     let label = |k: &str| labels.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
-    let (from, to) = if metric == "istio_requests_total" {
+    let (from, to, from_ns, to_ns) = if metric == "istio_requests_total" {
         (
             label("source_workload").or(label("source_app")),
             label("destination_service_name").or(label("destination_workload")),
+            label("source_workload_namespace"),
+            label("destination_service_namespace").or(label("destination_workload_namespace")),
         )
     } else {
         if label("direction") != Some("outbound") {
@@ -284,6 +305,8 @@ fn series(out: &mut Calls, metric: &str, rest: &str, at: At) -> Result<(), Strin
         (
             label("deployment"),
             label("dst_service").or(label("dst_deployment")),
+            label("namespace"),
+            label("dst_namespace"),
         )
     };
     let (Some(from), Some(to)) = (from, to) else {
@@ -291,10 +314,12 @@ fn series(out: &mut Calls, metric: &str, rest: &str, at: At) -> Result<(), Strin
             "a {metric} series without its source and destination labels"
         ));
     };
-    let to = crate::ir::short_host(to);
-    if !valid_name(to) {
+    let short = to.split('.').next().unwrap_or(to);
+    if !valid_name(short) {
         return Err(format!("`{to}` is not a service name"));
     }
+    let to = crate::names::key(to, to_ns);
+    let to = to.as_str();
     let mut at = at;
     at.object = metric.to_owned();
     if from == "unknown" {
@@ -311,6 +336,8 @@ fn series(out: &mut Calls, metric: &str, rest: &str, at: At) -> Result<(), Strin
     if !valid_name(from) {
         return Err(format!("`{from}` is not a service name"));
     }
+    let from = in_namespace(from, from_ns);
+    let from = from.as_str();
     if !out.calls.iter().any(|c| c.from == from && c.to == to) {
         out.calls.push(Call::new(from, to, at));
     }

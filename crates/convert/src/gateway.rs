@@ -8,8 +8,9 @@
 use hopwise_model::Protocol;
 use hopwise_model::yaml::Node;
 
-use crate::ir::{Field, Flavor, Route, Skipped, Translation, short_host, timeout};
+use crate::ir::{Field, Flavor, Route, Skipped, Translation, timeout};
 use crate::linkerd;
+use crate::names::key;
 use crate::node::{Ctx, get};
 use crate::objects::Object;
 
@@ -25,8 +26,12 @@ pub fn route(t: &mut Translation, o: &Object, cx: &mut Ctx) {
             let f = format!("spec.parentRefs[{i}]");
             let kind = get(p, "kind").and_then(|k| cx.string(k, &format!("{f}.kind")));
             let name = get(p, "name").and_then(|n| cx.string(n, &format!("{f}.name")));
+            let ns = get(p, "namespace").and_then(|n| cx.string(n, &format!("{f}.namespace")));
             match (kind.as_deref(), name) {
-                (Some("Service"), Some(n)) => parents.push((n, cx.at(p, &f))),
+                (Some("Service"), Some(n)) => {
+                    let ns = ns.as_deref().or(o.namespace);
+                    parents.push((key(&n, ns), cx.at(p, &f)));
+                }
                 (_, Some(n)) => t.skipped.push(Skipped {
                     at: cx.at(p, &f),
                     why: format!(
@@ -62,7 +67,7 @@ pub fn route(t: &mut Translation, o: &Object, cx: &mut Ctx) {
         routes.push(route);
     }
     for (parent, at) in parents {
-        let h = t.host(short_host(&parent));
+        let h = t.host(&parent);
         h.routes.extend(routes.iter().cloned());
         if grpc {
             h.protocol = Some(Field {

@@ -118,7 +118,7 @@ impl Destination {
     }
 }
 
-/// Everything said about one host (a service, by its short name).
+/// Everything said about one host (a service, by [`crate::names::key`]: `reviews.bookinfo`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Host {
     /// What applies to every route of the host (a Service's Linkerd annotations).
@@ -161,11 +161,6 @@ impl Translation {
             self.seen.push(flavor);
         }
     }
-}
-
-/// A host as a service name: the first label of a DNS name (`pricing.shop.svc.cluster.local`).
-pub fn short_host(host: &str) -> &str {
-    host.split('.').next().unwrap_or(host)
 }
 
 /// A timeout field as every mesh here writes one: a duration, `0s` switching it off (Istio,

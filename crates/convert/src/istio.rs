@@ -9,9 +9,8 @@
 use hopwise_model::yaml::Node;
 
 use crate::conditions;
-use crate::ir::{
-    Destination, Field, Flavor, Outlier, Route, Skipped, Translation, short_host, timeout,
-};
+use crate::ir::{Destination, Field, Flavor, Outlier, Route, Skipped, Translation, timeout};
+use crate::names::key;
 use crate::node::{Ctx, get};
 use crate::objects::Object;
 
@@ -64,7 +63,7 @@ pub fn virtual_service(t: &mut Translation, o: &Object, cx: &mut Ctx) {
             });
             continue;
         }
-        t.host(short_host(host))
+        t.host(&key(host, o.namespace))
             .routes
             .extend(routes.iter().cloned());
     }
@@ -185,7 +184,7 @@ pub fn destination_rule(t: &mut Translation, o: &Object, cx: &mut Ctx) {
             subsets.push((name, own));
         }
     }
-    let h = t.host(short_host(&host));
+    let h = t.host(&key(&host, o.namespace));
     h.destination = Some(dest);
     h.subsets.extend(subsets);
     t.read.push(cx.at(o.node, ""));

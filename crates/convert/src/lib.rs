@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod ir;
 pub mod istio;
 pub mod linkerd;
+pub mod names;
 pub mod node;
 pub mod objects;
 pub mod origins;
@@ -75,6 +76,7 @@ pub fn import(config: &[Source], calls: &[Source], opts: &Options) -> Result<Imp
     let objects = parsed.objects(&mut problems);
     let t = translate::translate(&objects, &mut problems);
     let c = calls::read(calls, &mut problems);
+    let (t, c) = names::settle(t, c, &mut problems);
     if c.calls.is_empty() && c.entries.is_empty() && problems.is_empty() {
         problems.push(Problem {
             file: calls.first().map_or("(no calls file)", |s| s.name).to_owned(),

@@ -12,7 +12,8 @@ use hopwise_model::Dur;
 use hopwise_model::yaml::Node;
 
 use crate::conditions;
-use crate::ir::{Budget, Field, Flavor, Route, Translation, short_host, timeout};
+use crate::ir::{Budget, Field, Flavor, Route, Translation, timeout};
+use crate::names::key;
 use crate::node::{Ctx, get};
 use crate::objects::Object;
 
@@ -91,8 +92,7 @@ pub fn service_profile(t: &mut Translation, o: &Object, cx: &mut Ctx) {
             routes.push(route);
         }
     }
-    let name = short_host(o.name).to_owned();
-    t.host(&name).routes.extend(routes);
+    t.host(&key(o.name, o.namespace)).routes.extend(routes);
     t.read.push(cx.at(o.node, ""));
 }
 

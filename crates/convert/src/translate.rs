@@ -7,6 +7,7 @@ use hopwise_model::Protocol;
 use hopwise_model::yaml::Value;
 
 use crate::ir::{Field, Flavor, Route, Skipped, Translation};
+use crate::names::key;
 use crate::node::{Ctx, get};
 use crate::objects::Object;
 use crate::problem::Problem;
@@ -67,10 +68,10 @@ fn service(t: &mut Translation, o: &Object, cx: &mut Ctx) {
         t.saw(Flavor::Linkerd);
         let mut base = Route::new(cx.at(o.node, ""));
         linkerd::annotations(&mut base, o, cx);
-        t.host(o.name).base = Some(base);
+        t.host(&key(o.name, o.namespace)).base = Some(base);
     }
     if let Some(at) = grpc {
-        t.host(o.name).protocol = Some(Field {
+        t.host(&key(o.name, o.namespace)).protocol = Some(Field {
             value: Protocol::Grpc,
             at,
         });
