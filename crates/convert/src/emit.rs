@@ -105,9 +105,6 @@ pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Wr
     w.line(2, &format!("name: {}", quote(&a.name)));
     w.line(0, "defaults:");
     w.line(2, &format!("preset: {}", a.flavor.preset()));
-    if let Some(d) = &t.mesh_default {
-        policy(&mut w, 2, "defaults", d);
-    }
     if a.fixed_backoff {
         w.line(
             2,
@@ -128,6 +125,11 @@ pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Wr
             services.push(&e.service);
         }
     }
+    // Istio's mesh-wide default applies route by route, where a route says nothing of retries.
+    let default = t
+        .mesh_default
+        .as_ref()
+        .filter(|_| a.flavor == Flavor::Istio);
     w.line(0, "services:");
     for s in &services {
         let path = format!("services.{s}");
@@ -159,7 +161,7 @@ pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Wr
                 continue;
             }
             done.push(&c.to);
-            call(&mut w, t, c, &format!("{path}.calls.{}", c.to));
+            call(&mut w, t, default, c, &format!("{path}.calls.{}", c.to));
         }
     }
     (w.out, w.origins, w.written)
@@ -177,7 +179,7 @@ fn quote(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
-fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
+fn call(w: &mut W, t: &Translation, default: Option<&Route>, c: &crate::calls::Call, path: &str) {
     let host = t.hosts.get(&c.to);
     w.line(6, &format!("{}:", c.to));
     let request = |w: &mut W| {
@@ -206,7 +208,7 @@ fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
     let chosen: Vec<(String, Route)> = taken
         .iter()
         .cloned()
-        .zip(all.iter().cloned())
+        .zip(all.iter().map(|r| with_default(r, default)))
         .filter(|(n, _)| c.routes.as_ref().is_none_or(|only| only.contains(n)))
         .collect();
     for want in c.routes.iter().flatten() {
@@ -259,8 +261,11 @@ fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
             if let Some(d) = dest {
                 destination(w, 8, path, d);
             }
-            if let Some(b) = base {
-                policy(w, 8, path, b);
+            match (base, default) {
+                (Some(b), _) => policy(w, 8, path, b),
+                // No route names the host: Istio's default route, with the mesh's retries.
+                (None, Some(d)) if routes.is_empty() => policy(w, 8, path, d),
+                _ => {}
             }
             let o = origin(base.map(|b| &b.holder), dest.map(|d| &d.holder));
             w.origins.calls.insert(path.to_owned(), o);
@@ -286,6 +291,23 @@ fn call(w: &mut W, t: &Translation, c: &crate::calls::Call, path: &str) {
             }
         }
     }
+}
+
+/// Istio's mesh-wide default retry policy (`default`) on a route that writes no `retries`; a
+/// route that writes them starts from Istio's built-in policy instead, as `retry.go` does.
+fn with_default(r: &Route, default: Option<&Route>) -> Route {
+    let mut out = r.clone();
+    if let Some(d) = default
+        && r.retry_count.is_none()
+        && r.retry_on.is_none()
+    {
+        out.retry_count = d.retry_count.clone();
+        out.retry_on = d.retry_on.clone();
+        out.status_codes = d.status_codes.clone();
+        out.per_try_timeout = out.per_try_timeout.or_else(|| d.per_try_timeout.clone());
+        out.backoff_base = d.backoff_base.clone();
+    }
+    out
 }
 
 /// `route` over `base`: what the route writes wins; its retry settings, if it writes any,

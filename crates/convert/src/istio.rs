@@ -114,7 +114,8 @@ fn http_route(r: &Node, field: &str, cx: &mut Ctx) -> Option<Route> {
     Some(route)
 }
 
-fn retries_of(route: &mut Route, retries: &Node, field: &str, cx: &mut Ctx) {
+/// A `retries` block (a route's, or the mesh-wide default's) onto `route`.
+pub fn retries_of(route: &mut Route, retries: &Node, field: &str, cx: &mut Ctx) {
     if cx.mapping(retries, field).is_none() {
         return;
     }
@@ -135,6 +136,15 @@ fn retries_of(route: &mut Route, retries: &Node, field: &str, cx: &mut Ctx) {
     route.retry_count = attempts;
     if let Some(p) = get(retries, "perTryTimeout") {
         route.per_try_timeout = timeout(cx, p, &format!("{field}.perTryTimeout"));
+    }
+    if let Some(b) = get(retries, "backoff") {
+        let f = format!("{field}.backoff");
+        if let Some(d) = cx.duration(b, &f).filter(|d| !d.get().is_zero()) {
+            route.backoff_base = Some(Field {
+                value: d,
+                at: cx.at(b, &f),
+            });
+        }
     }
     if let Some(on) = get(retries, "retryOn") {
         let f = format!("{field}.retryOn");

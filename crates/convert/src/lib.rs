@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod ir;
 pub mod istio;
 pub mod linkerd;
+pub mod meshconfig;
 pub mod names;
 pub mod node;
 pub mod objects;

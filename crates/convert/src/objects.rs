@@ -107,6 +107,18 @@ fn collect<'n>(
         _ => None,
     };
     let Some(kind) = text("kind") else {
+        // Istio's MeshConfig file (`istioctl --meshConfigFile`) has no `kind`.
+        if get(node, "defaultHttpRetryPolicy").is_some() {
+            out.push(Object {
+                file,
+                kind: "MeshConfig",
+                api_version: "",
+                name: "mesh",
+                namespace: None,
+                node,
+            });
+            return;
+        }
         problems.push(problem("a document without a `kind` string".to_owned()));
         return;
     };

@@ -1,7 +1,9 @@
 //! Objects → the translation, by kind: Istio's VirtualService and DestinationRule, Linkerd's
 //! ServiceProfile, the Gateway API's HTTPRoute and GRPCRoute, and core Services (the protocol
 //! their ports declare, as Istio reads it: a port named `grpc`/`grpc-*` or with `appProtocol:
-//! grpc`; Linkerd's annotations). Every other kind is listed as skipped, never refused.
+//! grpc`; Linkerd's annotations); Istio's mesh configuration (the `istio` ConfigMap, an
+//! IstioOperator, a MeshConfig file) for its default retry policy. Every other kind is listed as
+//! skipped, never refused.
 
 use hopwise_model::Protocol;
 use hopwise_model::yaml::Value;
@@ -11,7 +13,7 @@ use crate::names::key;
 use crate::node::{Ctx, get};
 use crate::objects::Object;
 use crate::problem::Problem;
-use crate::{gateway, istio, linkerd};
+use crate::{gateway, istio, linkerd, meshconfig};
 
 /// Every object translated or listed as skipped; problems collected.
 pub fn translate(objects: &[Object], problems: &mut Vec<Problem>) -> Translation {
@@ -32,6 +34,9 @@ pub fn translate(objects: &[Object], problems: &mut Vec<Problem>) -> Translation
                 gateway::route(&mut t, o, &mut cx)
             }
             ("", "Service") => service(&mut t, o, &mut cx),
+            ("", "ConfigMap") => meshconfig::config_map(&mut t, o, &mut cx),
+            ("", "MeshConfig") => meshconfig::mesh_config(&mut t, o, &mut cx),
+            ("install.istio.io", "IstioOperator") => meshconfig::operator(&mut t, o, &mut cx),
             (_, kind) => t.skipped.push(Skipped {
                 at: cx.at(o.node, ""),
                 why: format!("{kind} is not read (it holds no timeout, retry or cap)"),
