@@ -9,6 +9,7 @@ pub mod assume;
 pub mod chain;
 pub mod fanout;
 pub mod findings;
+pub mod fix;
 pub mod render;
 pub mod routes;
 pub mod timeouts;
