@@ -10,6 +10,7 @@ use hopwise_model::Protocol;
 use indexmap::IndexMap;
 
 use crate::calls::Calls;
+use crate::fixed::{self, Edit};
 use crate::ir::{Destination, Field, Flavor, Route, Skipped, Translation};
 use crate::node::At;
 use crate::origins::{CallOrigin, Origins};
@@ -24,12 +25,16 @@ pub struct Assume {
     pub fixed_backoff: bool,
     /// The input files, named in the header.
     pub inputs: Vec<String>,
+    /// More header lines (the second file's list of fixes).
+    pub header: Vec<String>,
 }
 
-struct W {
+struct W<'e> {
     out: String,
     origins: Origins,
     written: Written,
+    /// Fixes to write over what the input says ([`crate::fixed`]).
+    edits: &'e [Edit],
 }
 
 /// What writing found beside the text.
@@ -43,7 +48,11 @@ pub struct Written {
     pub problems: Vec<Problem>,
 }
 
-impl W {
+impl<'e> W<'e> {
+    fn edits(&self, path: &str) -> Vec<&'e Edit> {
+        self.edits.iter().filter(|e| e.call == path).collect()
+    }
+
     fn line(&mut self, indent: usize, text: &str) {
         let _ = writeln!(self.out, "{:indent$}{text}", "");
     }
@@ -75,7 +84,18 @@ fn list<T: ToString>(items: &[T]) -> String {
 
 /// Writes the file, with the map back and what writing found.
 pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Written) {
+    write_edited(t, calls, a, &[])
+}
+
+/// Writes the file with `edits` over what the input says.
+pub fn write_edited(
+    t: &Translation,
+    calls: &Calls,
+    a: &Assume,
+    edits: &[Edit],
+) -> (String, Origins, Written) {
     let mut w = W {
+        edits,
         out: String::new(),
         origins: Origins {
             flavor: a.flavor,
@@ -101,6 +121,9 @@ pub fn write(t: &Translation, calls: &Calls, a: &Assume) -> (String, Origins, Wr
             a.flavor.preset()
         ),
     );
+    for h in &a.header {
+        w.line(0, &format!("# {h}"));
+    }
     w.line(0, "mesh:");
     w.line(2, &format!("name: {}", quote(&a.name)));
     w.line(0, "defaults:");
@@ -248,24 +271,31 @@ fn call(w: &mut W, t: &Translation, default: Option<&Route>, c: &crate::calls::C
     };
     match routes.as_slice() {
         [one] if one.path.is_none() && one.method.is_none() => {
-            let d = subset(host, one).or(dest);
-            if let Some(d) = d {
+            let edits = w.edits(path);
+            let d = fixed::destination(subset(host, one).or(dest), &edits, &c.at);
+            if let Some(d) = &d {
                 destination(w, 8, path, d);
             }
             let merged = base.map_or_else(|| (*one).clone(), |b| over(b, one));
-            policy(w, 8, path, &merged);
-            let o = origin(Some(&one.holder), d.map(|d| &d.holder));
+            if let Some(merged) = fixed::route(Some(merged), &edits, &c.at) {
+                policy(w, 8, path, &merged);
+            }
+            let o = origin(Some(&one.holder), d.as_ref().map(|d| &d.holder));
             w.origins.calls.insert(path.to_owned(), o);
         }
         _ => {
-            if let Some(d) = dest {
-                destination(w, 8, path, d);
+            let edits = w.edits(path);
+            if let Some(d) = fixed::destination(dest, &edits, &c.at) {
+                destination(w, 8, path, &d);
             }
-            match (base, default) {
-                (Some(b), _) => policy(w, 8, path, b),
+            let own = match (base, default) {
+                (Some(b), _) => Some(b.clone()),
                 // No route names the host: Istio's default route, with the mesh's retries.
-                (None, Some(d)) if routes.is_empty() => policy(w, 8, path, d),
-                _ => {}
+                (None, Some(d)) if routes.is_empty() => Some(d.clone()),
+                _ => None,
+            };
+            if let Some(own) = fixed::route(own, &edits, &c.at) {
+                policy(w, 8, path, &own);
             }
             let o = origin(base.map(|b| &b.holder), dest.map(|d| &d.holder));
             w.origins.calls.insert(path.to_owned(), o);
@@ -281,10 +311,14 @@ fn call(w: &mut W, t: &Translation, default: Option<&Route>, c: &crate::calls::C
                 if let Some(m) = &r.method {
                     w.field(12, &rpath, "method", &quote(m), Some(&r.holder));
                 }
-                policy(w, 12, &rpath, r);
+                let edits = w.edits(&rpath);
+                let fixed = fixed::route(Some(r.clone()), &edits, &c.at);
+                if let Some(r) = &fixed {
+                    policy(w, 12, &rpath, r);
+                }
                 let sub = subset(host, r);
-                if let Some(s) = sub {
-                    destination(w, 12, &rpath, s);
+                if let Some(s) = fixed::destination(sub, &edits, &c.at) {
+                    destination(w, 12, &rpath, &s);
                 }
                 let d = sub.or(dest).map(|d| &d.holder);
                 w.origins.calls.insert(rpath, origin(Some(&r.holder), d));
@@ -390,6 +424,7 @@ fn policy(w: &mut W, indent: usize, path: &str, r: &Route) {
         r.retry_on.is_some(),
         r.status_codes.as_ref().is_some_and(|s| !s.value.is_empty()),
         r.backoff_base.is_some(),
+        r.only_if_safe.is_some(),
     ];
     if retries.iter().any(|b| *b) {
         let rpath = format!("{path}.retries");
@@ -422,6 +457,10 @@ fn policy(w: &mut W, indent: usize, path: &str, r: &Route) {
                 &list(&codes.value),
                 Some(&codes.at),
             );
+        }
+        if let Some(o) = &r.only_if_safe {
+            let v = o.value.to_string();
+            w.field(indent + 2, &rpath, "only_if_safe", &v, Some(&o.at));
         }
         if let Some(b) = &r.backoff_base {
             w.line(indent + 2, &format!("backoff: {{ base: {} }}", b.value));

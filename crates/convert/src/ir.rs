@@ -67,6 +67,9 @@ pub struct Route {
     pub status_codes: Option<Field<Vec<u16>>>,
     pub budget: Option<Field<Budget>>,
     pub backoff_base: Option<Field<Dur>>,
+    /// Retry what may have been processed only when the call is safe to repeat (a fix's; no
+    /// mesh here writes it).
+    pub only_if_safe: Option<Field<bool>>,
     /// Where the route stands: what a finding about a field it leaves out points at.
     pub holder: At,
     /// The subset of the host all its traffic goes to, if one.
@@ -86,6 +89,7 @@ impl Route {
             status_codes: None,
             budget: None,
             backoff_base: None,
+            only_if_safe: None,
             holder,
             subset: None,
         }

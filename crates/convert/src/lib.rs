@@ -13,6 +13,7 @@
 pub mod calls;
 pub mod conditions;
 pub mod emit;
+pub mod fixed;
 
 pub mod gateway;
 pub mod ir;
@@ -30,6 +31,7 @@ pub mod translate;
 use hopwise_model::Mesh;
 use serde::Serialize;
 
+pub use fixed::FixedFile;
 pub use ir::Flavor;
 pub use node::At;
 pub use objects::Source;
@@ -67,6 +69,11 @@ pub struct Imported {
     /// Hosts the configuration speaks of that no call reaches.
     pub unused: Vec<String>,
     pub calls: calls::Calls,
+    /// What the file was written from, for the second file ([`fixed`]).
+    #[serde(skip)]
+    pub translation: ir::Translation,
+    #[serde(skip)]
+    pub assume: emit::Assume,
 }
 
 /// Reads the configuration and the calls, translates them and reads the result as a mesh.
@@ -120,6 +127,7 @@ pub fn import(config: &[Source], calls: &[Source], opts: &Options) -> Result<Imp
             .chain(calls)
             .map(|s| s.name.to_owned())
             .collect(),
+        header: Vec::new(),
     };
     let (text, origins, written) = emit::write(&t, &c, &assume);
     if !written.problems.is_empty() {
@@ -133,23 +141,25 @@ pub fn import(config: &[Source], calls: &[Source], opts: &Options) -> Result<Imp
         .filter(|h| !called.contains(&h.as_str()))
         .cloned()
         .collect();
-    let mut skipped = t.skipped;
+    let mut skipped = t.skipped.clone();
     skipped.extend(written.skipped);
     Ok(Imported {
         text,
         mesh,
         flavor,
         origins,
-        read: t.read,
+        read: t.read.clone(),
         skipped,
         notes: written.notes,
         unused,
         calls: c,
+        translation: t,
+        assume,
     })
 }
 
 /// The model's problems with the written file, at the input's places.
-fn back(d: &hopwise_model::Diagnostics, origins: &origins::Origins) -> Problems {
+pub(crate) fn back(d: &hopwise_model::Diagnostics, origins: &origins::Origins) -> Problems {
     Problems(
         d.0.iter()
             .map(|d| match origins.at(&d.path) {

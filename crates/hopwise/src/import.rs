@@ -150,10 +150,72 @@ pub fn convert(a: &ImportArgs, out: Option<&Path>) -> anyhow::Result<ExitCode> {
     for n in &imp.notes {
         eprintln!("hopwise convert: note: {n}");
     }
-    match out {
-        Some(path) => std::fs::write(path, &imp.text)
-            .with_context(|| format!("cannot write {}", path.display()))?,
-        None => print!("{}", imp.text),
+    let Some(path) = out else {
+        print!("{}", imp.text);
+        eprintln!("hopwise convert: give --out FILE to write the fixed file beside it too");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let opts = Options::default();
+    let fixed = match hopwise_convert::fixed::write(&imp, &opts) {
+        Ok(f) => f,
+        Err(p) => {
+            eprintln!("{}", p.render());
+            eprintln!("hopwise: the fixed file could not be written");
+            return Ok(ExitCode::from(EXIT_BAD_INPUT));
+        }
+    };
+    let fixed_path = fixed_beside(path);
+    let as_is = hopwise_convert::check(&imp, &opts).report;
+    for (p, text) in [(path, &imp.text), (fixed_path.as_path(), &fixed.text)] {
+        std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    eprintln!(
+        "hopwise convert: wrote {}: the configuration as it is: {}",
+        path.display(),
+        summary(&as_is)
+    );
+    eprintln!(
+        "hopwise convert: wrote {}: the same with check's {} fix(es) applied: {}",
+        fixed_path.display(),
+        fixed.fixes.len(),
+        summary(&fixed.report)
+    );
+    for f in &fixed.fixes {
+        eprintln!("  fix {}", hopwise_convert::fixed::describe(f));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `mesh.yaml` → `mesh.fixed.yaml` in the same directory.
+fn fixed_beside(path: &Path) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or("mesh".into(), |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(x) => format!("{stem}.fixed.{}", x.to_string_lossy()),
+        None => format!("{stem}.fixed"),
+    };
+    path.with_file_name(name)
+}
+
+/// `27 attempts at most at inventory; 9 findings (3 errors)`.
+fn summary(r: &hopwise_analyze::Report) -> String {
+    let errors = r
+        .findings
+        .iter()
+        .filter(|f| f.severity == hopwise_analyze::Severity::Error)
+        .count();
+    let worst = r
+        .fanout
+        .iter()
+        .max_by_key(|row| row.attempts)
+        .map_or(String::new(), |row| {
+            format!(
+                "{} attempts at most at {} ({}); ",
+                row.attempts,
+                row.service,
+                row.failure.label()
+            )
+        });
+    format!("{worst}{} finding(s), {errors} error(s)", r.findings.len())
 }

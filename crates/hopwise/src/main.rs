@@ -56,11 +56,12 @@ enum Command {
         request: Option<String>,
     },
     /// Write the hopwise mesh file equivalent to an existing Istio, Linkerd or Gateway API
-    /// configuration (`--from`, with `--calls`): what `check --from` counts.
+    /// configuration (`--from`, with `--calls`): what `check --from` counts; with `--out`, also
+    /// the same file with check's fixes applied beside it (`mesh.yaml` → `mesh.fixed.yaml`).
     Convert {
         #[command(flatten)]
         import: import::ImportArgs,
-        /// Where to write it (default: standard output).
+        /// Where to write it (default: standard output); the fixed file goes beside it.
         #[arg(long, short)]
         out: Option<PathBuf>,
     },
