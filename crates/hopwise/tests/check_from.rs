@@ -171,3 +171,52 @@ fn convert_writes_a_file_check_reads_alike() {
         .expect("a row for inventory down");
     assert_eq!(down["attempts"], 27);
 }
+
+/// The fan-out row at inventory for `failure`, from `check`'s JSON.
+fn attempts_at_inventory(json: &str, failure: &str) -> u64 {
+    let v: Value = serde_json::from_str(json).expect("JSON");
+    v["fanout"]
+        .as_array()
+        .expect("fanout")
+        .iter()
+        .find(|r| r["service"] == "inventory" && r["failure"] == failure)
+        .and_then(|r| r["attempts"].as_u64())
+        .expect("a row for inventory")
+}
+
+#[test]
+fn calls_from_a_metrics_export_say_where_each_came_from() {
+    // Istio's `istio_requests_total`: the chain, and its entry from the `unknown` source.
+    let dir = example("istio-retry-chain");
+    let requests = example("istio-retry-chain/requests.txt");
+    let args = ["check", "--from", &dir, "--calls", &requests];
+    let (text, _) = run(&args, 1);
+    for (from, to, line) in [
+        ("frontend", "checkout", 5),
+        ("checkout", "pricing", 6),
+        ("pricing", "inventory", 7),
+    ] {
+        let said = format!("call     {from} → {to} ({requests}:{line}, istio_requests_total)");
+        assert!(text.contains(&said), "missing {said:?} in\n{text}");
+    }
+    let (json, _) = run(&[&args[..], &["--format", "json"]].concat(), 1);
+    assert_eq!(attempts_at_inventory(&json, "down"), 27);
+    let v: Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(v["import"]["calls"].as_array().map(Vec::len), Some(3));
+
+    // Linkerd's `response_total`: outbound series only (the inbound one is no call).
+    let dir = example("linkerd-chain");
+    let responses = example("linkerd-chain/responses.txt");
+    let args = ["check", "--from", &dir, "--calls", &responses];
+    let (text, _) = run(&args, 0);
+    for (from, to, line) in [
+        ("frontend", "checkout", 2),
+        ("checkout", "pricing", 3),
+        ("pricing", "inventory", 5),
+    ] {
+        let said = format!("call     {from} → {to} ({responses}:{line}, response_total)");
+        assert!(text.contains(&said), "missing {said:?} in\n{text}");
+    }
+    let (json, _) = run(&[&args[..], &["--format", "json"]].concat(), 0);
+    assert_eq!(attempts_at_inventory(&json, "down"), 1);
+}
