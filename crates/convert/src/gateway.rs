@@ -8,7 +8,7 @@
 use hopwise_model::Protocol;
 use hopwise_model::yaml::Node;
 
-use crate::ir::{Field, Flavor, Route, Skipped, Translation, timeout};
+use crate::ir::{Field, Flavor, Route, Skipped, Translation, nonzero, timeout};
 use crate::linkerd;
 use crate::names::key;
 use crate::node::{Ctx, get};
@@ -149,13 +149,7 @@ fn rule(r: &Node, field: &str, grpc: bool, cx: &mut Ctx) -> Route {
             route.status_codes = Some(Field { value: codes, at });
         }
         if let Some(n) = get(retry, "backoff") {
-            let g = format!("{f}.backoff");
-            if let Some(d) = cx.duration(n, &g).filter(|d| !d.get().is_zero()) {
-                route.backoff_base = Some(Field {
-                    value: d,
-                    at: cx.at(n, &g),
-                });
-            }
+            route.backoff_base = nonzero(cx, n, &format!("{f}.backoff"));
         }
     }
     route

@@ -167,6 +167,16 @@ impl Translation {
     }
 }
 
+/// A duration where `0s` means unset (a back-off, a connect timeout): `None` for zero, and with
+/// a problem when it is not a duration.
+pub fn nonzero(cx: &mut Ctx, node: &Node, field: &str) -> Option<Field<Dur>> {
+    let d = cx.duration(node, field).filter(|d| !d.get().is_zero())?;
+    Some(Field {
+        value: d,
+        at: cx.at(node, field),
+    })
+}
+
 /// A timeout field as every mesh here writes one: a duration, `0s` switching it off (Istio,
 /// the Gateway API, Linkerd alike); `None` with a problem when it is not a duration.
 pub fn timeout(cx: &mut Ctx, node: &Node, field: &str) -> Option<Field<Option<Dur>>> {

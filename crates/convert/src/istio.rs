@@ -9,7 +9,9 @@
 use hopwise_model::yaml::Node;
 
 use crate::conditions;
-use crate::ir::{Destination, Field, Flavor, Outlier, Route, Skipped, Translation, timeout};
+use crate::ir::{
+    Destination, Field, Flavor, Outlier, Route, Skipped, Translation, nonzero, timeout,
+};
 use crate::names::key;
 use crate::node::{Ctx, get};
 use crate::objects::Object;
@@ -138,13 +140,7 @@ pub fn retries_of(route: &mut Route, retries: &Node, field: &str, cx: &mut Ctx) 
         route.per_try_timeout = timeout(cx, p, &format!("{field}.perTryTimeout"));
     }
     if let Some(b) = get(retries, "backoff") {
-        let f = format!("{field}.backoff");
-        if let Some(d) = cx.duration(b, &f).filter(|d| !d.get().is_zero()) {
-            route.backoff_base = Some(Field {
-                value: d,
-                at: cx.at(b, &f),
-            });
-        }
+        route.backoff_base = nonzero(cx, b, &format!("{field}.backoff"));
     }
     if let Some(on) = get(retries, "retryOn") {
         let f = format!("{field}.retryOn");
@@ -220,14 +216,10 @@ fn traffic_policy(dest: &mut Destination, tp: &Node, field: &str, cx: &mut Ctx) 
             ) {
                 dest.max_connections = Some(c);
             }
-            if let Some(n) = get(tcp, "connectTimeout") {
-                let h = format!("{g}.connectTimeout");
-                if let Some(d) = cx.duration(n, &h).filter(|d| !d.get().is_zero()) {
-                    dest.connect_timeout = Some(Field {
-                        value: d,
-                        at: cx.at(n, &h),
-                    });
-                }
+            if let Some(c) = get(tcp, "connectTimeout")
+                .and_then(|n| nonzero(cx, n, &format!("{g}.connectTimeout")))
+            {
+                dest.connect_timeout = Some(c);
             }
         }
         if let Some(http) = get(pool, "http") {

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{example, imported};
+use common::{example, imported, sources};
 use hopwise_model::{Call, Mesh};
 
 fn call<'m>(mesh: &'m Mesh, label: &str) -> &'m Call {
@@ -54,20 +54,16 @@ fn a_metrics_export_says_the_namespaces() {
 #[test]
 fn a_call_that_leaves_the_namespace_out_is_refused_at_its_line() {
     let cfg = example("two-namespaces");
-    let src: Vec<_> = cfg
-        .iter()
-        .map(|(n, t)| hopwise_convert::Source { name: n, text: t })
-        .collect();
-    let calls = [hopwise_convert::Source {
-        name: "c.txt",
-        text: "# first\nproductpage -> reviews\n",
-    }];
+    let calls = [(
+        "c.txt".to_owned(),
+        "# first\nproductpage -> reviews\n".to_owned(),
+    )];
     let opts = hopwise_convert::Options {
         name: "x".into(),
         flavor: None,
         fixed_backoff: false,
     };
-    let err = hopwise_convert::import(&src, &calls, &opts)
+    let err = hopwise_convert::import(&sources(&cfg), &sources(&calls), &opts)
         .unwrap_err()
         .render();
     assert_eq!(

@@ -186,37 +186,42 @@ fn attempts_at_inventory(json: &str, failure: &str) -> u64 {
 
 #[test]
 fn calls_from_a_metrics_export_say_where_each_came_from() {
-    // Istio's `istio_requests_total`: the chain, and its entry from the `unknown` source.
-    let dir = example("istio-retry-chain");
-    let requests = example("istio-retry-chain/requests.txt");
-    let args = ["check", "--from", &dir, "--calls", &requests];
-    let (text, _) = run(&args, 1);
-    for (from, to, line) in [
-        ("frontend", "checkout", 5),
-        ("checkout", "pricing", 6),
-        ("pricing", "inventory", 7),
+    // Istio's `istio_requests_total` (the entry from the `unknown` source, on line 4) and
+    // Linkerd's `response_total` (outbound series only: line 4 is inbound, no call).
+    for (dir, export, metric, lines, status, figure) in [
+        (
+            "istio-retry-chain",
+            "requests.txt",
+            "istio_requests_total",
+            [5, 6, 7],
+            1,
+            27,
+        ),
+        (
+            "linkerd-chain",
+            "responses.txt",
+            "response_total",
+            [2, 3, 5],
+            0,
+            1,
+        ),
     ] {
-        let said = format!("call     {from} → {to} ({requests}:{line}, istio_requests_total)");
-        assert!(text.contains(&said), "missing {said:?} in\n{text}");
+        let config = example(dir);
+        let calls = example(&format!("{dir}/{export}"));
+        let args = ["check", "--from", &config, "--calls", &calls];
+        let (text, _) = run(&args, status);
+        let chain = [
+            ("frontend", "checkout"),
+            ("checkout", "pricing"),
+            ("pricing", "inventory"),
+        ];
+        for ((from, to), line) in chain.into_iter().zip(lines) {
+            let said = format!("call     {from} → {to} ({calls}:{line}, {metric})");
+            assert!(text.contains(&said), "missing {said:?} in\n{text}");
+        }
+        let (json, _) = run(&[&args[..], &["--format", "json"]].concat(), status);
+        assert_eq!(attempts_at_inventory(&json, "down"), figure, "{dir}");
+        let v: Value = serde_json::from_str(&json).expect("JSON");
+        assert_eq!(v["import"]["calls"].as_array().map(Vec::len), Some(3));
     }
-    let (json, _) = run(&[&args[..], &["--format", "json"]].concat(), 1);
-    assert_eq!(attempts_at_inventory(&json, "down"), 27);
-    let v: Value = serde_json::from_str(&json).expect("JSON");
-    assert_eq!(v["import"]["calls"].as_array().map(Vec::len), Some(3));
-
-    // Linkerd's `response_total`: outbound series only (the inbound one is no call).
-    let dir = example("linkerd-chain");
-    let responses = example("linkerd-chain/responses.txt");
-    let args = ["check", "--from", &dir, "--calls", &responses];
-    let (text, _) = run(&args, 0);
-    for (from, to, line) in [
-        ("frontend", "checkout", 2),
-        ("checkout", "pricing", 3),
-        ("pricing", "inventory", 5),
-    ] {
-        let said = format!("call     {from} → {to} ({responses}:{line}, response_total)");
-        assert!(text.contains(&said), "missing {said:?} in\n{text}");
-    }
-    let (json, _) = run(&[&args[..], &["--format", "json"]].concat(), 0);
-    assert_eq!(attempts_at_inventory(&json, "down"), 1);
 }

@@ -33,7 +33,7 @@ pub fn example(path: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn sources(v: &[(String, String)]) -> Vec<Source<'_>> {
+pub fn sources(v: &[(String, String)]) -> Vec<Source<'_>> {
     v.iter().map(|(n, t)| Source { name: n, text: t }).collect()
 }
 
