@@ -3,6 +3,9 @@
 //! the destination's caps on the call, the route policy on the call when the host has one
 //! route that matches everything, else one hopwise route per route of the host. What the
 //! input leaves out is not written, so the mesh's preset (`defaults.preset`) supplies it.
+//! Istio's mesh-wide default retry policy goes on each route that writes no `retries`;
+//! [`write_edited`] writes fixes over what the input says (the second file, [`crate::fixed`]).
+//! The fields of one call or route are written by `fields.rs`.
 
 use std::fmt::Write as _;
 
@@ -11,10 +14,13 @@ use indexmap::IndexMap;
 
 use crate::calls::Calls;
 use crate::fixed::{self, Edit};
-use crate::ir::{Destination, Field, Flavor, Route, Skipped, Translation};
+use crate::ir::{Destination, Flavor, Route, Skipped, Translation};
 use crate::node::At;
 use crate::origins::{CallOrigin, Origins};
 use crate::problem::Problem;
+
+mod fields;
+use fields::{destination, dur, policy};
 
 /// Choices the input cannot make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,21 +71,6 @@ impl<'e> W<'e> {
                 .insert(format!("{path}.{key}"), at.clone());
         }
     }
-}
-
-fn dur(d: Option<hopwise_model::Dur>) -> String {
-    d.map_or("none".to_owned(), |d| d.to_string())
-}
-
-fn list<T: ToString>(items: &[T]) -> String {
-    format!(
-        "[{}]",
-        items
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
 }
 
 /// Writes the file, with the map back and what writing found.
@@ -397,140 +388,4 @@ fn route_name(given: Option<&str>, i: usize, taken: &[String]) -> String {
         k += 1;
     }
     out
-}
-
-/// A route's policy fields (what it writes only).
-fn policy(w: &mut W, indent: usize, path: &str, r: &Route) {
-    let (timeout, per_try) = (r.timeout.as_ref(), r.per_try_timeout.as_ref());
-    if let Some(t) = timeout {
-        w.field(indent, path, "timeout", &dur(t.value), Some(&t.at));
-    }
-    if let Some(p) = per_try {
-        let longer = match (timeout.and_then(|t| t.value), p.value) {
-            (Some(t), Some(p)) => p.get() > t.get(),
-            _ => false,
-        };
-        if longer {
-            w.written.skipped.push(Skipped {
-                at: p.at.clone(),
-                why: format!("a per-try timeout of {} is longer than the route's timeout, so it never fires: left out", dur(p.value)),
-            });
-        } else {
-            w.field(indent, path, "per_try_timeout", &dur(p.value), Some(&p.at));
-        }
-    }
-    let retries = [
-        r.retry_count.is_some(),
-        r.retry_on.is_some(),
-        r.status_codes.as_ref().is_some_and(|s| !s.value.is_empty()),
-        r.backoff_base.is_some(),
-        r.only_if_safe.is_some(),
-    ];
-    if retries.iter().any(|b| *b) {
-        let rpath = format!("{path}.retries");
-        w.line(indent, "retries:");
-        if let Some(at) = r
-            .retry_count
-            .as_ref()
-            .map(|c| &c.at)
-            .or(r.retry_on.as_ref().map(|o| &o.at))
-        {
-            w.origins.blocks.insert(rpath.clone(), at.clone());
-        }
-        if let Some(c) = &r.retry_count {
-            w.field(
-                indent + 2,
-                &rpath,
-                "count",
-                &c.value.to_string(),
-                Some(&c.at),
-            );
-        }
-        if let Some(on) = &r.retry_on {
-            w.field(indent + 2, &rpath, "on", &list(&on.value), Some(&on.at));
-        }
-        if let Some(codes) = r.status_codes.as_ref().filter(|s| !s.value.is_empty()) {
-            w.field(
-                indent + 2,
-                &rpath,
-                "status_codes",
-                &list(&codes.value),
-                Some(&codes.at),
-            );
-        }
-        if let Some(o) = &r.only_if_safe {
-            let v = o.value.to_string();
-            w.field(indent + 2, &rpath, "only_if_safe", &v, Some(&o.at));
-        }
-        if let Some(b) = &r.backoff_base {
-            w.line(indent + 2, &format!("backoff: {{ base: {} }}", b.value));
-            w.origins
-                .fields
-                .insert(format!("{rpath}.backoff"), b.at.clone());
-        }
-    }
-    if let Some(b) = &r.budget {
-        let mut parts = Vec::new();
-        if let Some(x) = b.value.ratio {
-            parts.push(format!("ratio: {x}"));
-        }
-        if let Some(x) = b.value.min_per_second {
-            parts.push(format!("min_per_second: {x}"));
-        }
-        if let Some(x) = b.value.window {
-            parts.push(format!("window: {x}"));
-        }
-        w.field(
-            indent,
-            path,
-            "budget",
-            &format!("{{ {} }}", parts.join(", ")),
-            Some(&b.at),
-        );
-    }
-}
-
-fn destination(w: &mut W, indent: usize, path: &str, d: &Destination) {
-    let caps: [(&str, &Option<Field<u64>>); 4] = [
-        ("max_connections", &d.max_connections),
-        ("max_pending", &d.max_pending),
-        ("max_requests", &d.max_requests),
-        ("max_retries", &d.max_retries),
-    ];
-    if caps.iter().any(|(_, f)| f.is_some()) {
-        w.line(indent, "limits:");
-        let lpath = format!("{path}.limits");
-        for (k, f) in caps {
-            if let Some(f) = f {
-                // Istio writes 0 for "unset"; a cap of 0 is refused by hopwise.
-                let v = if f.value == 0 {
-                    u64::from(u32::MAX)
-                } else {
-                    f.value
-                };
-                w.field(indent + 2, &lpath, k, &v.to_string(), Some(&f.at));
-            }
-        }
-    }
-    if let Some(c) = &d.connect_timeout {
-        w.field(
-            indent,
-            path,
-            "connect_timeout",
-            &c.value.to_string(),
-            Some(&c.at),
-        );
-    }
-    if let Some(o) = &d.outlier {
-        // Istio's defaults for what outlierDetection leaves out: 5 errors, 30 s, 10 %.
-        let v = o.value;
-        let text = format!(
-            "{{ consecutive_gateway_failures: {}, base_ejection_time: {}, max_ejection_percent: {} }}",
-            v.consecutive.unwrap_or(5).max(1),
-            v.base_ejection_time
-                .map_or("30s".to_owned(), |d| d.to_string()),
-            v.max_ejection_percent.unwrap_or(10)
-        );
-        w.field(indent, path, "outlier", &text, Some(&o.at));
-    }
 }
