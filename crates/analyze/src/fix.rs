@@ -6,8 +6,10 @@
 //! What each finding becomes (the values nobody wrote are hopwise's own defaults, the `hopwise`
 //! preset):
 //! - `retry-fanout`: retries at one layer only — every call on the way to the failing service
-//!   but the one nearest it stops retrying (`retries.count: 0`);
-//! - `exceeds-caller` (on the tries): `per_try_timeout` set to the largest that fits;
+//!   but the one nearest it stops retrying (`retries.count: 0`), and that one retries no more
+//!   than hopwise's default (2);
+//! - `exceeds-caller` (on the tries): `per_try_timeout` set to the largest that fits, or, where
+//!   the back-off alone fills the caller's window, only the tries that fit;
 //! - `no-timeout`: hopwise's `timeout`; `no-budget`: hopwise's budget; `unbounded-limits`: hopwise's
 //!   cap for each unbounded one;
 //! - `unsafe-retry`: `retries.only_if_safe: true`; `timeout-not-retried`: `reset` added;
@@ -133,6 +135,9 @@ pub fn plan(mesh: &Mesh, report: &Report, opts: &Options) -> Vec<Fix> {
             if c.to != row.service && c.policy.retry.count > 0 {
                 quiet.push(c.path.clone());
                 push("retry-fanout", c, Change::RetryCount(0));
+            } else if c.to == row.service && c.policy.retry.count > ours.retry.count {
+                // The layer that keeps retrying retries as hopwise's default does, not more.
+                push("retry-fanout", c, Change::RetryCount(ours.retry.count));
             }
         }
     }
@@ -147,8 +152,11 @@ pub fn plan(mesh: &Mesh, report: &Report, opts: &Options) -> Vec<Fix> {
                 .calls
                 .iter()
                 .find(|t| t.path == c.path)
-                .and_then(|t| t.largest_fitting_per_try)
-                .map(Change::PerTryTimeout),
+                .map(|t| match t.largest_fitting_per_try {
+                    Some(d) => Change::PerTryTimeout(d),
+                    // "Retry less": the back-off alone fills the window; keep the tries that fit.
+                    None => Change::RetryCount(t.tries_that_fit.saturating_sub(1)),
+                }),
             "no-timeout" => ours.timeout.map(|d| Change::Timeout(d.get())),
             "no-budget" if retrying => ours.budget.map(Change::Budget),
             "unsafe-retry" if retrying => Some(Change::OnlyIfSafe),

@@ -89,3 +89,47 @@ fn the_timeout_tables_fixes_make_every_try_fit() {
     // The seed's fix for the top call.
     assert_eq!(first, ("services.frontend.calls.checkout", 650));
 }
+
+#[test]
+fn every_examples_fixed_file_reads_back_with_no_error_left() {
+    for dir in [
+        "bookinfo",
+        "gateway",
+        "istio-retry-chain",
+        "istio-timeouts",
+        "linkerd-books",
+        "linkerd-chain",
+        "two-namespaces",
+    ] {
+        let imp = imported(
+            &example(dir),
+            &example(&format!("{dir}/calls.txt")),
+            None,
+            false,
+        );
+        let before = hopwise_convert::check(&imp, &Options::default()).report;
+        let fixed = hopwise_convert::fixed::write(&imp, &Options::default()).unwrap();
+        let after =
+            hopwise_analyze::check(&Mesh::from_yaml(&fixed.text).unwrap(), &Options::default());
+        assert!(!after.has_errors(), "{dir}: {:#?}", after.findings);
+        assert!(after.findings.len() < before.findings.len(), "{dir}");
+        let worst = |r: &hopwise_analyze::Report| r.fanout.iter().map(|r| r.attempts).max();
+        assert!(worst(&after) <= worst(&before), "{dir}");
+    }
+    // Linkerd's budget-bounded retries (100 on the retryable route) fixed to hopwise's 2.
+    let imp = imported(
+        &example("linkerd-books"),
+        &example("linkerd-books/calls.txt"),
+        None,
+        false,
+    );
+    let fixed = hopwise_convert::fixed::write(&imp, &Options::default()).unwrap();
+    assert_eq!(attempts_in(&fixed.report, "authors", Failure::Http503), 8);
+}
+
+fn attempts_in(r: &hopwise_analyze::Report, service: &str, failure: Failure) -> u64 {
+    r.fanout
+        .iter()
+        .find(|row| row.service == service && row.failure == failure)
+        .map_or(0, |row| row.attempts)
+}
