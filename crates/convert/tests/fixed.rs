@@ -6,19 +6,14 @@
 
 mod common;
 
-use common::{attempts, example, imported, run};
+use common::{attempts, example_imported, run};
 use hopwise_analyze::fix::Change;
 use hopwise_analyze::{Failure, Options};
 use hopwise_model::Mesh;
 
 #[test]
 fn the_fixed_file_read_back_counts_fewer() {
-    let imp = imported(
-        &example("istio-retry-chain"),
-        &example("istio-retry-chain/calls.txt"),
-        None,
-        false,
-    );
+    let imp = example_imported("istio-retry-chain", "calls.txt", false);
     let before = hopwise_convert::check(&imp, &Options::default());
     assert_eq!(attempts(&before, "inventory", Failure::Down), 27);
     let fixed = hopwise_convert::fixed::write(&imp, &Options::default()).unwrap();
@@ -61,12 +56,7 @@ fn the_fixed_file_read_back_counts_fewer() {
 fn the_timeout_tables_fixes_make_every_try_fit() {
     let c = run("istio-timeouts", "calls.txt", true);
     assert!(c.report.findings.iter().any(|f| f.code == "exceeds-caller"));
-    let imp = imported(
-        &example("istio-timeouts"),
-        &example("istio-timeouts/calls.txt"),
-        None,
-        true,
-    );
+    let imp = example_imported("istio-timeouts", "calls.txt", true);
     let fixed = hopwise_convert::fixed::write(&imp, &Options::default()).unwrap();
     let mesh = Mesh::from_yaml(&fixed.text).unwrap();
     let after = hopwise_analyze::check(&mesh, &Options::default());
@@ -101,12 +91,7 @@ fn every_examples_fixed_file_reads_back_with_no_error_left() {
         "linkerd-chain",
         "two-namespaces",
     ] {
-        let imp = imported(
-            &example(dir),
-            &example(&format!("{dir}/calls.txt")),
-            None,
-            false,
-        );
+        let imp = example_imported(dir, "calls.txt", false);
         let before = hopwise_convert::check(&imp, &Options::default()).report;
         let fixed = hopwise_convert::fixed::write(&imp, &Options::default()).unwrap();
         let after =
@@ -117,12 +102,7 @@ fn every_examples_fixed_file_reads_back_with_no_error_left() {
         assert!(worst(&after) <= worst(&before), "{dir}");
     }
     // Linkerd's budget-bounded retries (100 on the retryable route) fixed to hopwise's 2.
-    let imp = imported(
-        &example("linkerd-books"),
-        &example("linkerd-books/calls.txt"),
-        None,
-        false,
-    );
+    let imp = example_imported("linkerd-books", "calls.txt", false);
     let fixed = hopwise_convert::fixed::write(&imp, &Options::default()).unwrap();
     assert_eq!(attempts_in(&fixed.report, "authors", Failure::Http503), 8);
 }

@@ -51,15 +51,19 @@ pub fn imported(
     import(&sources(config), &sources(calls), &opts).unwrap_or_else(|p| panic!("{}", p.render()))
 }
 
-/// Imports and checks `examples/import/<dir>` with its `calls`.
-pub fn run(dir: &str, calls: &str, fixed: bool) -> Checked {
-    let imp = imported(
+/// Imports `examples/import/<dir>` with its `calls`.
+pub fn example_imported(dir: &str, calls: &str, fixed: bool) -> Imported {
+    imported(
         &example(dir),
         &example(&format!("{dir}/{calls}")),
         None,
         fixed,
-    );
-    hopwise_convert::check(&imp, &Options::default())
+    )
+}
+
+/// Imports and checks `examples/import/<dir>` with its `calls`.
+pub fn run(dir: &str, calls: &str, fixed: bool) -> Checked {
+    hopwise_convert::check(&example_imported(dir, calls, fixed), &Options::default())
 }
 
 pub fn attempts(c: &Checked, service: &str, failure: Failure) -> u64 {
