@@ -61,7 +61,7 @@ impl Default for Options {
 }
 
 /// Every finding of the mesh, errors first (within a severity, in the order they are found:
-/// entries, then each call family by family, then fan-out, then shadowed route rules).
+/// entries, then each call family by family, then fan-out, then shadowed route rules, then route targets a caller cannot reach).
 pub fn find(
     mesh: &Mesh,
     timeouts: &Timeouts,
@@ -88,6 +88,7 @@ pub fn find(
         retry_fanout(&mut out, mesh, row, opts);
     }
     out.0.extend(crate::routes::shadowed(mesh));
+    out.0.extend(crate::routes::unreachable(mesh));
     let mut out = out.0;
     out.sort_by_key(|f| f.severity);
     out

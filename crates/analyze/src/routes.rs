@@ -8,6 +8,7 @@
 //! a value out; printing is the binary's (`render::routing`).
 
 pub mod probe;
+mod reach;
 mod shadow;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 pub use probe::{Probe, ProbeError};
+pub use reach::unreachable;
 pub use shadow::shadowed;
 
 /// What happens to a request sent to a service.
