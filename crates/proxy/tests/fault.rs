@@ -1,9 +1,12 @@
 //! `services.<name>.fault` on real proxies and real sockets, on a paused clock: a delay the
 //! callee's proxy holds meets the caller's per-try timeout and retries exactly as a slow app
-//! would; an abort answers the status the file names, only for requests carrying its header.
+//! would; an abort answers the status the file names, only for requests carrying its header;
+//! a gRPC service's abort reaches a real tonic client as the gRPC status named.
 
 #![allow(clippy::unwrap_used)] // a test: a failure should fail loudly
 
+#[path = "support/ledger.rs"]
+mod ledger;
 mod support;
 
 use std::sync::atomic::Ordering;
@@ -84,4 +87,30 @@ async fn an_abort_answers_its_status_only_for_requests_with_its_header() {
     let reply =
         r#"hopwise_local_replies_total{direction="inbound",service="inventory",reason="fault"} 1"#;
     assert!(text.contains(reply), "{text}");
+}
+
+const GRPC_ABORT: &str = r"
+mesh: { name: t, trust_domain: test.local }
+services:
+  a: { calls: { ledger: { timeout: 5s } } }
+  ledger:
+    protocol: grpc
+    fault:
+      abort: { grpc: unavailable, percent: 100 }
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_abort_reaches_a_real_client_as_its_status() {
+    let f = support::Fixture::new(GRPC_ABORT);
+    let (app, calls) = ledger::ledger_app().await;
+    let callee = support::start(support::inbound(f.config("ledger"), app)).await;
+    let caller = support::outbound(f.config("a"), &[("ledger", callee.bound.inbound.unwrap())]);
+    let caller = support::start(caller).await;
+    let mut c = ledger::client(caller.bound.upstreams["ledger"], "http://ledger").await;
+    let status = ledger::bounded("Get", ledger::get_member(&mut c, "U-7"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    assert_eq!(status.metadata().get("x-hopwise-error").unwrap(), "fault");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the app never saw it");
 }
