@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::fanout::FanoutRow;
 
+mod fault;
 mod tcp;
 mod upgrade;
 use crate::timeouts::{CallTiming, EntryTiming, Timeouts};
@@ -89,6 +90,7 @@ pub fn find(
     }
     out.0.extend(crate::routes::shadowed(mesh));
     out.0.extend(crate::routes::unreachable(mesh));
+    out.0.extend(fault::findings(mesh));
     let mut out = out.0;
     out.sort_by_key(|f| f.severity);
     out
