@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::fanout::FanoutRow;
 
 mod fault;
+mod rate;
 mod tcp;
 mod upgrade;
 use crate::timeouts::{CallTiming, EntryTiming, Timeouts};
@@ -79,6 +80,7 @@ pub fn find(
             continue;
         }
         upgrade::findings(&mut out, mesh, call);
+        rate::findings(&mut out, mesh, call);
         caller_window(&mut out, mesh, call, t, opts);
         timeouts_unset(&mut out, call);
         unsafe_retries(&mut out, call);
