@@ -39,20 +39,25 @@ pub fn outgoing(headers: &mut HeaderMap, grpc: bool, left: Duration) {
 }
 
 /// gRPC's `TimeoutValue TimeoutUnit`: at most 8 digits and one of H M S m u n. Anything else
-/// counts as no header (as Envoy does); `u` and `n` round up to whole milliseconds.
+/// counts as no header (as Envoy does); `u` and `n` round up to whole milliseconds. Read as
+/// bytes: the unit is the last byte, so text ending in a character of several bytes is refused,
+/// never cut inside it.
 pub fn parse_grpc_timeout(s: &str) -> Option<Duration> {
-    let (digits, unit) = s.split_at(s.len().checked_sub(1)?);
-    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let (&unit, digits) = s.as_bytes().split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n: u64 = digits.parse().ok()?;
+    // At most 8 digits: no overflow.
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
     Some(match unit {
-        "H" => Duration::from_secs(n * 3600),
-        "M" => Duration::from_secs(n * 60),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_millis(n.div_ceil(1000)),
-        "n" => Duration::from_millis(n.div_ceil(1_000_000)),
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_millis(n.div_ceil(1000)),
+        b'n' => Duration::from_millis(n.div_ceil(1_000_000)),
         _ => return None,
     })
 }
@@ -71,6 +76,17 @@ mod tests {
         for bad in ["", "m", "123456789m", "10x", "-1m", "1.5S"] {
             assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_unit_of_several_bytes_is_refused_not_cut() {
+        // Found by fuzzing (issue 34): the last character was taken as one byte, so `é` (two
+        // bytes) was split in half and `split_at` panicked.
+        for bad in ["1é", "é", "100µ", "5\u{1F600}", "m\u{301}"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad}");
+        }
+        // A digit string of other scripts is no number either.
+        assert_eq!(parse_grpc_timeout("١٢m"), None);
     }
 
     #[test]
