@@ -3,11 +3,12 @@
 //! connections are captured too), our volumes appended, the injected mark set, and the
 //! ServiceAccount `default` named when the pod names none (the token is projected from it). Each list or
 //! map is added whole when the pod has none, else extended, so the patch never replaces what
-//! the pod had. Pure.
+//! the pod had; so is `metadata` when the pod has none. Pure.
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 use super::INJECTED;
@@ -52,6 +53,14 @@ pub(super) fn patch(pod: &Pod, add: &Additions) -> Result<Patch, serde_json::Err
     }
     if pod.metadata.annotations.is_some() {
         ops.push(op(&["metadata", "annotations", INJECTED], json!(VERSION)));
+    } else if pod.metadata == ObjectMeta::default() {
+        // Nothing under `metadata`, which a review's pod may lack altogether (it reads as the
+        // default): an `add` under a member that is not there fails, so `metadata` is added
+        // whole (replacing at most an empty one).
+        ops.push(op(
+            &["metadata"],
+            json!({ "annotations": { INJECTED: VERSION } }),
+        ));
     } else {
         ops.push(op(
             &["metadata", "annotations"],

@@ -106,6 +106,35 @@ fn what_the_pod_had_is_kept_and_ours_goes_first() {
 }
 
 #[test]
+fn a_pod_without_metadata_gets_a_patch_that_applies() {
+    // Found by fuzzing (issue 34): the patch added `/metadata/annotations` to a pod that has no
+    // `metadata`, which no JSON patch can apply (the API server would have failed the request).
+    for metadata in [None, Some(json!({}))] {
+        let mut v = app();
+        match metadata {
+            None => drop(v.as_object_mut().unwrap().remove("metadata")),
+            Some(m) => v["metadata"] = m,
+        }
+        let done = injected(v.clone()).unwrap();
+        assert_eq!(
+            done["metadata"]["annotations"][INJECTED],
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(
+            names(&done, "initContainers"),
+            ["hopwise-init", "hopwise-proxy"]
+        );
+        // The same through a review: admitted with a patch that applies to the pod as sent.
+        let r = respond(review(v.clone(), "CREATE").to_string().as_bytes());
+        assert!(r.allowed, "{r:?}");
+        let patch: json_patch::Patch = serde_json::from_slice(&r.patch.unwrap()).unwrap();
+        let mut doc = v;
+        json_patch::patch(&mut doc, &patch).unwrap();
+        assert_eq!(doc, done);
+    }
+}
+
+#[test]
 fn an_injected_pod_is_left_alone() {
     let once = injected(app()).unwrap();
     assert_eq!(injected(once), Err(Decision::Skip(Skip::Injected)));
