@@ -52,6 +52,9 @@ mod session;
 mod snapshot;
 mod stream;
 
+/// Each message of the snapshot stream merged onto the last (pure; public for the
+/// `control_messages` fuzz target).
+pub use delta::{Received, Resync};
 /// The wire types: `hopwise-api`'s, compiled once for the proxy and the control plane.
 pub use hopwise_api::pb;
 pub use session::{Session, bootstrap};

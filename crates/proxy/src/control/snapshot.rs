@@ -25,7 +25,9 @@ pub(super) fn bundle(s: &pb::Snapshot) -> &str {
 }
 
 impl ControlOptions {
-    pub(super) fn to_cached(&self, s: &pb::Snapshot) -> Cached {
+    /// What the proxy keeps of a whole snapshot: an endpoint that is no socket address is
+    /// dropped.
+    pub fn to_cached(&self, s: &pb::Snapshot) -> Cached {
         Cached {
             version: s.version,
             config_version: s.config_version,
