@@ -54,6 +54,7 @@ use etcd::SharedEtcd;
 // Pure parts: whether a replica cut off etcd must stop serving (only the `etcd` build uses it),
 // and the replica's name.
 mod admin;
+mod direct;
 mod expiry;
 mod feed;
 #[cfg_attr(not(feature = "etcd"), allow(dead_code))]

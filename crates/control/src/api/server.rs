@@ -11,11 +11,10 @@ use tokio::task::JoinHandle;
 
 use super::etcd::{self, SharedEtcd};
 use super::expiry::{expire_leases, renew_certificate};
-use super::{ControlService, ServeError, Shared, replica, wire};
+use super::{ControlService, ServeError, Shared, direct, replica, wire};
 use crate::conn::Limits;
 use crate::conn::track::Tracked;
 use crate::pb;
-use crate::pb::control_server::ControlServer;
 use crate::plane::Plane;
 use crate::tls::{self, ServerTls};
 
@@ -139,7 +138,7 @@ pub fn spawn_with(
             .http2_max_local_error_reset_streams(Some(limits.local_error_resets))
             .http2_max_pending_accept_reset_streams(Some(limits.pending_accept_resets))
             .timeout(limits.request_timeout)
-            .add_service(Tracked(ControlServer::new(service.clone())))
+            .add_service(Tracked(direct::Direct::new(service.clone())))
             .serve_with_incoming_shutdown(tls::incoming(listener, tls, limits), async move {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             }),
