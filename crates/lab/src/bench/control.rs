@@ -53,6 +53,9 @@ pub use report::{Flips, Machine, Memory, Percentiles, Rate, Report, Spread, rend
 const USER_HZ: f64 = 100.0;
 /// Leases long enough that no renewal is needed while the benchmark runs.
 const TTL_MS: u64 = 600_000;
+/// Simulated proxies on one connection at most: each holds a snapshot stream and makes calls,
+/// within the control port's 100 streams a connection.
+const MAX_PER_CONNECTION: usize = 32;
 /// How long any phase may take before the benchmark gives up.
 const PHASE_LIMIT: Duration = Duration::from_secs(600);
 
@@ -85,6 +88,11 @@ pub struct BenchArgs {
     /// the bytes sent).
     #[arg(long)]
     pub whole: bool,
+    /// Simulated proxies sharing one TLS connection (their streams and calls multiplexed on
+    /// it), for when file descriptors run out: at most 32, so that their snapshot streams and
+    /// calls fit the 100 streams a connection may carry.
+    #[arg(long, default_value_t = 1)]
+    pub per_connection: usize,
 }
 
 /// Runs the benchmark and returns its report.
@@ -93,6 +101,11 @@ pub fn measure(args: &BenchArgs) -> Result<Report, LabError> {
         return Err(LabError::Failed(
             "--proxies, --services and --rounds must be at least 1".into(),
         ));
+    }
+    if !(1..=MAX_PER_CONNECTION).contains(&args.per_connection) {
+        return Err(LabError::Failed(format!(
+            "--per-connection must be 1 to {MAX_PER_CONNECTION}"
+        )));
     }
     if args.copies > 1 << 24 || args.rounds > 1000 {
         return Err(LabError::Failed(
@@ -109,8 +122,13 @@ pub fn measure(args: &BenchArgs) -> Result<Report, LabError> {
         args.services = args.proxies;
     }
     let mesh = mesh_text(args.services, 0);
-    let (server, access, tokens) = server::start(&args, &mesh)?;
+    let (mut server, access, tokens) = server::start(&args, &mesh)?;
     let result = drive(&args, &server, &access, &tokens, notes);
+    // A child that stopped mid-run is the cause of whatever failed: its own words first.
+    let result = result.map_err(|e| match server.exited() {
+        Some(why) => LabError::Failed(format!("{why}\n(the benchmark then failed: {e})")),
+        None => e,
+    });
     server.stop();
     result
 }
@@ -136,7 +154,7 @@ fn drive(
         .map_err(io("cannot start the runtime"))?;
     let before = server.rss();
     runtime.block_on(async move {
-        let mut loaded = load::load(args, access, tokens).await?;
+        let mut loaded = load::load(args, server, access, tokens).await?;
         // Let the snapshots the health changes caused settle before the memory is read.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let rss_loaded = server.rss();
@@ -221,14 +239,19 @@ fn report(
 /// The command that gives this report again.
 fn command_line(args: &BenchArgs, in_process: bool) -> String {
     format!(
-        "hopwise control bench --proxies {} --copies {} --services {} --rounds {} --concurrency {}{}{}",
+        "hopwise control bench --proxies {} --copies {} --services {} --rounds {} --concurrency {}{}{}{}",
         args.proxies,
         args.copies,
         args.services,
         args.rounds,
         args.concurrency,
         if in_process { " --in-process" } else { "" },
-        if args.whole { " --whole" } else { "" }
+        if args.whole { " --whole" } else { "" },
+        if args.per_connection > 1 {
+            format!(" --per-connection {}", args.per_connection)
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -264,6 +287,7 @@ mod tests {
             in_process: true,
             json: true,
             whole: false,
+            per_connection: 1,
         };
         let r = measure(&args).unwrap();
         assert_eq!(r.issue.count, 6);
@@ -294,5 +318,26 @@ mod tests {
             whole.registry_change.bytes_per_subscriber
         );
         assert!(r.config_change.bytes_per_change < whole.config_change.bytes_per_change);
+        // Three proxies to a connection: every subscriber still gets every change.
+        let shared = measure(&BenchArgs {
+            per_connection: 3,
+            ..args
+        })
+        .unwrap();
+        assert_eq!(shared.registry_change.subscribers, 6);
+        assert_eq!(shared.config_change.last_receipt_ms.len(), 2);
+        assert_eq!(shared.health_flips.unwrap().changes, 16);
+        assert!(
+            shared.command.contains("--per-connection 3"),
+            "{}",
+            shared.command
+        );
+        assert!(
+            measure(&BenchArgs {
+                per_connection: 0,
+                ..args
+            })
+            .is_err()
+        );
     }
 }

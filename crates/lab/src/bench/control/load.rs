@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::mesh::{copy_addr, service_name};
 use super::report::Rate;
-use super::server::{Tokens, start_err};
+use super::server::{Server, Tokens, start_err};
 use super::sim::{Reports, Sim, batch, call, subscribe, until_all};
 use super::{BenchArgs, TTL_MS};
 use crate::error::LabError;
@@ -43,15 +43,24 @@ pub(super) fn token_of(tokens: &Tokens, service: &str) -> String {
 /// Runs every phase of the load, in order.
 pub(super) async fn load(
     args: &BenchArgs,
+    server: &Server,
     access: &client::Server,
     tokens: &Tokens,
 ) -> Result<Loaded, LabError> {
     let sims = connect(args, access, tokens).await?;
-    let issue = issue(args, &sims).await?;
+    // Each phase with the control plane's CPU time over it.
+    let mut cpu0 = server.cpu_ticks();
+    let mut cpu = || {
+        let now = server.cpu_ticks();
+        now.saturating_sub(std::mem::replace(&mut cpu0, now))
+    };
+    let issue = issue(args, &sims).await?.with_cpu(cpu());
     let (subscribe, snapshot_bytes, seen) = open_streams(args, &sims).await?;
+    let subscribe = subscribe.with_cpu(cpu());
     let (leases, register) = register(args, &sims).await?;
-    let set_health = set_health(args, &leases).await?;
-    let renew = renew(args, &leases).await?;
+    let register = register.with_cpu(cpu());
+    let set_health = set_health(args, &leases).await?.with_cpu(cpu());
+    let renew = renew(args, &leases).await?.with_cpu(cpu());
     Ok(Loaded {
         issue,
         subscribe,
@@ -64,20 +73,25 @@ pub(super) async fn load(
     })
 }
 
-/// One connection per simulated proxy; proxy `i` belongs to service `i mod services`.
+/// One connection per `--per-connection` simulated proxies (one each by default), their
+/// streams and calls multiplexed on it; proxy `i` belongs to service `i mod services`.
 async fn connect(
     args: &BenchArgs,
     access: &client::Server,
     tokens: &Tokens,
 ) -> Result<Vec<Sim>, LabError> {
-    let mut sims = Vec::with_capacity(args.proxies);
+    let mut sims: Vec<Sim> = Vec::with_capacity(args.proxies);
     for i in 0..args.proxies {
         let service = service_name(i % args.services);
+        let client = match sims.last() {
+            Some(last) if i % args.per_connection != 0 => last.client.clone(),
+            _ => client::connect(access).await?,
+        };
         sims.push(Sim {
             token: token_of(tokens, &service),
             name: format!("{service}-{}", i / args.services),
             service,
-            client: client::connect(access).await?,
+            client,
         });
     }
     Ok(sims)

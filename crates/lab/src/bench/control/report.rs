@@ -44,6 +44,9 @@ pub struct Rate {
     pub per_second: f64,
     pub in_flight: usize,
     pub latency_ms: Percentiles,
+    /// The control plane's CPU time (user + system) over the batch, per call, in ms: what a
+    /// call costs the plane whatever the machine's load (the rate also counts the callers).
+    pub cpu_ms_per_call: f64,
 }
 
 impl Rate {
@@ -64,7 +67,16 @@ impl Rate {
             },
             in_flight: in_flight.min(count),
             latency_ms: Percentiles::of(latencies),
+            cpu_ms_per_call: 0.0,
         }
+    }
+
+    /// The same, with the control plane's CPU time over the batch (`ticks` of USER_HZ).
+    pub(super) fn with_cpu(mut self, ticks: u64) -> Rate {
+        if self.count > 0 {
+            self.cpu_ms_per_call = round3(ticks as f64 / super::USER_HZ * 1e3 / self.count as f64);
+        }
+        self
     }
 }
 
@@ -172,14 +184,15 @@ fn mib(kib: u64) -> String {
 /// One batch of calls, as a line.
 fn rate_line(what: &str, x: &Rate, unit: &str) -> String {
     format!(
-        "{what:<10} {:>6} in {:>7.3} s  {:>7} {unit}/s   latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} in flight)\n",
+        "{what:<10} {:>6} in {:>7.3} s  {:>7} {unit}/s   latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} in flight), plane CPU {:.3} ms a call\n",
         x.count,
         x.seconds,
         x.per_second,
         x.latency_ms.p50,
         x.latency_ms.p99,
         x.latency_ms.max,
-        x.in_flight
+        x.in_flight,
+        x.cpu_ms_per_call
     )
 }
 

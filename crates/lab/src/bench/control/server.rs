@@ -44,6 +44,8 @@ impl Drop for ChildGuard {
 pub(super) enum Server {
     Child {
         child: ChildGuard,
+        /// Where its stderr goes.
+        stderr: PathBuf,
         _dir: tempfile::TempDir,
     },
     InProcess {
@@ -84,6 +86,19 @@ impl Server {
         procfs::cpu_ticks(self.pid()).map_or(0, procfs::Ticks::total)
     }
 
+    /// If the child has exited: how, and the last lines of its stderr (its own message).
+    pub(super) fn exited(&mut self) -> Option<String> {
+        let Server::Child { child, stderr, .. } = self else {
+            return None;
+        };
+        let status = child.0.try_wait().ok().flatten()?;
+        Some(format!(
+            "the control plane (pid {}) exited mid-run ({status}){}",
+            child.0.id(),
+            said(stderr).map_or_else(String::new, |s| format!("; it said:\n{s}"))
+        ))
+    }
+
     pub(super) fn stop(self) {
         match self {
             Server::Child { child, .. } => drop(child),
@@ -106,7 +121,7 @@ impl Server {
 /// minutes later with many proxies.
 fn bench_limits(args: &BenchArgs) -> Limits {
     let defaults = Limits::default();
-    let room = args.proxies + 16;
+    let room = args.proxies.div_ceil(args.per_connection) + 16;
     Limits {
         connections_per_address: defaults.connections_per_address.max(room),
         connections: defaults.connections.max(room),
@@ -213,7 +228,12 @@ fn start_child(
         .map(|s| (s.clone(), read_token(&state, s)))
         .collect();
     let access = client::Server::from_state(&addr.to_string(), &state)?;
-    Ok((Server::Child { child, _dir: dir }, access, tokens))
+    let server = Server::Child {
+        child,
+        stderr,
+        _dir: dir,
+    };
+    Ok((server, access, tokens))
 }
 
 /// Where the child listens, from its first line: `hopwise control: listening on
@@ -239,18 +259,22 @@ fn listening_on(child: &mut ChildGuard, exe: &Path, stderr: &Path) -> Result<Soc
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let said = std::fs::read_to_string(stderr).unwrap_or_default();
-    let tail: Vec<&str> = said.lines().rev().take(20).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    Err(start_err(&if tail.is_empty() {
-        format!(
+    Err(start_err(&match said(stderr) {
+        None => format!(
             "{} control did not say where it listens (it printed {line:?}); run the benchmark \
              from the hopwise binary, or pass --in-process",
             exe.display()
-        )
-    } else {
-        format!("it said:\n{}", tail.join("\n"))
+        ),
+        Some(tail) => format!("it said:\n{tail}"),
     }))
+}
+
+/// The last 20 lines the child wrote to its stderr (`None` when it wrote nothing).
+fn said(stderr: &Path) -> Option<String> {
+    let said = std::fs::read_to_string(stderr).unwrap_or_default();
+    let tail: Vec<&str> = said.lines().rev().take(20).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    (!tail.is_empty()).then(|| tail.join("\n"))
 }
 
 /// The join token the child wrote for `service` (empty when it wrote none).
@@ -281,5 +305,40 @@ pub(super) fn machine() -> Machine {
         } else {
             "release"
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A child that dies says so in its own words, with how it ended.
+    #[test]
+    fn a_child_that_exits_is_reported_with_its_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let stderr = dir.path().join("control.stderr");
+        let child = Command::new("sh")
+            .args(["-c", "echo 'cannot allocate: out of memory' >&2; exit 3"])
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut server = Server::Child {
+            child: ChildGuard(child),
+            stderr,
+            _dir: dir,
+        };
+        let why = loop {
+            if let Some(why) = server.exited() {
+                break why;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(why.contains("exited mid-run (exit status: 3)"), "{why}");
+        assert!(
+            why.ends_with("it said:\ncannot allocate: out of memory"),
+            "{why}"
+        );
     }
 }
