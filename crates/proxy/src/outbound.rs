@@ -248,11 +248,14 @@ impl Outbound {
         }
         let safe = safe_to_repeat(route, &req);
         let (head, body) = req.into_parts();
-        let mut bound = replay_bound(policy);
-        if !mirrors.is_empty() {
-            bound = bound.max(mirror::BODY_LIMIT);
-        }
-        let replay = Replay::new(body, bound);
+        // A mirror's copy needs the body kept; the tries still resend only what their policy
+        // allows.
+        let keep = if mirrors.is_empty() {
+            0
+        } else {
+            mirror::BODY_LIMIT
+        };
+        let replay = Replay::keeping(body, replay_bound(policy), keep);
         for m in mirrors {
             mirror::spawn(m, &head, replay.follower());
         }

@@ -30,7 +30,10 @@ struct Shared {
     frames: Vec<Bytes>,
     trailers: Option<HeaderMap>,
     kept: usize,
+    /// What is kept at most (for the tries, and a follower).
     limit: usize,
+    /// What the tries may replay at most: a follower may need more kept than they may resend.
+    retry_limit: usize,
     /// The source has ended.
     done: bool,
     overflowed: bool,
@@ -86,6 +89,13 @@ fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
 impl Replay {
     /// Wraps a downstream body, keeping up to `limit` bytes for replay.
     pub fn new(body: Incoming, limit: usize) -> Replay {
+        Replay::keeping(body, limit, limit)
+    }
+
+    /// As [`Replay::new`], keeping up to `keep` bytes for a follower while the tries may resend
+    /// at most `retry_limit` (their policy's bound, which a mirror must not widen).
+    pub fn keeping(body: Incoming, retry_limit: usize, keep: usize) -> Replay {
+        let limit = keep.max(retry_limit);
         let hint = body.size_hint();
         let empty = body.is_end_stream();
         Replay {
@@ -95,6 +105,7 @@ impl Replay {
                 trailers: None,
                 kept: 0,
                 limit,
+                retry_limit,
                 done: empty,
                 overflowed: hint.lower() > limit as u64,
                 started: false,
@@ -110,7 +121,7 @@ impl Replay {
     /// Can another try send this body in full?
     pub fn can_replay(&self) -> bool {
         let s = lock(&self.shared);
-        !s.overflowed || !s.started
+        !s.started || (!s.overflowed && s.kept <= s.retry_limit)
     }
 
     /// Has the caller finished sending the body? (A stream still open means a streaming call,
@@ -295,6 +306,11 @@ impl Body for ReplayBody {
         match self.shared.as_ref() {
             Some(shared) => {
                 let s = lock(shared);
+                // A follower whose copies are gone is not at its end: polled, it fails, so a
+                // copy is reset rather than sent short as if whole.
+                if self.attempt == FOLLOWER && (s.overflowed || s.failed) {
+                    return false;
+                }
                 s.done && self.pos >= s.frames.len() && (s.trailers.is_none() || self.trailers_sent)
             }
             None => true,

@@ -211,3 +211,51 @@ async fn a_body_too_large_to_keep_is_never_mirrored_in_part() {
         );
     }
 }
+
+/// A mirror keeps the body for its copy, but the tries still resend only what their policy
+/// allows: past `max_replay_bytes` a failed request is not retried, mirrored or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_does_not_widen_what_the_tries_may_resend() {
+    let mesh = MESH.replace(
+        "orders-v1: { timeout: 2s }",
+        "orders-v1: { timeout: 2s, idempotent: true, retries: { count: 2, on: [5xx], max_replay_bytes: 100 } }",
+    );
+    let f = Fixture::new(&mesh);
+    let failing = backend(status(503)).await;
+    let v2 = Arc::new(Mutex::new(Vec::new()));
+    let mirror_app = backend(keeper(v2.clone())).await;
+    let p1 = start(inbound(f.config("orders-v1"), failing.addr)).await;
+    let p2 = start(inbound(f.config("orders-v2"), mirror_app.addr)).await;
+    let shop = outbound(
+        f.config("shop"),
+        &[
+            ("orders", closed_port()),
+            ("orders-v1", p1.bound.inbound.unwrap()),
+            ("orders-v2", p2.bound.inbound.unwrap()),
+        ],
+    );
+    let shop = start(shop).await;
+    let port = shop.bound.upstreams["orders"];
+    let small: &'static [u8] = b"ten bytes!";
+    let large: &'static [u8] = Box::leak(vec![b'y'; 1000].into_boxed_slice());
+    let (status, _, _) = get(port, request("POST", "/orders", "orders", small)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        failing.hits.load(std::sync::atomic::Ordering::SeqCst),
+        3,
+        "retried twice"
+    );
+    let (status, _, _) = get(port, request("POST", "/orders", "orders", large)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        failing.hits.load(std::sync::atomic::Ordering::SeqCst),
+        4,
+        "not retried"
+    );
+    let mut copies = until(&v2, 2).await;
+    copies.sort();
+    assert_eq!(
+        copies,
+        [Some("ten bytes!".to_owned()), Some("y".repeat(1000))]
+    );
+}
