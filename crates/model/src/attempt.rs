@@ -224,8 +224,13 @@ pub fn next(policy: &Policy, t: &TryEnd, spend: &mut impl Spend) -> Next {
     // An answer below 500 is a success, unless it is a 4xx the rule names (`retriable-4xx`, a
     // 429 in `status_codes`), as Envoy retries the codes it is given. Asked of a 4xx only: the
     // rule's conditions looked up on every 2xx cost ~500 instructions a request (measured).
-    let named_4xx = matches!(t.outcome, Outcome::Response { status: 400..=499, grpc: None })
-        && retry.matches(t.outcome);
+    let named_4xx = matches!(
+        t.outcome,
+        Outcome::Response {
+            status: 400..=499,
+            grpc: None
+        }
+    ) && retry.matches(t.outcome);
     if (t.outcome.is_success() && !named_4xx) || ended_by_deadline(t) {
         return Next::Done;
     }
