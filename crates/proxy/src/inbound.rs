@@ -284,7 +284,6 @@ impl Inbound {
         if let Err(err) = self.within_rate(caller, path) {
             return self.refuse(rm, err, grpc, start);
         }
-        let injected = self.injected(req.headers());
         let _admitted = match self.gauges.admit(caller.key()) {
             Ok(a) => a,
             Err(cap) => {
@@ -292,6 +291,9 @@ impl Inbound {
                 return self.refuse(rm, ProxyError::InboundOverflow(cap), grpc, start);
             }
         };
+        // Decided (and counted) only for a request that got its place: one refused by a cap
+        // was not delayed nor aborted by the fault.
+        let injected = self.injected(req.headers());
         if let Some(delay) = injected.delay {
             tokio::time::sleep(delay).await;
         }

@@ -90,15 +90,15 @@ pub(crate) fn spawn(state: &ClusterState, head: &http::request::Parts, body: Rep
         let _place = place;
         rm.request();
         let start = Instant::now();
-        let resp = match copy.send(req, timeout).await {
-            Ok(resp) => resp,
+        let result = copy.send(req, timeout).await;
+        let took = start.elapsed();
+        match result {
+            Ok(resp) => rm.answered(&resp, took, took),
             Err(e) => {
                 rm.local_reply(e.reason());
-                e.response(false, hopwise_model::GrpcCode::Unavailable)
-                    .map(|_| http_body_util::Empty::<bytes::Bytes>::new())
+                rm.response(e.status().as_u16(), &http::HeaderMap::new(), took, took);
             }
-        };
-        rm.answered(&resp, start.elapsed(), start.elapsed());
+        }
     });
 }
 
