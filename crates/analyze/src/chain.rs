@@ -126,6 +126,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 run: None,
                 external: None,
                 address: None,
+                kubernetes: None,
                 allow: hopwise_model::Allow::Any,
                 allow_paths: Vec::new(),
                 rate_limit: hopwise_model::rate::RateLimits::default(),

@@ -65,8 +65,9 @@ mod refusal;
 mod replica;
 mod server;
 mod streams;
+mod vouch;
 pub mod wire;
-pub use server::{PlaneHandle, Running, spawn, spawn_with};
+pub use server::{Options, PlaneHandle, Running, spawn, spawn_with, spawn_with_options};
 
 use refusal::fenced_status;
 
@@ -101,6 +102,8 @@ struct Shared {
     tls: Arc<ServerTls>,
     /// Why this replica serves no proxies (it lost the shared store), or `None` while it does.
     fence: watch::Sender<Option<String>>,
+    /// Who vouches for tokens that are not join tokens (Kubernetes), if anyone.
+    reviews: Option<crate::review::Reviews>,
 }
 
 impl Shared {

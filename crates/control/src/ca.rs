@@ -80,6 +80,13 @@ pub enum IssueError {
     Lifetime(Duration),
     #[error("signing failed: {0}")]
     Sign(String),
+    #[error(
+        "the token is `{0}`'s, and no service of the mesh file in force runs as it (`kubernetes: \
+         {{ namespace, service_account }}`)"
+    )]
+    NoServiceRunsAs(String),
+    #[error("{0}")]
+    Review(#[from] crate::review::ReviewError),
 }
 
 /// The CA certificate that signs, with its key.

@@ -143,6 +143,13 @@ pub struct ControlArgs {
     /// traces as waterfalls. Off when absent.
     #[arg(long, requires = "dashboard")]
     pub traces_listen: Option<SocketAddr>,
+    /// Accept pods' projected ServiceAccount tokens (audience `hopwise`) besides join tokens:
+    /// each is checked by the Kubernetes API server (TokenReview; in a pod its own
+    /// ServiceAccount, else `$KUBECONFIG` or `~/.kube/config`), and the proxy gets the identity of
+    /// the service that runs as that ServiceAccount (`kubernetes:` in the mesh file;
+    /// docs/kubernetes.md).
+    #[arg(long)]
+    pub kubernetes: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]

@@ -22,6 +22,7 @@ pub mod dashboard;
 pub mod otlp_receiver;
 pub mod plane;
 pub mod registry;
+pub mod review;
 pub mod store;
 pub mod tls;
 pub mod token;

@@ -43,6 +43,7 @@ mod rotation;
 mod snapshot;
 mod start;
 mod status;
+mod vouched;
 pub mod wake;
 pub use admin::admin_addr;
 pub use apply::{Applied, Prepared, prepare};
@@ -158,6 +159,11 @@ pub enum ApiError {
     BadStage(String),
     #[error("the CA: {0}")]
     Ca(String),
+    #[error(
+        "the token is `{0}`'s, and no service of the mesh file in force runs as it (`kubernetes: \
+         {{ namespace, service_account }}`)"
+    )]
+    NoServiceRunsAs(String),
 }
 
 fn unix_ms(t: SystemTime) -> i64 {
@@ -211,6 +217,8 @@ pub struct Plane {
     callers: wake::Callers,
     /// The join tokens by digest (rebuilt with [`Plane::everyone`]).
     token_index: TokenIndex,
+    /// Tokens another authority vouched for (Kubernetes ServiceAccount tokens).
+    vouched: vouched::Vouched,
 }
 
 impl Plane {

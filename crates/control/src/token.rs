@@ -89,7 +89,8 @@ impl std::fmt::Debug for TokenIndex {
     }
 }
 
-fn digest(token: &str) -> [u8; 32] {
+/// A token's SHA-256 digest: what indexes and caches keep instead of the token.
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
     let mut out = [0u8; 32];
     out.copy_from_slice(d.as_ref());

@@ -71,7 +71,12 @@ fn serve(args: ControlArgs) -> anyhow::Result<ExitCode> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
-    let serving = match cli::serve::start(args) {
+    let reviewer = if args.kubernetes {
+        Some(crate::kube::token_reviewer()?)
+    } else {
+        None
+    };
+    let serving = match cli::serve::start_with(args, reviewer) {
         Ok(s) => s,
         Err(CliError::Start(StartError::Refused { name, findings })) => {
             show(&cli::serve::refusal(&name, &findings))?;

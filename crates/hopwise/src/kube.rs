@@ -1,12 +1,16 @@
-//! `hopwise install` and `hopwise webhook`: the Kubernetes subcommands, over `hopwise-kube`.
+//! `hopwise install` and `hopwise webhook`: the Kubernetes subcommands, over `hopwise-kube`;
+//! and `hopwise control --kubernetes`'s token reviewer.
 //! A module of the `hopwise` binary alone, never of the library the `hopwise-proxy` sidecar
 //! shares with it, so the sidecar never links the kube client (scripts/test checks its symbols).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
+use hopwise_control::review::{ReviewError, ReviewFuture, Reviewed, TokenReviewer};
+use hopwise_kube::identity::{TokenError, TokenReviews};
 use hopwise_kube::inject::Inject;
 use hopwise_kube::install::{self, Install};
 use hopwise_kube::webhook::{self, Limits};
@@ -81,4 +85,38 @@ pub fn webhook(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `hopwise control --kubernetes`: the API server's TokenReview vouching for pods' tokens. Its
+/// address and credentials are kube's usual ones (a pod's ServiceAccount, else `$KUBECONFIG` or
+/// `~/.kube/config`), read now so a control plane that cannot reach them says so at start.
+pub fn token_reviewer() -> anyhow::Result<Arc<dyn TokenReviewer>> {
+    let reviews = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(TokenReviews::infer())
+        .context(
+            "--kubernetes: no Kubernetes API server to ask (not in a pod, and no usable \
+             $KUBECONFIG or ~/.kube/config)",
+        )?;
+    tracing::info!(server = %reviews.server(), "pods' ServiceAccount tokens are checked by TokenReview");
+    Ok(Arc::new(Reviewer(reviews)))
+}
+
+struct Reviewer(TokenReviews);
+
+impl TokenReviewer for Reviewer {
+    fn review<'a>(&'a self, token: &'a str) -> ReviewFuture<'a> {
+        Box::pin(async move {
+            match self.0.review(token).await {
+                Ok(t) => Ok(Reviewed {
+                    namespace: t.namespace,
+                    service_account: t.service_account,
+                    pod: t.pod,
+                }),
+                Err(TokenError::Refused(why)) => Err(ReviewError::Refused(why)),
+                Err(TokenError::Unavailable(why)) => Err(ReviewError::Unavailable(why)),
+            }
+        })
+    }
 }

@@ -2,12 +2,13 @@
 //! pure; `webhook`: the mutating admission webhook's HTTPS server; `registration`: the
 //! `MutatingWebhookConfiguration` that sends pods to it), its serving certificate (`cert`) and
 //! the manifests `hopwise install` prints (`install`); under feature `testing`, a real etcd and
-//! kube-apiserver on loopback with `kube` clients for them. To come: the watchers (Services,
-//! EndpointSlices, HTTPRoutes) and identity from ServiceAccount tokens. It depends on nothing of
-//! hopwise's; the `hopwise` binary uses it, and the `hopwise-proxy` sidecar never links it
+//! kube-apiserver on loopback with `kube` clients for them; `identity`: a pod's ServiceAccount
+//! from its token, by TokenReview. To come: the watchers (Services, EndpointSlices,
+//! HTTPRoutes). It depends on nothing of hopwise's; the `hopwise` binary uses it, and the `hopwise-proxy` sidecar never links it
 //! (scripts/test checks).
 
 pub mod cert;
+pub mod identity;
 pub mod inject;
 pub mod install;
 pub mod registration;

@@ -289,6 +289,34 @@ impl ApiServer {
         cmd
     }
 
+    /// Writes a kubeconfig file for [`config`](Self::config)'s user into the temporary
+    /// directory and returns its path: what a process of ours (`hopwise control --kubernetes`)
+    /// is given as `KUBECONFIG`.
+    pub fn kubeconfig(&self) -> Result<std::path::PathBuf, Error> {
+        let dir = self
+            .dir()
+            .ok_or_else(|| Error::io("the kubeconfig", std::io::ErrorKind::NotFound.into()))?;
+        let c = &self.certs;
+        let text = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "test", "cluster": {
+                "server": self.url,
+                "certificate-authority": c.ca,
+            }}],
+            "users": [{ "name": "default", "user": {
+                "client-certificate": c.client_cert,
+                "client-key": c.client_key,
+            }}],
+            "contexts": [{ "name": "test", "context": { "cluster": "test", "user": "default" } }],
+            "current-context": "test",
+        });
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, text.to_string())
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        Ok(path)
+    }
+
     /// A client of [`config`](Self::config). Needs a Tokio runtime.
     pub fn client(&self) -> Result<kube::Client, Error> {
         Ok(kube::Client::try_from(self.config())?)

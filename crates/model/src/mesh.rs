@@ -54,6 +54,8 @@ pub struct Service {
     pub external: Option<External>,
     /// The address captured apps reach it at (declared, or the capture range's default).
     pub address: Option<std::net::IpAddr>,
+    /// On Kubernetes: its pods' namespace and ServiceAccount, whose identity it has.
+    pub kubernetes: Option<crate::kubernetes::ServiceAccount>,
     /// Who may call it.
     pub allow: Allow,
     /// Narrower rules by path prefix.
@@ -143,7 +145,23 @@ impl Mesh {
 
     /// The SPIFFE identity of a service's proxies.
     pub fn identity(&self, service: &str) -> String {
-        format!("spiffe://{}/service/{service}", self.trust_domain)
+        match self
+            .services
+            .get(service)
+            .and_then(|s| s.kubernetes.as_ref())
+        {
+            Some(account) => account.identity(&self.trust_domain),
+            None => format!("spiffe://{}/service/{service}", self.trust_domain),
+        }
+    }
+
+    /// The service whose identity is `identity`, if one is (validation keeps identities
+    /// distinct): what a ServiceAccount token vouched for by Kubernetes may act as.
+    pub fn service_of_identity(&self, identity: &str) -> Option<&str> {
+        self.services
+            .keys()
+            .find(|name| self.identity(name) == identity)
+            .map(String::as_str)
     }
 
     /// The control plane's SPIFFE identity in this mesh ([`crate::control_port`]).
@@ -268,6 +286,14 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 run: crate::run::Run::read(rs, name, &locations, diags),
                 external,
                 address,
+                kubernetes: crate::kubernetes::resolve(
+                    info.kubernetes.as_ref(),
+                    rs.kubernetes.as_ref(),
+                    name,
+                    rs.external.is_some(),
+                    &locations,
+                    diags,
+                ),
                 allow,
                 allow_paths: rs
                     .allow_paths
@@ -463,6 +489,7 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
         diags.push(d);
     }
     observe::check(mesh, diags);
+    crate::kubernetes::check_distinct(mesh, diags);
     for call in mesh.calls() {
         let target = format!("services.{}.calls.{}", call.from, call.to);
         if !mesh.services.contains_key(&call.to) {

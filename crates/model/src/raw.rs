@@ -9,7 +9,8 @@
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
 //! `routes.rs`, `read_routes.rs`: a service's own routes (`services.<name>.routes`, HTTPRoute and
 //! GRPCRoute in the file's words) and their reader;
-//! `capture.rs`: `mesh.capture` and services' addresses; `observe.rs`: tracing and the access log;
+//! `capture.rs`: `mesh.capture` and services' addresses; `kubernetes.rs`: namespaces and
+//! ServiceAccounts; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
 use schemars::JsonSchema;
@@ -21,6 +22,7 @@ mod calls;
 mod capture;
 mod carries;
 mod fault;
+mod kubernetes;
 mod observe;
 mod rate_limit;
 mod read_policy;
@@ -40,6 +42,7 @@ pub use calls::{
 pub use capture::RawCapture;
 pub use carries::Carry;
 pub use fault::{RawAbort, RawDelay, RawFault, RawFaultHeader};
+pub use kubernetes::{RawKubernetes, RawMeshKubernetes};
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use rate_limit::{RawLimit, RawRateLimit};
 pub use readers::read_mesh;

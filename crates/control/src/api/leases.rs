@@ -11,6 +11,7 @@ use super::refusal::{admin_of, api_status, caller, issue_status};
 use crate::ca;
 use crate::pb;
 use crate::plane::{ApiError, Plane};
+use crate::review::LEASE_FRESHNESS;
 
 impl ControlService {
     /// Runs a lease operation; publishes when the endpoint sets changed.
@@ -36,6 +37,8 @@ pub(super) async fn issue(
 ) -> Result<Response<pb::IssueResponse>, Status> {
     svc.shared.serving()?;
     let r = request.into_inner();
+    // Issuance always asks the authority again: a revoked token gets no certificate.
+    svc.shared.vouch(&r.token, None).await?;
     let ticket = {
         let plane = svc.shared.plane();
         let ticket = plane.issue_ticket(&r.token).map_err(|e| issue_status(&e))?;
@@ -84,6 +87,7 @@ pub(super) async fn register(
     let r = request.into_inner();
     // A bad admin address is refused before anything is registered.
     let admin = admin_of(&r.admin_addr, from, &r.inbound_addr)?;
+    svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     if let Some(etcd) = &svc.shared.etcd {
         let (lease, ttl) = etcd
             .register(&svc.shared, &r, admin)
@@ -122,6 +126,7 @@ pub(super) async fn renew(
 ) -> Result<Response<pb::LeaseResponse>, Status> {
     svc.shared.serving()?;
     let r = request.into_inner();
+    svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     if let Some(etcd) = &svc.shared.etcd {
         etcd.renew(&svc.shared, &r.token, r.lease_id)
             .await
@@ -136,6 +141,7 @@ pub(super) async fn set_health(
     request: Request<pb::SetHealthRequest>,
 ) -> Result<Response<pb::LeaseResponse>, Status> {
     let r = request.into_inner();
+    svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     if let Some(etcd) = &svc.shared.etcd {
         etcd.set_health(&svc.shared, &r.token, r.lease_id, r.healthy)
             .await
@@ -150,6 +156,7 @@ pub(super) async fn deregister(
     request: Request<pb::LeaseRequest>,
 ) -> Result<Response<pb::LeaseResponse>, Status> {
     let r = request.into_inner();
+    svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     if let Some(etcd) = &svc.shared.etcd {
         etcd.deregister(&svc.shared, &r.token, r.lease_id)
             .await

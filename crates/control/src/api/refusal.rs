@@ -22,8 +22,23 @@ pub(super) fn issue_status(e: &IssueError) -> Status {
         IssueError::AsksForCa => (tonic::Code::PermissionDenied, "asks-for-ca"),
         IssueError::UnsupportedKey(_) => (tonic::Code::InvalidArgument, "unsupported-key"),
         IssueError::Lifetime(_) | IssueError::Sign(_) => (tonic::Code::Internal, "signing-failed"),
+        IssueError::NoServiceRunsAs(_) => (tonic::Code::PermissionDenied, "no-service-runs-as"),
+        IssueError::Review(e) => return review_status(e),
     };
     Status::new(code, format!("{name}: {e}"))
+}
+
+/// A token the reviewing authority refused (UNAUTHENTICATED, like an unknown join token), or
+/// could not check now (UNAVAILABLE: the proxy tries again).
+pub(super) fn review_status(e: &crate::review::ReviewError) -> Status {
+    match e {
+        crate::review::ReviewError::Refused(_) => {
+            Status::unauthenticated(format!("token-refused: {e}"))
+        }
+        crate::review::ReviewError::Unavailable(_) => {
+            Status::unavailable(format!("review-unavailable: {e}"))
+        }
+    }
 }
 
 /// What a proxy is told by a replica that lost the shared store: UNAVAILABLE, so it moves on.
@@ -50,6 +65,7 @@ pub(super) fn api_status(e: &ApiError) -> Status {
         ApiError::Store(_) => (tonic::Code::Internal, "store"),
         ApiError::BadStage(_) => (tonic::Code::InvalidArgument, "bad-stage"),
         ApiError::Ca(_) => (tonic::Code::Internal, "ca"),
+        ApiError::NoServiceRunsAs(_) => (tonic::Code::PermissionDenied, "no-service-runs-as"),
     };
     Status::new(code, format!("{name}: {e}"))
 }

@@ -16,6 +16,7 @@ use crate::conn::Limits;
 use crate::conn::track::Tracked;
 use crate::pb;
 use crate::plane::Plane;
+use crate::review::{Reviews, TokenReviewer};
 use crate::tls::{self, ServerTls};
 
 /// How often HTTP/2 pings check that a subscriber is still there.
@@ -93,10 +94,45 @@ pub fn spawn(plane: Plane, listener: tokio::net::TcpListener) -> Result<Running,
 
 /// [`spawn`] with the given limits on the control port's connections.
 pub fn spawn_with(
-    mut plane: Plane,
+    plane: Plane,
     listener: tokio::net::TcpListener,
     limits: Limits,
 ) -> Result<Running, ServeError> {
+    spawn_with_options(
+        plane,
+        listener,
+        Options {
+            limits,
+            reviewer: None,
+        },
+    )
+}
+
+/// How a plane is served beyond its state.
+#[derive(Default)]
+pub struct Options {
+    /// Bounds on the control port's connections.
+    pub limits: Limits,
+    /// Who vouches for tokens that are not join tokens ([`crate::review`]: Kubernetes).
+    pub reviewer: Option<Arc<dyn TokenReviewer>>,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("limits", &self.limits)
+            .field("reviewer", &self.reviewer.is_some())
+            .finish()
+    }
+}
+
+/// [`spawn`] with [`Options`].
+pub fn spawn_with_options(
+    mut plane: Plane,
+    listener: tokio::net::TcpListener,
+    options: Options,
+) -> Result<Running, ServeError> {
+    let Options { limits, reviewer } = options;
     let addr = listener.local_addr().map_err(ServeError::Addr)?;
     // Its name where `Status` says which replica a proxy is connected to.
     plane.set_replica(&replica::name(addr, replica::hostname().as_deref()));
@@ -118,6 +154,7 @@ pub fn spawn_with(
         etcd,
         tls: tls.clone(),
         fence: watch::channel(None).0,
+        reviews: reviewer.map(Reviews::new),
     });
     let service = ControlService {
         shared: shared.clone(),

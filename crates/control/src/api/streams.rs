@@ -18,6 +18,7 @@ use super::refusal::{admin_of, api_status, caller, fenced_status};
 use super::{ControlService, Shared, wire};
 use crate::pb;
 use crate::plane::Snapshot;
+use crate::review::LEASE_FRESHNESS;
 
 /// The messages of a `Subscribe` stream.
 pub(super) type SubscribeStream = ReceiverStream<Result<pb::Snapshot, Status>>;
@@ -46,6 +47,7 @@ pub(super) async fn subscribe(
     let from = caller(&request);
     let r = request.into_inner();
     let admin = admin_of(&r.admin_addr, from, &r.proxy)?;
+    svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     let service = {
         let mut plane = svc.shared.plane();
         let service = plane
@@ -83,6 +85,14 @@ pub(super) async fn subscribe(
         let mut authorized: Option<u64> = None;
         loop {
             changes.borrow_and_update();
+            // About to authorize again (the configuration moved): a vouched token is asked
+            // about again if its review is older than the lease calls' freshness.
+            if authorized != Some(guard.shared.plane().config_stamp())
+                && let Err(status) = guard.shared.vouch(&token, Some(LEASE_FRESHNESS)).await
+            {
+                let _ = tx.send(Err(status)).await;
+                return;
+            }
             let snapshot = {
                 let mut plane = guard.shared.plane();
                 // A token rotated or revoked since: the stream ends (the proxy must subscribe

@@ -66,6 +66,15 @@ pub fn refusal(name: &str, findings: &[Finding]) -> String {
 
 /// Starts the control plane of `args` and serves it in the background.
 pub fn start(args: ControlArgs) -> Result<Serving, CliError> {
+    start_with(args, None)
+}
+
+/// [`start`], with `reviewer` vouching for tokens that are not join tokens (`--kubernetes`:
+/// the binary makes it, so this crate links no Kubernetes client).
+pub fn start_with(
+    args: ControlArgs,
+    reviewer: Option<std::sync::Arc<dyn crate::review::TokenReviewer>>,
+) -> Result<Serving, CliError> {
     let Some(state) = args.state.clone() else {
         return Err(CliError::Usage(
             "--state DIR is required to run the control plane".into(),
@@ -94,7 +103,7 @@ pub fn start(args: ControlArgs) -> Result<Serving, CliError> {
     // thread, outside it) blocks on it to write.
     let rt = runtime()?;
     let started = start_plane(&rt, spec.as_ref(), &state, &options)?;
-    let (running, dashboard, summary) = rt.block_on(listen(args, started))?;
+    let (running, dashboard, summary) = rt.block_on(listen(args, started, reviewer))?;
     Ok(Serving {
         rt,
         running,
@@ -177,6 +186,7 @@ fn start_plane(
 async fn listen(
     args: ControlArgs,
     started: Started,
+    reviewer: Option<std::sync::Arc<dyn crate::review::TokenReviewer>>,
 ) -> Result<(Running, Option<Dashboard>, String), CliError> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -204,7 +214,7 @@ async fn listen(
         idle: args.idle_timeout.get(),
         ..crate::conn::Limits::default()
     };
-    let running = api::spawn_with(plane, listener, limits)?;
+    let running = api::spawn_with_options(plane, listener, api::Options { limits, reviewer })?;
     if let Some(path) = args.config {
         let seen = std::fs::read_to_string(&path).ok();
         tokio::spawn(watch_file(path, seen, (own.to_string(), dir)));

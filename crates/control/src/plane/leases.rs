@@ -21,11 +21,24 @@ pub struct IssueTicket {
 }
 
 impl Plane {
+    /// A join token's service, or a vouched token's ([`crate::review`]).
     pub(super) fn token_service(&self, token: &str) -> Result<String, ApiError> {
+        match self
+            .token_index
+            .service_of(&self.store.state().tokens, token)
+        {
+            Some(service) => Ok(service.to_owned()),
+            None => self
+                .vouched_service(token)
+                .unwrap_or(Err(ApiError::UnknownToken)),
+        }
+    }
+
+    /// Whether `token` is a join token of this mesh (it needs no review).
+    pub fn is_join_token(&self, token: &str) -> bool {
         self.token_index
             .service_of(&self.store.state().tokens, token)
-            .map(str::to_owned)
-            .ok_or(ApiError::UnknownToken)
+            .is_some()
     }
 
     /// The service a token names, which must be a service of the mesh in force that runs a
@@ -44,6 +57,7 @@ impl Plane {
         let service = self.proxied_service(token).map_err(|e| match e {
             ApiError::UnknownService(s) => IssueError::UnknownService(s),
             ApiError::External(s) => IssueError::External(s),
+            ApiError::NoServiceRunsAs(identity) => IssueError::NoServiceRunsAs(identity),
             _ => IssueError::UnknownToken,
         })?;
         Ok(IssueTicket {

@@ -255,6 +255,7 @@ impl Plane {
             snapshots: Default::default(),
             callers: Default::default(),
             token_index: Default::default(),
+            vouched: Default::default(),
         };
         plane.token_index = TokenIndex::of(&plane.store.state().tokens);
         plane.mesh_text_in_force = plane.mesh_text().to_owned();

@@ -4,6 +4,7 @@
 use indexmap::IndexMap;
 
 use super::capture::{read_address, read_capture};
+use super::kubernetes::{read_kubernetes, read_mesh_kubernetes};
 use super::observe::{read_access_log, read_tracing};
 use super::read_policy::read_policy;
 use super::values::{or_none, positive_timeout, positive_u32, u32_field};
@@ -28,6 +29,7 @@ pub fn read_mesh(r: &mut Reader, node: &Node) -> RawMesh {
                 certs: f.get(r, "certs", Reader::string),
                 capture: f.get(r, "capture", read_capture),
                 tracing: f.get(r, "tracing", read_tracing),
+                kubernetes: f.get(r, "kubernetes", read_mesh_kubernetes),
             };
             f.finish(r);
             Some(info)
@@ -105,6 +107,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             Some(e)
         }),
         address: f.get(r, "address", read_address),
+        kubernetes: f.get(r, "kubernetes", read_kubernetes),
         allow: f.get(r, "allow", |r, n, p| match &n.value {
             Value::Seq(_) => r.list(n, p, Reader::string).map(RawAllow::Services),
             _ => r

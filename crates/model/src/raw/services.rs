@@ -57,6 +57,9 @@ pub struct RawMeshInfo {
     /// Spans over OTLP and how traces are sampled (docs/observability.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tracing: Option<RawTracing>,
+    /// The mesh runs on Kubernetes: services' identities are their ServiceAccounts'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<super::RawMeshKubernetes>,
 }
 
 /// One service. Its policy fields apply to every call it makes.
@@ -92,6 +95,9 @@ pub struct RawService {
     /// in their namespace); default: the next of mesh.capture.range's first /24, in file order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// On Kubernetes: its pods' namespace and ServiceAccount, whose identity it has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<super::RawKubernetes>,
     /// Who may call this service: a list of service names, `any` (every identity of the
     /// mesh; the default) or `none`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,309 @@
+//! `hopwise control --kubernetes` against a real kube-apiserver (issue 30, identity): a pod's
+//! projected ServiceAccount token, minted by the API server's TokenRequest and bound to the pod,
+//! gets a certificate for `spiffe://<td>/ns/<namespace>/sa/<account>` — the identity the review
+//! names, never the CSR — and then registers and subscribes as the service that runs as that
+//! ServiceAccount. A token for another audience, of a ServiceAccount no service runs as, made up,
+//! or of a pod deleted since is refused; a join token still works beside them. With the API
+//! server gone, lease calls ride on their last review and issuance is refused as unavailable.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hopwise_control::{client, pb};
+use hopwise_kube::testing::ApiServer;
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, ServiceAccount};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use x509_parser::extensions::GeneralName;
+
+const MESH: &str = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
+services:
+  web: { calls: { api: {} } }
+  api: {}
+";
+
+struct Control(Child);
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `hopwise control --kubernetes` on a free port, its API server named by `KUBECONFIG`; where it
+/// listens.
+fn control(state: &Path, mesh: &Path, kubeconfig: &Path, log: &Path) -> (Control, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+        .arg("control")
+        .arg("--state")
+        .arg(state)
+        .arg("--config")
+        .arg(mesh)
+        .args(["--listen", "127.0.0.1:0", "--kubernetes"])
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+    let addr = line
+        .split_whitespace()
+        .skip_while(|w| *w != "on")
+        .nth(1)
+        .unwrap_or_else(|| {
+            panic!(
+                "hopwise control did not say where it listens ({line:?}):\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            )
+        })
+        .to_owned();
+    (Control(child), addr)
+}
+
+async fn create_pod(kube: &kube::Client, name: &str, account: &str) -> Pod {
+    let pod = Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            service_account_name: Some(account.into()),
+            containers: vec![Container {
+                name: "app".into(),
+                image: Some("app:1".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<Pod>::namespaced(kube.clone(), "shop")
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap()
+}
+
+/// A token of `account` for `audience`, bound to `pod` as the kubelet's projected volume asks.
+async fn token(kube: &kube::Client, account: &str, pod: &Pod, audience: &str) -> String {
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            audiences: Some(vec![audience.into()]),
+            expiration_seconds: Some(3600),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(kube.clone(), "shop")
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap()
+}
+
+fn csr() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    rcgen::CertificateParams::default()
+        .serialize_request(&key)
+        .unwrap()
+        .pem()
+        .unwrap()
+}
+
+fn issue(token: &str) -> pb::IssueRequest {
+    pb::IssueRequest {
+        csr_pem: csr(),
+        token: token.to_owned(),
+        proxy: "web-1".into(),
+    }
+}
+
+fn uri_sans(pem: &str) -> Vec<String> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    let cert = pem.parse_x509().unwrap();
+    let san = cert.subject_alternative_name().unwrap().unwrap();
+    san.value
+        .general_names
+        .iter()
+        .map(|n| match n {
+            GeneralName::URI(u) => (*u).to_owned(),
+            other => panic!("a name other than the identity: {other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
+    let api = ApiServer::start().await.unwrap();
+    let kube = api.client().unwrap();
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some("shop".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(kube.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let accounts = Api::<ServiceAccount>::namespaced(kube.clone(), "shop");
+    for name in ["web", "intruder"] {
+        let sa = ServiceAccount {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        accounts.create(&PostParams::default(), &sa).await.unwrap();
+    }
+    let web_pod = create_pod(&kube, "web-1", "web").await;
+    let intruder_pod = create_pod(&kube, "intruder-1", "intruder").await;
+    let web = token(&kube, "web", &web_pod, "hopwise").await;
+    let web_2 = token(
+        &kube,
+        "web",
+        &create_pod(&kube, "web-2", "web").await,
+        "hopwise",
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
+    std::fs::write(&mesh, MESH).unwrap();
+    let log = dir.path().join("control.log");
+    let (_control, addr) = control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
+    let server = client::Server::from_state(&addr, &state).unwrap();
+    let mut c = client::connect(&server).await.unwrap();
+
+    // The pod's token: a certificate for its ServiceAccount's identity, and nothing else in it.
+    let issued = c.issue(issue(&web)).await.unwrap().into_inner();
+    assert_eq!(issued.identity, "spiffe://shop.local/ns/shop/sa/web");
+    assert_eq!(
+        uri_sans(&issued.cert_chain_pem),
+        ["spiffe://shop.local/ns/shop/sa/web"]
+    );
+    // The same token registers a copy of `web` and subscribes to `web`'s configuration.
+    let registered = c
+        .register(pb::RegisterRequest {
+            token: web.clone(),
+            inbound_addr: "127.0.0.1:4143".into(),
+            ttl_ms: 10_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut stream = c
+        .subscribe(pb::SubscribeRequest {
+            token: web.clone(),
+            service: "web".into(),
+            proxy: "web-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert_eq!(first.service, "web");
+    // Asking for another service's configuration with it is refused.
+    let err = c
+        .subscribe(pb::SubscribeRequest {
+            token: web.clone(),
+            service: "api".into(),
+            proxy: "web-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(err.message().starts_with("wrong-service"), "{err:?}");
+
+    // A second pod's copy registers too (its review then serves its lease calls).
+    let second = c
+        .register(pb::RegisterRequest {
+            token: web_2.clone(),
+            inbound_addr: "127.0.0.2:4143".into(),
+            ttl_ms: 60_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    // Another audience's token of the same pod: the API server refuses it for ours.
+    let other_audience = token(&kube, "web", &web_pod, "vault").await;
+    let err = c.issue(issue(&other_audience)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+    assert!(err.message().starts_with("token-refused"), "{err:?}");
+    // A ServiceAccount no service of the mesh runs as.
+    let intruder = token(&kube, "intruder", &intruder_pod, "hopwise").await;
+    let err = c.issue(issue(&intruder)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    assert!(err.message().starts_with("no-service-runs-as"), "{err:?}");
+    assert!(err.message().contains("ns/shop/sa/intruder"), "{err:?}");
+    let err = c
+        .renew(pb::LeaseRequest {
+            token: intruder.clone(),
+            lease_id: registered.lease_id,
+        })
+        .await
+        .unwrap_err();
+    assert!(err.message().starts_with("no-service-runs-as"), "{err:?}");
+    // Made up.
+    let err = c.issue(issue("eyJhbGciOi.not-a.token")).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+
+    // A join token still works beside them, for its own service's identity.
+    let api_token = std::fs::read_to_string(state.join("tokens/api")).unwrap();
+    let issued = c.issue(issue(api_token.trim())).await.unwrap().into_inner();
+    assert_eq!(issued.identity, "spiffe://shop.local/ns/shop/sa/api");
+
+    // The pod is deleted: its token gets no certificate any more.
+    Api::<Pod>::namespaced(kube.clone(), "shop")
+        .delete("web-1", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let err = loop {
+        match c.issue(issue(&web)).await {
+            Err(e) => break e,
+            Ok(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Ok(_) => panic!("a deleted pod's token still got a certificate after 20 s"),
+        }
+    };
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+    assert!(err.message().starts_with("token-refused"), "{err:?}");
+
+    // The API server goes away: lease calls ride on their last review (the plane keeps
+    // serving), issuance is refused as unavailable, so the proxy tries again later.
+    api.stop().unwrap();
+    c.renew(pb::LeaseRequest {
+        token: web_2.clone(),
+        lease_id: second.lease_id,
+    })
+    .await
+    .unwrap();
+    let err = c.issue(issue(&web_2)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
+    assert!(err.message().starts_with("review-unavailable"), "{err:?}");
+    drop(stream);
+}

@@ -1,0 +1,145 @@
+//! A service on Kubernetes (`mesh.kubernetes`, `services.<name>.kubernetes`, read in
+//! `raw/kubernetes.rs`): the namespace and ServiceAccount its pods run as. Its identity is then
+//! the ServiceAccount's, `spiffe://<trust domain>/ns/<namespace>/sa/<name>` (Istio's form), which
+//! the control plane signs only for a pod whose ServiceAccount token the API server vouched
+//! for; `allow` naming the service names that ServiceAccount. Pure.
+
+use serde::Serialize;
+
+use crate::diag::Diagnostic;
+use crate::raw::{RawKubernetes, RawMeshKubernetes};
+use crate::read::Locations;
+
+/// The namespace a service's pods run in, and their ServiceAccount.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ServiceAccount {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ServiceAccount {
+    /// The SPIFFE ID of this ServiceAccount's pods in `trust_domain`.
+    pub fn identity(&self, trust_domain: &str) -> String {
+        format!(
+            "spiffe://{trust_domain}/ns/{}/sa/{}",
+            self.namespace, self.name
+        )
+    }
+}
+
+/// A namespace's name: an RFC 1123 label (what the API server accepts).
+pub fn check_namespace(name: &str) -> Result<(), String> {
+    if is_label(name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a Kubernetes namespace: at most 63 lowercase letters, digits and `-`, starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// A ServiceAccount's name: an RFC 1123 subdomain.
+pub fn check_service_account(name: &str) -> Result<(), String> {
+    if name.len() <= 253 && name.split('.').all(is_label) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{name}` is not a Kubernetes ServiceAccount name: lowercase letters, digits, `-` and `.`, each part starting and ending with a letter or digit"
+        ))
+    }
+}
+
+fn is_label(s: &str) -> bool {
+    let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| ok(c) || c == '-')
+        && s.starts_with(ok)
+        && s.ends_with(ok)
+}
+
+/// The ServiceAccount of service `name`, when the mesh or the service says it runs on
+/// Kubernetes. An external service has none (it runs no proxy): a block on one is an error, as
+/// is a default ServiceAccount name (the service's) that Kubernetes would refuse.
+pub fn resolve(
+    mesh: Option<&RawMeshKubernetes>,
+    service: Option<&RawKubernetes>,
+    name: &str,
+    external: bool,
+    locations: &Locations,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<ServiceAccount> {
+    let path = format!("services.{name}.kubernetes");
+    if external {
+        if service.is_some() {
+            diags.push(Diagnostic::new(
+                &path,
+                locations.of(&path),
+                "an external service runs no proxy and has no ServiceAccount: remove `kubernetes`"
+                    .to_owned(),
+            ));
+        }
+        return None;
+    }
+    if mesh.is_none() && service.is_none() {
+        return None;
+    }
+    let namespace = service
+        .and_then(|s| s.namespace.clone())
+        .or_else(|| mesh.and_then(|m| m.namespace.clone()))
+        .unwrap_or_else(|| "default".to_owned());
+    let account = match service.and_then(|s| s.service_account.clone()) {
+        Some(a) => a,
+        None => {
+            if let Err(why) = check_service_account(name) {
+                let at = if service.is_some() {
+                    path.clone()
+                } else {
+                    format!("services.{name}")
+                };
+                diags.push(Diagnostic::new(
+                    &at,
+                    locations.of(&at),
+                    format!("{why}: the service's name is its default ServiceAccount; write `kubernetes: {{ service_account: … }}`"),
+                ));
+                return None;
+            }
+            name.to_owned()
+        }
+    };
+    Some(ServiceAccount {
+        namespace,
+        name: account,
+    })
+}
+
+/// Two services running as one ServiceAccount would share one identity, so neither `allow` nor
+/// a signed certificate could tell them apart: an error at the second.
+pub fn check_distinct(mesh: &crate::Mesh, diags: &mut Vec<Diagnostic>) {
+    let mut seen: std::collections::HashMap<&ServiceAccount, &str> = Default::default();
+    for (name, service) in &mesh.services {
+        let Some(account) = &service.kubernetes else {
+            continue;
+        };
+        if let Some(first) = seen.insert(account, name) {
+            seen.insert(account, first);
+            let path = format!("services.{name}.kubernetes");
+            let at = if mesh.locations.of(&path).is_some() {
+                path
+            } else {
+                format!("services.{name}")
+            };
+            diags.push(Diagnostic::new(
+                &at,
+                mesh.locations.of(&at),
+                format!(
+                    "`{name}` and `{first}` both run as ServiceAccount `{}` in namespace `{}`: an identity names one service; give each its own `service_account`",
+                    account.name, account.namespace
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
