@@ -45,6 +45,10 @@ pub struct WebhookArgs {
     /// The control plane, as injected proxies dial it.
     #[arg(long)]
     control: String,
+    /// The control plane's CA (its `STATE/ca.pem`, or the `--ca-cert` it was given): injected
+    /// proxies get it in their environment, to trust the control plane by.
+    #[arg(long)]
+    control_ca: PathBuf,
 }
 
 /// Prints the manifests: `hopwise install | kubectl apply --server-side -f -`.
@@ -71,7 +75,8 @@ pub fn webhook(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
         .with_target(false)
         .try_init();
     let tls = webhook::tls(&read(&args.cert)?, &read(&args.key)?)?;
-    let inject = Inject::new(args.image.clone(), args.control.clone());
+    let mut inject = Inject::new(args.image.clone(), args.control.clone());
+    inject.control_ca_pem = Some(control_ca(&args.control_ca)?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -85,6 +90,25 @@ pub fn webhook(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The control plane's CA, waited for up to a minute: beside the control plane in its pod, the
+/// webhook may start before the control plane has written its state.
+fn control_ca(path: &PathBuf) -> anyhow::Result<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match std::fs::read_to_string(path) {
+            Ok(pem) if pem.contains("-----BEGIN CERTIFICATE-----") => return Ok(pem),
+            Ok(_) | Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            Ok(_) => anyhow::bail!("{} holds no PEM certificate", path.display()),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("reading the control plane's CA {}", path.display()));
+            }
+        }
+    }
 }
 
 /// `hopwise control --kubernetes`: the API server's TokenReview vouching for pods' tokens. Its

@@ -24,15 +24,26 @@ pub struct ProxyArgs {
     /// The control plane (`https://HOST:PORT`, TLS only): identity, configuration and copies
     /// from it. Several replicas: comma-separated or the flag repeated; the proxy uses one at a
     /// time and moves to the next when it fails.
-    #[arg(long, requires_all = ["token_file", "control_ca"], value_delimiter = ',')]
+    #[arg(long, requires = "token_file", value_delimiter = ',')]
     control: Vec<String>,
     /// The CA bundle the control plane's certificate must chain to: its `STATE/ca.pem`. After
-    /// the first snapshot the proxy also trusts the mesh's bundle (kept in --cache).
+    /// the first snapshot the proxy also trusts the mesh's bundle (kept in --cache). Absent:
+    /// the PEM text of `$HOPWISE_CONTROL_CA_PEM` (what injection gives a pod's proxy).
     #[arg(long)]
     control_ca: Option<PathBuf>,
-    /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`).
+    /// The join token of this service (`hopwise control` writes `STATE/tokens/<service>`), or on
+    /// Kubernetes the pod's projected ServiceAccount token. Read again for every call, so a
+    /// token replaced on disk is used from the next call on.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// The IP other proxies reach this one at, registered with the control plane when
+    /// --inbound is an unspecified address (`0.0.0.0:4143`); on Kubernetes the pod's IP.
+    #[arg(long, requires = "control")]
+    advertise: Option<std::net::IpAddr>,
+    /// This proxy's name in `hopwise status` and the dashboard (default `<service>-<copy>`; an
+    /// injected proxy is given its pod's name).
+    #[arg(long)]
+    name: Option<String>,
     /// Where a control-plane proxy keeps its certificate and last snapshot.
     #[arg(long)]
     cache: Option<PathBuf>,
@@ -177,6 +188,30 @@ fn capture(
         })
 }
 
+/// Where the control plane's CA is: `--control-ca`, else `$HOPWISE_CONTROL_CA_PEM`'s text written
+/// into the cache directory (an injected pod gets the CA in its environment, as no file of the
+/// control plane's can be mounted in every namespace).
+fn control_ca(flag: Option<&PathBuf>, cache: &std::path::Path) -> anyhow::Result<PathBuf> {
+    if let Some(path) = flag {
+        return Ok(path.clone());
+    }
+    let pem = std::env::var(CONTROL_CA_ENV).unwrap_or_default();
+    if !pem.contains("-----BEGIN CERTIFICATE-----") {
+        anyhow::bail!(
+            "--control needs --control-ca FILE (the control plane's STATE/ca.pem), or the CA's PEM \
+             in ${CONTROL_CA_ENV}"
+        );
+    }
+    std::fs::create_dir_all(cache)
+        .with_context(|| format!("cannot make the cache directory {}", cache.display()))?;
+    let path = cache.join("control-ca.pem");
+    std::fs::write(&path, pem).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// The control plane's CA as PEM text, when no `--control-ca` file is given.
+pub const CONTROL_CA_ENV: &str = "HOPWISE_CONTROL_CA_PEM";
+
 #[allow(clippy::print_stdout)]
 /// The proxy of one copy, until SIGTERM or Ctrl-C; then it leaves the endpoint sets and drains.
 pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
@@ -202,27 +237,26 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
                 .token_file
                 .as_ref()
                 .context("--control needs --token-file")?;
-            let token = std::fs::read_to_string(token_file)
-                .with_context(|| format!("cannot read the join token {}", token_file.display()))?
-                .trim()
-                .to_owned();
+            let token = hopwise_proxy::control::Token::from_file(token_file.clone())
+                .with_context(|| format!("cannot read the token {}", token_file.display()))?;
             let cache = a.cache.clone().unwrap_or_else(|| {
                 std::env::temp_dir().join(format!("hopwise-{}-{}", a.service, a.copy))
             });
-            let control_ca = a
-                .control_ca
-                .clone()
-                .context("--control needs --control-ca FILE (the control plane's STATE/ca.pem)")?;
+            let control_ca = control_ca(a.control_ca.as_ref(), &cache)?;
             let opts = hopwise_proxy::control::ControlOptions {
                 servers: servers.clone(),
                 control_ca,
                 token,
                 service: a.service.clone(),
                 copy: a.copy,
-                name: format!("{}-{}", a.service, a.copy),
+                name: a
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{}", a.service, a.copy)),
                 cache,
                 health_path: a.health_path.clone(),
                 lease_ttl: a.lease_ttl.get(),
+                advertise: a.advertise,
             };
             let (mut config, session) = rt
                 .block_on(hopwise_proxy::control::bootstrap(opts))

@@ -8,112 +8,23 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+#[path = "kube_support/mod.rs"]
+mod kube_support;
+
 use std::time::{Duration, Instant};
 
 use hopwise_control::{client, pb};
 use hopwise_kube::testing::ApiServer;
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube_support::MESH;
 use x509_parser::extensions::GeneralName;
 
-const MESH: &str = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
-services:
-  web: { calls: { api: {} } }
-  api: {}
-";
-
-struct Control(Child);
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `hopwise control --kubernetes` on a free port, its API server named by `KUBECONFIG`; where it
-/// listens.
-fn control(state: &Path, mesh: &Path, kubeconfig: &Path, log: &Path) -> (Control, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
-        .arg("control")
-        .arg("--state")
-        .arg(state)
-        .arg("--config")
-        .arg(mesh)
-        .args(["--listen", "127.0.0.1:0", "--kubernetes"])
-        .env("KUBECONFIG", kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let addr = line
-        .split_whitespace()
-        .skip_while(|w| *w != "on")
-        .nth(1)
-        .unwrap_or_else(|| {
-            panic!(
-                "hopwise control did not say where it listens ({line:?}):\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            )
-        })
-        .to_owned();
-    (Control(child), addr)
-}
-
 async fn create_pod(kube: &kube::Client, name: &str, account: &str) -> Pod {
-    let pod = Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            service_account_name: Some(account.into()),
-            containers: vec![Container {
-                name: "app".into(),
-                image: Some("app:1".into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
+    let pod = kube_support::app_pod(name, account);
     Api::<Pod>::namespaced(kube.clone(), "shop")
         .create(&PostParams::default(), &pod)
         .await
-        .unwrap()
-}
-
-/// A token of `account` for `audience`, bound to `pod` as the kubelet's projected volume asks.
-async fn token(kube: &kube::Client, account: &str, pod: &Pod, audience: &str) -> String {
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            audiences: Some(vec![audience.into()]),
-            expiration_seconds: Some(3600),
-            bound_object_ref: Some(BoundObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: pod.metadata.name.clone(),
-                uid: pod.metadata.uid.clone(),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Api::<ServiceAccount>::namespaced(kube.clone(), "shop")
-        .create_token_request(account, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
         .unwrap()
 }
 
@@ -176,20 +87,15 @@ async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
     }
     let web_pod = create_pod(&kube, "web-1", "web").await;
     let intruder_pod = create_pod(&kube, "intruder-1", "intruder").await;
-    let web = token(&kube, "web", &web_pod, "hopwise").await;
-    let web_2 = token(
-        &kube,
-        "web",
-        &create_pod(&kube, "web-2", "web").await,
-        "hopwise",
-    )
-    .await;
+    let web = kube_support::bound_token(&kube, "web", &web_pod, "hopwise", Some(3600)).await;
+    let web_2_pod = create_pod(&kube, "web-2", "web").await;
+    let web_2 = kube_support::bound_token(&kube, "web", &web_2_pod, "hopwise", Some(3600)).await;
 
     let dir = tempfile::tempdir().unwrap();
     let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
     std::fs::write(&mesh, MESH).unwrap();
     let log = dir.path().join("control.log");
-    let (_control, addr) = control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
+    let (_control, addr) = kube_support::control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
     let server = client::Server::from_state(&addr, &state).unwrap();
     let mut c = client::connect(&server).await.unwrap();
 
@@ -248,12 +154,14 @@ async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
         .into_inner();
 
     // Another audience's token of the same pod: the API server refuses it for ours.
-    let other_audience = token(&kube, "web", &web_pod, "vault").await;
+    let other_audience =
+        kube_support::bound_token(&kube, "web", &web_pod, "vault", Some(3600)).await;
     let err = c.issue(issue(&other_audience)).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
     assert!(err.message().starts_with("token-refused"), "{err:?}");
     // A ServiceAccount no service of the mesh runs as.
-    let intruder = token(&kube, "intruder", &intruder_pod, "hopwise").await;
+    let intruder =
+        kube_support::bound_token(&kube, "intruder", &intruder_pod, "hopwise", Some(3600)).await;
     let err = c.issue(issue(&intruder)).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
     assert!(err.message().starts_with("no-service-runs-as"), "{err:?}");

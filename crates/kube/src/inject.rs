@@ -14,6 +14,7 @@ mod sidecar;
 use k8s_openapi::api::core::v1::Pod;
 
 pub use review::{BadReview, answer};
+pub use sidecar::{CACHE_DIR, CONTROL_CA_ENV, DOWNWARD_ENV, TOKEN_DIR, TOKEN_FILE};
 
 /// The label (on a namespace or a pod) that opts in with `enabled`, and out with `disabled`;
 /// on a pod, an annotation of the same name set to `disabled` opts out too.
@@ -28,6 +29,9 @@ pub const PROXY_CONTAINER: &str = "hopwise-proxy";
 pub const INIT_CONTAINER: &str = "hopwise-init";
 pub const TOKEN_VOLUME: &str = "hopwise-token";
 pub const CACHE_VOLUME: &str = "hopwise-cache";
+/// The label naming the mesh service a pod is a copy of; without it, its ServiceAccount's name
+/// (the mesh file's default ServiceAccount of a service is its name).
+pub const SERVICE_LABEL: &str = "hopwise.dev/service";
 /// The audience of the projected ServiceAccount token the proxy presents to the control plane,
 /// which checks it with a TokenReview of the same audience.
 pub const TOKEN_AUDIENCE: &str = "hopwise";
@@ -50,6 +54,9 @@ pub struct Inject {
     pub proxy_uid: i64,
     /// The projected token's lifetime (the kubelet renews it at 80 %).
     pub token_seconds: i64,
+    /// The control plane's CA (PEM), which its certificate must chain to: given to the proxy
+    /// in its environment. Without it the proxy has no way to trust the control plane.
+    pub control_ca_pem: Option<String>,
 }
 
 impl Inject {
@@ -60,6 +67,7 @@ impl Inject {
             control: control.into(),
             proxy_uid: 2140,
             token_seconds: 86_400,
+            control_ca_pem: None,
         }
     }
 }
@@ -122,10 +130,28 @@ pub fn decide(pod: &Pod, inject: &Inject) -> Decision {
             inject.proxy_uid
         ));
     }
-    match patch::patch(pod, &sidecar::Additions::new(inject)) {
+    match patch::patch(pod, &sidecar::Additions::new(inject, &service_of(pod))) {
         Ok(patch) => Decision::Inject(patch),
         Err(e) => Decision::Refuse(format!("writing the patch: {e}")),
     }
+}
+
+/// The mesh service `pod` is a copy of: its `hopwise.dev/service` label, else its
+/// ServiceAccount's name (`default` when it names none, as the patch sets).
+pub fn service_of(pod: &Pod) -> String {
+    let label = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SERVICE_LABEL));
+    let account = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.as_ref());
+    label
+        .or(account)
+        .filter(|name| !name.is_empty())
+        .map_or_else(|| "default".to_owned(), String::clone)
 }
 
 /// The mark, or any name of ours among the containers and volumes.

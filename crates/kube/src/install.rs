@@ -33,6 +33,8 @@ pub const WEBHOOK_SECRET: &str = "hopwise-webhook-tls";
 /// The control port (`hopwise control --listen`) and the webhook's, in the pod.
 pub const CONTROL_PORT: u16 = 7900;
 pub const WEBHOOK_PORT: u16 = 9443;
+/// The control plane's state directory in its pod (`--state`); the webhook reads its `ca.pem`.
+pub const STATE_DIR: &str = "/var/lib/hopwise";
 /// Where the webhook's container finds its certificate.
 pub const WEBHOOK_CERT_DIR: &str = "/var/run/hopwise/webhook";
 
@@ -176,43 +178,49 @@ fn secret(install: &Install) -> Secret {
 fn deployment(install: &Install) -> Deployment {
     let selector = BTreeMap::from([("app.kubernetes.io/name".to_owned(), CONTROL.to_owned())]);
     let pod_labels = labels(&[("app.kubernetes.io/name", CONTROL), (INJECT, DISABLED)]);
-    let container = |name: &str, args: Vec<String>, port: u16, mount: VolumeMount| Container {
-        name: name.to_owned(),
-        image: Some(install.image.clone()),
-        command: Some(vec!["hopwise".to_owned()]),
-        args: Some(args),
-        ports: Some(vec![ContainerPort {
-            name: Some(name.to_owned()),
-            container_port: port.into(),
-            ..ContainerPort::default()
-        }]),
-        volume_mounts: Some(vec![mount]),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            ..SecurityContext::default()
-        }),
-        ..Container::default()
-    };
+    let container =
+        |name: &str, args: Vec<String>, port: u16, mounts: Vec<VolumeMount>| Container {
+            name: name.to_owned(),
+            image: Some(install.image.clone()),
+            command: Some(vec!["hopwise".to_owned()]),
+            args: Some(args),
+            ports: Some(vec![ContainerPort {
+                name: Some(name.to_owned()),
+                container_port: port.into(),
+                ..ContainerPort::default()
+            }]),
+            volume_mounts: Some(mounts),
+            security_context: Some(SecurityContext {
+                allow_privilege_escalation: Some(false),
+                read_only_root_filesystem: Some(true),
+                ..SecurityContext::default()
+            }),
+            ..Container::default()
+        };
     let words = |s: String| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
     let control = container(
         "control",
         words(format!(
-            "control --state /var/lib/hopwise --listen 0.0.0.0:{CONTROL_PORT}"
+            "control --state {STATE_DIR} --listen 0.0.0.0:{CONTROL_PORT} --kubernetes"
         )),
         CONTROL_PORT,
-        mount("state", "/var/lib/hopwise"),
+        vec![mount("state", STATE_DIR, false)],
     );
     let webhook = container(
         "webhook",
         words(format!(
             "webhook --listen 0.0.0.0:{WEBHOOK_PORT} --cert {WEBHOOK_CERT_DIR}/tls.crt \
-             --key {WEBHOOK_CERT_DIR}/tls.key --image {} --control {}",
+             --key {WEBHOOK_CERT_DIR}/tls.key --image {} --control {} \
+             --control-ca {STATE_DIR}/ca.pem",
             install.image,
             install.control_url()
         )),
         WEBHOOK_PORT,
-        mount("webhook-tls", WEBHOOK_CERT_DIR),
+        // The control plane's state, read-only: its `ca.pem`, which injected proxies get.
+        vec![
+            mount("webhook-tls", WEBHOOK_CERT_DIR, true),
+            mount("state", STATE_DIR, true),
+        ],
     );
     let volumes = vec![
         Volume {
@@ -260,10 +268,11 @@ fn deployment(install: &Install) -> Deployment {
     }
 }
 
-fn mount(name: &str, path: &str) -> VolumeMount {
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     VolumeMount {
         name: name.to_owned(),
         mount_path: path.to_owned(),
+        read_only: read_only.then_some(true),
         ..VolumeMount::default()
     }
 }

@@ -34,7 +34,8 @@
 //! the goodbye), `stream.rs` (one session with one replica: the snapshot stream, renewals, the
 //! acknowledgements), `identity.rs` (the key and the CSR), `snapshot.rs` (a snapshot made the
 //! proxy's configuration, and put in force), `lease.rs` (registration, lease and the app's
-//! health), `cache.rs` (what is kept on disk), `channel.rs` and `delta.rs`.
+//! health), `cache.rs` (what is kept on disk), `token.rs` (the credential, read again at every
+//! call), `channel.rs` and `delta.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +52,7 @@ mod lease;
 mod session;
 mod snapshot;
 mod stream;
+mod token;
 
 /// Each message of the snapshot stream merged onto the last (pure; public for the
 /// `control_messages` fuzz target).
@@ -58,6 +60,7 @@ pub use delta::{Received, Resync};
 /// The wire types: `hopwise-api`'s, compiled once for the proxy and the control plane.
 pub use hopwise_api::pb;
 pub use session::{Session, bootstrap};
+pub use token::Token;
 
 /// A client of one control-plane replica.
 type Client = pb::control_client::ControlClient<tonic::transport::Channel>;
@@ -93,7 +96,8 @@ pub struct ControlOptions {
     /// The CA bundle the control plane's certificate must chain to (`--control-ca`; its
     /// `ca.pem`). The last snapshot's bundle is trusted too.
     pub control_ca: PathBuf,
-    pub token: String,
+    /// What it presents on every call (read again each time: [`Token`]).
+    pub token: Token,
     pub service: String,
     pub copy: usize,
     /// A name for this proxy in `hopwise status`.
@@ -103,6 +107,9 @@ pub struct ControlOptions {
     /// The app's health check: a GET on this path; a status below 500 is healthy.
     pub health_path: String,
     pub lease_ttl: Duration,
+    /// The IP other proxies reach this one at, registered in place of an unspecified listening
+    /// address (`--advertise`; on Kubernetes the pod's IP).
+    pub advertise: Option<std::net::IpAddr>,
 }
 
 /// The last accepted snapshot, as cached on disk.

@@ -24,6 +24,9 @@ use super::{
 pub const TOKEN_DIR: &str = "/var/run/secrets/hopwise.dev/serviceaccount";
 pub const TOKEN_FILE: &str = "token";
 pub const CACHE_DIR: &str = "/var/run/hopwise";
+/// The variable holding the control plane's CA (PEM) for the proxy (`hopwise proxy` reads it
+/// when no `--control-ca` is given).
+pub const CONTROL_CA_ENV: &str = "HOPWISE_CONTROL_CA_PEM";
 
 /// The proxy's environment from the downward API: the variable and the pod's field.
 pub const DOWNWARD_ENV: [(&str, &str); 4] = [
@@ -42,10 +45,11 @@ pub(super) struct Additions {
 }
 
 impl Additions {
-    pub fn new(inject: &Inject) -> Additions {
+    /// What a copy of `service` gets.
+    pub fn new(inject: &Inject, service: &str) -> Additions {
         Additions {
             init: init(inject),
-            proxy: proxy(inject),
+            proxy: proxy(inject, service),
             volumes: volumes(inject),
         }
     }
@@ -83,8 +87,13 @@ fn init(inject: &Inject) -> Container {
     }
 }
 
-fn proxy(inject: &Inject) -> Container {
+fn proxy(inject: &Inject, service: &str) -> Container {
+    // `$(VAR)` is the kubelet's: it puts the container's variable in the argument.
     let args = [
+        "--service".to_owned(),
+        service.to_owned(),
+        "--name".to_owned(),
+        "$(HOPWISE_POD_NAME)".to_owned(),
         "--control".to_owned(),
         inject.control.clone(),
         "--token-file".to_owned(),
@@ -93,10 +102,14 @@ fn proxy(inject: &Inject) -> Container {
         CACHE_DIR.to_owned(),
         "--capture".to_owned(),
         format!("127.0.0.1:{CAPTURE_PORT}"),
-        "--listen".to_owned(),
+        "--inbound".to_owned(),
         format!("0.0.0.0:{INBOUND_PORT}"),
+        "--advertise".to_owned(),
+        "$(HOPWISE_POD_IP)".to_owned(),
         "--admin".to_owned(),
         format!("0.0.0.0:{ADMIN_PORT}"),
+        // The kubelet probes `/ready` at the pod's IP.
+        "--allow-remote-admin".to_owned(),
     ];
     let env = DOWNWARD_ENV.iter().map(|(name, field)| EnvVar {
         name: (*name).to_owned(),
@@ -108,6 +121,13 @@ fn proxy(inject: &Inject) -> Container {
             ..EnvVarSource::default()
         }),
         value: None,
+    });
+    // The control plane's CA as text: no file of the control plane's can be mounted in every
+    // namespace, and it is no secret.
+    let ca = inject.control_ca_pem.iter().map(|pem| EnvVar {
+        name: CONTROL_CA_ENV.to_owned(),
+        value: Some(pem.clone()),
+        value_from: None,
     });
     let ready = Probe {
         http_get: Some(HTTPGetAction {
@@ -130,7 +150,7 @@ fn proxy(inject: &Inject) -> Container {
         image: Some(inject.image.clone()),
         command: Some(vec!["hopwise-proxy".to_owned()]),
         args: Some(args.into()),
-        env: Some(env.collect()),
+        env: Some(env.chain(ca).collect()),
         // A native sidecar: started before the app's containers, stopped after them.
         restart_policy: Some("Always".to_owned()),
         ports: Some(vec![

@@ -275,3 +275,46 @@ fn every_prefix_of_a_review_is_answered_without_a_panic() {
         }
     }
 }
+
+/// The proxy container's arguments and its CA variable, for a pod injected with `inject`.
+fn proxy_of(v: Value, inject: &Inject) -> (Vec<String>, Option<String>) {
+    let Decision::Inject(patch) = decide(&pod(v.clone()), inject) else {
+        panic!("not injected");
+    };
+    let mut doc = v;
+    json_patch::patch(&mut doc, &patch).unwrap();
+    let proxy = &doc["spec"]["initContainers"][1];
+    let args = serde_json::from_value(proxy["args"].clone()).unwrap();
+    let ca = proxy["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == CONTROL_CA_ENV)
+        .map(|e| e["value"].as_str().unwrap().to_owned());
+    (args, ca)
+}
+
+fn flag(args: &[String], name: &str) -> String {
+    let at = args.iter().position(|a| a == name).unwrap();
+    args[at + 1].clone()
+}
+
+#[test]
+fn the_proxy_is_told_its_service_its_name_and_the_control_planes_ca() {
+    let mut with_ca = inject();
+    with_ca.control_ca_pem = Some("-----BEGIN CERTIFICATE-----\n…".into());
+    // No label, no ServiceAccount: `default`'s, as the patch sets.
+    let (args, ca) = proxy_of(app(), &with_ca);
+    assert_eq!(flag(&args, "--service"), "default");
+    assert_eq!(flag(&args, "--name"), "$(HOPWISE_POD_NAME)");
+    assert_eq!(flag(&args, "--inbound"), "0.0.0.0:4143");
+    assert_eq!(ca.as_deref(), with_ca.control_ca_pem.as_deref());
+    // The ServiceAccount's name, unless the label names the service.
+    let mut v = app();
+    v["spec"]["serviceAccountName"] = json!("web");
+    assert_eq!(flag(&proxy_of(v.clone(), &with_ca).0, "--service"), "web");
+    v["metadata"]["labels"] = json!({ SERVICE_LABEL: "storefront" });
+    assert_eq!(flag(&proxy_of(v, &with_ca).0, "--service"), "storefront");
+    // Without a CA given, no variable (the proxy then refuses to start, saying why).
+    assert_eq!(proxy_of(app(), &inject()).1, None);
+}

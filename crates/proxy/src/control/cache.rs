@@ -90,7 +90,8 @@ mod tests {
         ControlOptions {
             servers: vec!["https://127.0.0.1:1".into()],
             control_ca: cache.join("control-ca.pem"),
-            token: String::new(),
+            token: crate::control::Token::fixed(""),
+            advertise: None,
             service: "b".into(),
             copy: 0,
             name: "b-0".into(),

@@ -31,7 +31,7 @@ impl ControlOptions {
         let resp = client
             .issue(pb::IssueRequest {
                 csr_pem: csr,
-                token: self.token.clone(),
+                token: self.token.current(),
                 proxy: self.name.clone(),
             })
             .await

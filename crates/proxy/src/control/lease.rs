@@ -20,11 +20,19 @@ pub(super) async fn keep_lease(
     state: &State,
 ) -> Result<(), ControlError> {
     let refused = |s: tonic::Status| ControlError::Refused(s.message().to_owned());
+    // Listening on every address: the one others reach it at is the advertised one.
+    let reachable = |mut addr: SocketAddr| {
+        if let Some(ip) = opts.advertise.filter(|_| addr.ip().is_unspecified()) {
+            addr.set_ip(ip);
+        }
+        addr
+    };
+    let (inbound, admin) = (reachable(inbound), admin.map(reachable));
     if let Some(id) = *lease {
         match client
             .renew(pb::LeaseRequest {
                 lease_id: id,
-                token: opts.token.clone(),
+                token: opts.token.current(),
             })
             .await
         {
@@ -46,7 +54,7 @@ pub(super) async fn keep_lease(
         None => {
             let id = client
                 .register(pb::RegisterRequest {
-                    token: opts.token.clone(),
+                    token: opts.token.current(),
                     inbound_addr: inbound.to_string(),
                     ttl_ms: opts.lease_ttl.as_millis() as u64,
                     admin_addr: admin.map(|a| a.to_string()).unwrap_or_default(),
@@ -65,7 +73,7 @@ pub(super) async fn keep_lease(
             .set_health(pb::SetHealthRequest {
                 lease_id: id,
                 healthy: now_healthy,
-                token: opts.token.clone(),
+                token: opts.token.current(),
             })
             .await
             .map_err(refused)?;

@@ -228,7 +228,7 @@ async fn deregister(run: &Run, current: usize) {
         let gone = client
             .deregister(super::pb::LeaseRequest {
                 lease_id: id,
-                token: run.opts.token.clone(),
+                token: run.opts.token.current(),
             })
             .await;
         if gone.is_ok() {

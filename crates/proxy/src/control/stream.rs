@@ -193,7 +193,7 @@ impl Run {
             version,
             accepted: verdict.is_ok(),
             reason: verdict.err().unwrap_or_default(),
-            token: self.opts.token.clone(),
+            token: self.opts.token.current(),
             proxy: self.opts.name.clone(),
             cert_ca_generation: self.generation,
             trust_bundle_applied: bundle_applied,
@@ -251,7 +251,7 @@ impl ControlOptions {
         Ok(client
             .subscribe(pb::SubscribeRequest {
                 service: self.service.clone(),
-                token: self.token.clone(),
+                token: self.token.current(),
                 proxy: self.name.clone(),
                 admin_addr: admin.map(|a| a.to_string()).unwrap_or_default(),
                 // After the first, whole, snapshot: only what changed (merged in `delta`).
