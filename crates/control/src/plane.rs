@@ -34,6 +34,7 @@ use crate::token::{RandomError, TokenIndex};
 mod admin;
 mod apply;
 pub mod delta;
+mod discovered;
 mod leases;
 mod mode;
 pub mod proxies;
@@ -219,6 +220,8 @@ pub struct Plane {
     token_index: TokenIndex,
     /// Tokens another authority vouched for (Kubernetes ServiceAccount tokens).
     vouched: vouched::Vouched,
+    /// What Kubernetes lists of each Service, by namespace and name ([`discovered`]).
+    discovered: BTreeMap<(String, String), hopwise_model::kubernetes::Endpoints>,
 }
 
 impl Plane {
@@ -254,6 +257,7 @@ impl Plane {
         self.wake_everyone = true;
         self.config_stamp += 1;
         self.token_index = TokenIndex::of(&self.store.state().tokens);
+        self.regate();
     }
 
     /// What a stream's authorization holds under: it must authorize again once this moves.

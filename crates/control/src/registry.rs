@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use hopwise_model::kubernetes::Endpoints;
 use serde::Serialize;
 
 mod index;
@@ -66,6 +67,9 @@ pub struct Registry {
     /// The services whose endpoint set changed since [`Registry::take_touched`].
     touched: BTreeSet<String>,
     index: Index,
+    /// What Kubernetes lists of each service it knows (discovery): a copy there takes traffic
+    /// only at an address listed ready. A service absent here is gated by its leases alone.
+    discovered: BTreeMap<String, Endpoints>,
 }
 
 impl Registry {
@@ -277,16 +281,44 @@ impl Registry {
         self.live(service, now).map(|(addr, _)| addr).collect()
     }
 
+    /// Sets what Kubernetes lists of `service`'s addresses (`None`: it knows no Service of
+    /// that name, and leases alone decide). Returns whether anything changed; a change bumps
+    /// the version and wakes the service's callers, as a copy's change does.
+    pub fn set_discovered(&mut self, service: &str, endpoints: Option<Endpoints>) -> bool {
+        if self.discovered.get(service) == endpoints.as_ref() {
+            return false;
+        }
+        match endpoints {
+            Some(e) => self.discovered.insert(service.to_owned(), e),
+            None => self.discovered.remove(service),
+        };
+        self.changed(service);
+        true
+    }
+
+    /// The services Kubernetes's lists gate.
+    pub fn discovered_services(&self) -> impl Iterator<Item = &String> {
+        self.discovered.keys()
+    }
+
+    /// What Kubernetes lists of `service`, when it knows it.
+    pub fn discovered(&self, service: &str) -> Option<&Endpoints> {
+        self.discovered.get(service)
+    }
+
     /// Each address of `service` that may receive traffic, in order, with the moment the last
     /// of its live leases expires (the list holds until the earliest of these, unless
-    /// [`Registry::changed_at`] moves).
+    /// [`Registry::changed_at`] moves). Where Kubernetes knows the service, only addresses it
+    /// lists as ready.
     pub fn live<'a>(
         &'a self,
         service: &'a str,
         now: Instant,
     ) -> impl Iterator<Item = (SocketAddr, Instant)> + 'a {
+        let gate = self.discovered.get(service);
         self.index
             .by_address(service)
+            .filter(move |(addr, _)| gate.is_none_or(|e| e.admits(addr.ip())))
             .filter_map(move |(addr, ids)| {
                 ids.iter()
                     .filter_map(|id| self.copies.get(id))

@@ -71,7 +71,8 @@ fn serve(args: ControlArgs) -> anyhow::Result<ExitCode> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
-    let reviewer = if args.kubernetes {
+    let kubernetes = args.kubernetes;
+    let reviewer = if kubernetes {
         Some(crate::kube::token_reviewer()?)
     } else {
         None
@@ -84,6 +85,9 @@ fn serve(args: ControlArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    if kubernetes {
+        serving.spawn(crate::kube::discovery);
+    }
     show(serving.summary())?;
     serving.run_until(hopwise_proxy::server::shutdown_signal())?;
     Ok(ExitCode::SUCCESS)

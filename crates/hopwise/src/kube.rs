@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use hopwise_control::api::PlaneHandle;
 use hopwise_control::review::{ReviewError, ReviewFuture, Reviewed, TokenReviewer};
 use hopwise_kube::identity::{TokenError, TokenReviews};
 use hopwise_kube::inject::Inject;
@@ -143,4 +144,25 @@ impl TokenReviewer for Reviewer {
             }
         })
     }
+}
+
+/// `hopwise control --kubernetes`: every Service's EndpointSlices, watched, gate the copies of
+/// the mesh service of that name in that namespace (only addresses listed ready take traffic).
+/// Runs beside the API until the control plane stops; a broken watch is retried and relists.
+pub async fn discovery(plane: PlaneHandle) {
+    let client = match hopwise_kube::discovery::client().await {
+        Ok(c) => c,
+        Err(e) => {
+            // The TokenReview client was made from the same configuration at start, so this
+            // is rare; say it loudly, since no copy is gated meanwhile.
+            tracing::error!("--kubernetes: no client for EndpointSlice discovery: {e}");
+            return;
+        }
+    };
+    tracing::info!("Services' EndpointSlices gate their copies (discovery)");
+    hopwise_kube::discovery::watch(client, |change| {
+        let s = &change.service;
+        plane.set_discovered(&s.namespace, &s.name, change.endpoints);
+    })
+    .await;
 }

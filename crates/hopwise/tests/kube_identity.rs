@@ -13,11 +13,10 @@ mod kube_support;
 
 use std::time::{Duration, Instant};
 
-use hopwise_control::{client, pb};
+use hopwise_control::pb;
 use hopwise_kube::testing::ApiServer;
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use kube_support::MESH;
 use x509_parser::extensions::GeneralName;
 
 async fn create_pod(kube: &kube::Client, name: &str, account: &str) -> Pod {
@@ -63,17 +62,7 @@ fn uri_sans(pem: &str) -> Vec<String> {
 async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
     let api = ApiServer::start().await.unwrap();
     let kube = api.client().unwrap();
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some("shop".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(kube.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    kube_support::namespace(&kube, "shop").await;
     let accounts = Api::<ServiceAccount>::namespaced(kube.clone(), "shop");
     for name in ["web", "intruder"] {
         let sa = ServiceAccount {
@@ -91,13 +80,8 @@ async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
     let web_2_pod = create_pod(&kube, "web-2", "web").await;
     let web_2 = kube_support::bound_token(&kube, "web", &web_2_pod, "hopwise", Some(3600)).await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
-    std::fs::write(&mesh, MESH).unwrap();
-    let log = dir.path().join("control.log");
-    let (_control, addr) = kube_support::control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
-    let server = client::Server::from_state(&addr, &state).unwrap();
-    let mut c = client::connect(&server).await.unwrap();
+    let control = kube_support::Control::start(&api);
+    let mut c = control.client().await;
 
     // The pod's token: a certificate for its ServiceAccount's identity, and nothing else in it.
     let issued = c.issue(issue(&web)).await.unwrap().into_inner();
@@ -117,26 +101,13 @@ async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
         .await
         .unwrap()
         .into_inner();
-    let mut stream = c
-        .subscribe(pb::SubscribeRequest {
-            token: web.clone(),
-            service: "web".into(),
-            proxy: "web-1".into(),
-            ..Default::default()
-        })
+    let mut stream = kube_support::subscribe(&mut c, &web, "web", "web-1")
         .await
-        .unwrap()
-        .into_inner();
+        .unwrap();
     let first = stream.message().await.unwrap().unwrap();
     assert_eq!(first.service, "web");
     // Asking for another service's configuration with it is refused.
-    let err = c
-        .subscribe(pb::SubscribeRequest {
-            token: web.clone(),
-            service: "api".into(),
-            proxy: "web-1".into(),
-            ..Default::default()
-        })
+    let err = kube_support::subscribe(&mut c, &web, "api", "web-1")
         .await
         .unwrap_err();
     assert!(err.message().starts_with("wrong-service"), "{err:?}");
@@ -179,8 +150,8 @@ async fn a_pods_service_account_token_gets_its_identity_and_nothing_else() {
     assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
 
     // A join token still works beside them, for its own service's identity.
-    let api_token = std::fs::read_to_string(state.join("tokens/api")).unwrap();
-    let issued = c.issue(issue(api_token.trim())).await.unwrap().into_inner();
+    let api_token = control.token("api");
+    let issued = c.issue(issue(&api_token)).await.unwrap().into_inner();
     assert_eq!(issued.identity, "spiffe://shop.local/ns/shop/sa/api");
 
     // The pod is deleted: its token gets no certificate any more.

@@ -3,11 +3,13 @@
 //! `MutatingWebhookConfiguration` that sends pods to it), its serving certificate (`cert`) and
 //! the manifests `hopwise install` prints (`install`); under feature `testing`, a real etcd and
 //! kube-apiserver on loopback with `kube` clients for them; `identity`: a pod's ServiceAccount
-//! from its token, by TokenReview. To come: the watchers (Services, EndpointSlices,
-//! HTTPRoutes). It depends on nothing of hopwise's; the `hopwise` binary uses it, and the `hopwise-proxy` sidecar never links it
-//! (scripts/test checks).
+//! from its token, by TokenReview; `discovery`: Services' EndpointSlices as the control plane's
+//! typed input. To come: HTTPRoutes. Of hopwise's crates it depends on `hopwise-model` only
+//! (the typed input's types); the `hopwise` binary uses it, and the `hopwise-proxy` sidecar
+//! never links it (scripts/test checks).
 
 pub mod cert;
+pub mod discovery;
 pub mod identity;
 pub mod inject;
 pub mod install;

@@ -10,6 +10,7 @@
 //! test's own thread (`#[tokio::test]`'s runtime is), not from a pool thread that may go first.
 
 mod certs;
+mod controllers;
 mod process;
 
 use std::path::Path;
@@ -92,6 +93,7 @@ pub struct ApiServer {
     bin: std::path::PathBuf,
     certs: certs::Certs,
     // Options so that stopping can take them, in order, once.
+    controllers: Option<Process>,
     apiserver: Option<Process>,
     etcd: Option<Process>,
     dir: Option<tempfile::TempDir>,
@@ -107,6 +109,7 @@ pub struct Pids {
 /// How each process ended (`None`: it had not been started).
 #[derive(Debug, Clone, Copy)]
 pub struct Stopped {
+    pub controllers: Option<Stop>,
     pub apiserver: Option<Stop>,
     pub etcd: Option<Stop>,
 }
@@ -125,6 +128,7 @@ impl ApiServer {
             url: String::new(),
             bin: bin.clone(),
             certs,
+            controllers: None,
             apiserver: None,
             etcd: None,
             dir: None,
@@ -329,11 +333,14 @@ impl ApiServer {
     }
 
     fn shutdown(&mut self) -> Result<Stopped, Error> {
-        // Both are stopped even if the first fails; the first error is returned.
+        // All are stopped even if one fails; the first error is returned. The controller
+        // manager goes first, so it does not log the apiserver's absence at length.
+        let controllers = self.controllers.take().map(|p| p.stop(controllers::GRACE));
         let apiserver = self.apiserver.take().map(|p| p.stop(APISERVER_GRACE));
         let etcd = self.etcd.take().map(|p| p.stop(ETCD_GRACE));
         let removed = self.dir.take().map(tempfile::TempDir::close);
         let stopped = Stopped {
+            controllers: controllers.transpose()?,
             apiserver: apiserver.transpose()?,
             etcd: etcd.transpose()?,
         };

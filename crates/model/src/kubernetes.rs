@@ -4,6 +4,9 @@
 //! the control plane signs only for a pod whose ServiceAccount token the API server vouched
 //! for; `allow` naming the service names that ServiceAccount. Pure.
 
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
 use serde::Serialize;
 
 use crate::diag::Diagnostic;
@@ -24,6 +27,36 @@ impl ServiceAccount {
             "spiffe://{trust_domain}/ns/{}/sa/{}",
             self.namespace, self.name
         )
+    }
+}
+
+/// What a Kubernetes Service's EndpointSlices say of its pods' addresses: the control plane's
+/// typed input from discovery. A copy of the service whose address Kubernetes does not list as
+/// ready takes no new requests (a terminating pod's drains; a deleted or unready pod's leaves).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Endpoints {
+    /// Ready to serve (the endpoint's `ready` condition, unknown counting as ready).
+    pub ready: BTreeSet<IpAddr>,
+    /// Its pod is being deleted (`terminating`): requests in flight finish, no new ones come.
+    pub terminating: BTreeSet<IpAddr>,
+}
+
+impl Endpoints {
+    /// Whether a copy at `ip` may take new requests.
+    pub fn admits(&self, ip: IpAddr) -> bool {
+        self.ready.contains(&ip)
+    }
+
+    /// How Kubernetes lists `ip`: `ready`, `terminating`, or `absent` (not listed, or listed
+    /// as not ready).
+    pub fn state(&self, ip: IpAddr) -> &'static str {
+        if self.ready.contains(&ip) {
+            "ready"
+        } else if self.terminating.contains(&ip) {
+            "terminating"
+        } else {
+            "absent"
+        }
     }
 }
 

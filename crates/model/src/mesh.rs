@@ -164,6 +164,14 @@ impl Mesh {
             .map(String::as_str)
     }
 
+    /// The service that Kubernetes Service `name` in `namespace` is: the one of that name
+    /// whose pods run in that namespace.
+    pub fn service_on_kubernetes(&self, namespace: &str, name: &str) -> Option<&str> {
+        let (key, service) = self.services.get_key_value(name)?;
+        let account = service.kubernetes.as_ref()?;
+        (account.namespace == namespace).then_some(key.as_str())
+    }
+
     /// The control plane's SPIFFE identity in this mesh ([`crate::control_port`]).
     pub fn control_identity(&self) -> String {
         crate::control_port::control_identity(&self.trust_domain)

@@ -34,8 +34,8 @@ pub struct Running {
     service: ControlService,
 }
 
-/// Read access to the running plane, for the dashboard ([`crate::dashboard`]): it locks the
-/// plane only long enough to copy what it shows.
+/// The running plane for what runs beside the API: the dashboard ([`crate::dashboard`]) reads
+/// it, locking it only long enough to copy what it shows; discovery feeds it.
 #[derive(Clone)]
 pub struct PlaneHandle {
     shared: Arc<Shared>,
@@ -51,6 +51,23 @@ impl PlaneHandle {
     /// Runs `f` on the plane, under its lock (keep `f` short: the gRPC API waits meanwhile).
     pub fn read<R>(&self, f: impl FnOnce(&Plane) -> R) -> R {
         f(&self.shared.plane())
+    }
+
+    /// Discovery's input ([`Plane::set_discovered`]): what Kubernetes lists for Service `name`
+    /// in `namespace`. Wakes the streams it concerns, as a copy's change does.
+    pub fn set_discovered(
+        &self,
+        namespace: &str,
+        name: &str,
+        endpoints: Option<hopwise_model::kubernetes::Endpoints>,
+    ) {
+        let changed = self
+            .shared
+            .plane()
+            .set_discovered(namespace, name, endpoints);
+        if changed {
+            self.shared.publish();
+        }
     }
 }
 

@@ -141,6 +141,7 @@ fn copy_status(c: CopyStatus) -> pb::CopyStatus {
         inbound_addr: c.inbound_addr,
         healthy: c.healthy,
         expires_in_ms: c.expires_in_ms,
+        kubernetes: c.kubernetes.to_owned(),
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use hopwise_analyze::Finding;
 
 use super::{CliError, ControlArgs, read, runtime};
-use crate::api::{self, Running};
+use crate::api::{self, PlaneHandle, Running};
 use crate::client::{self, Server};
 use crate::dashboard::{self, Dashboard};
 use crate::pb;
@@ -31,6 +31,16 @@ impl Serving {
     /// What to tell the operator: where it listens, the state, the files it wrote, the notes.
     pub fn summary(&self) -> &str {
         &self.summary
+    }
+
+    /// Runs `task` beside the API on the control plane's runtime, given the running plane
+    /// (the binary's Kubernetes discovery, which this crate does not link). It ends with the
+    /// runtime.
+    pub fn spawn<F>(&self, task: impl FnOnce(PlaneHandle) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(task(self.running.handle()));
     }
 
     /// Serves until `stop` resolves (the binary's SIGTERM or Ctrl-C), then ends every stream

@@ -230,9 +230,13 @@ fn service_text(svc: &pb::ServiceStatus, shared: bool, now_unix_ms: i64) -> Stri
     );
     for c in &svc.copies {
         out.push_str(&format!(
-            "    {}  {}  lease {}  expires in {}\n",
+            "    {}  {}{}  lease {}  expires in {}\n",
             c.inbound_addr,
             if c.healthy { "healthy  " } else { "unhealthy" },
+            match c.kubernetes.as_str() {
+                "" => String::new(),
+                k => format!("  kubernetes: {k:<11}"),
+            },
             if shared {
                 format!("{:x}", c.lease_id)
             } else {

@@ -256,6 +256,7 @@ impl Plane {
             callers: Default::default(),
             token_index: Default::default(),
             vouched: Default::default(),
+            discovered: BTreeMap::new(),
         };
         plane.token_index = TokenIndex::of(&plane.store.state().tokens);
         plane.mesh_text_in_force = plane.mesh_text().to_owned();

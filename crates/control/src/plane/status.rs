@@ -60,6 +60,9 @@ pub struct CopyStatus {
     pub inbound_addr: String,
     pub healthy: bool,
     pub expires_in_ms: u64,
+    /// How Kubernetes lists its address (`ready`, `terminating`, `absent`); empty when it
+    /// lists no Service of the name.
+    pub kubernetes: &'static str,
 }
 
 impl Plane {
@@ -102,6 +105,10 @@ impl Plane {
                             healthy: c.healthy,
                             expires_in_ms: u64::try_from(self.mode.expires_in(c, now).as_millis())
                                 .unwrap_or(u64::MAX),
+                            kubernetes: self
+                                .registry
+                                .discovered(&s.name)
+                                .map_or("", |e| e.state(c.inbound.ip())),
                         })
                         .collect(),
                     certs_issued: issued.count,

@@ -63,20 +63,22 @@ impl Plane {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::{Duration, SystemTime};
 
     use super::*;
     use crate::plane::{ConfigFile, Options};
     use crate::store::Store;
 
-    const MESH: &str = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
+    pub(in crate::plane) const MESH: &str =
+        "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
 services:
   web: { calls: { api: {} } }
   api: {}
 ";
 
-    fn plane(dir: &std::path::Path) -> Plane {
+    /// A plane of [`MESH`], whose services run on Kubernetes (namespace `shop`).
+    pub(in crate::plane) fn plane(dir: &std::path::Path) -> Plane {
         let options = Options {
             config: Some(ConfigFile {
                 name: "mesh.yaml".into(),

@@ -280,3 +280,63 @@ fn each_service_knows_the_version_of_its_last_change() {
     let live: Vec<_> = r.live("b", t0).collect();
     assert_eq!(live, [(addr(2), t0 + TTL)]);
 }
+
+fn pod(last: u8) -> SocketAddr {
+    SocketAddr::from(([10, 244, 0, last], 4143))
+}
+
+fn listed(ready: &[u8], terminating: &[u8]) -> Endpoints {
+    let ips = |l: &[u8]| l.iter().map(|&i| pod(i).ip()).collect();
+    Endpoints {
+        ready: ips(ready),
+        terminating: ips(terminating),
+    }
+}
+
+#[test]
+fn where_kubernetes_knows_a_service_only_its_ready_addresses_take_traffic() {
+    let t0 = Instant::now();
+    let mut r = Registry::new();
+    for i in [5, 6, 7] {
+        let id = r.register("api", pod(i), TTL, t0).unwrap();
+        r.set_health(id, true, t0).unwrap();
+    }
+    // Unknown to Kubernetes: leases alone decide.
+    assert_eq!(r.endpoints("api", t0), [pod(5), pod(6), pod(7)]);
+    r.take_touched();
+
+    // .5 ready, .6 terminating, .7 not listed (its pod is gone, or not ready).
+    let v = r.version();
+    assert!(r.set_discovered("api", Some(listed(&[5], &[6]))));
+    assert!(r.version() > v, "callers are sent the change");
+    assert_eq!(r.take_touched(), BTreeSet::from(["api".to_owned()]));
+    assert_eq!(r.endpoints("api", t0), [pod(5)]);
+    let seen = r.discovered("api").unwrap();
+    let states: Vec<_> = [5, 6, 7].map(|i| seen.state(pod(i).ip())).into();
+    assert_eq!(states, ["ready", "terminating", "absent"]);
+
+    // The same list again changes nothing and wakes no one.
+    let v = r.version();
+    assert!(!r.set_discovered("api", Some(listed(&[5], &[6]))));
+    assert_eq!(r.version(), v);
+    assert!(r.take_touched().is_empty());
+
+    // Listed ready is not enough: the copy's own health and lease still count.
+    let id = r.leases_at("api", pod(5))[0];
+    r.set_health(id, false, t0).unwrap();
+    assert!(r.endpoints("api", t0).is_empty());
+    r.set_health(id, true, t0).unwrap();
+    // Listed ready without a copy there: nothing to send to (no proxy vouched for it).
+    r.set_discovered("api", Some(listed(&[5, 8], &[])));
+    assert_eq!(r.endpoints("api", t0), [pod(5)]);
+
+    // Kubernetes forgets the Service: leases alone again.
+    assert!(r.set_discovered("api", None));
+    assert_eq!(r.endpoints("api", t0), [pod(5), pod(6), pod(7)]);
+    // Other services are never gated by it.
+    r.set_discovered("api", Some(listed(&[], &[])));
+    let id = r.register("web", pod(9), TTL, t0).unwrap();
+    r.set_health(id, true, t0).unwrap();
+    assert_eq!(r.endpoints("web", t0), [pod(9)]);
+    assert!(r.endpoints("api", t0).is_empty());
+}

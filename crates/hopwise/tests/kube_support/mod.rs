@@ -3,6 +3,8 @@
 //! --kubernetes` started against a test's API server, and a pod's bound ServiceAccount token.
 
 #![allow(clippy::unwrap_used)]
+// Each test that includes this uses a part of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -112,5 +114,78 @@ pub fn app_pod(name: &str, account: &str) -> Pod {
             ..Default::default()
         }),
         ..Default::default()
+    }
+}
+
+/// Creates namespace `name`.
+pub async fn namespace(kube: &kube::Client, name: &str) {
+    let ns = k8s_openapi::api::core::v1::Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::all(kube.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+/// Opens the snapshot stream `service`'s proxy `proxy` would, with `token`.
+pub async fn subscribe(
+    c: &mut hopwise_control::client::Client,
+    token: &str,
+    service: &str,
+    proxy: &str,
+) -> Result<tonic::Streaming<hopwise_control::pb::Snapshot>, tonic::Status> {
+    let request = hopwise_control::pb::SubscribeRequest {
+        token: token.to_owned(),
+        service: service.into(),
+        proxy: proxy.into(),
+        ..Default::default()
+    };
+    Ok(c.subscribe(request).await?.into_inner())
+}
+
+/// `hopwise control --kubernetes` on [`MESH`], against a test's API server, in a temporary
+/// directory of its own.
+pub struct Control {
+    pub state: std::path::PathBuf,
+    /// Its stderr.
+    pub log: std::path::PathBuf,
+    pub server: hopwise_control::client::Server,
+    _process: Proc,
+    _dir: tempfile::TempDir,
+}
+
+impl Control {
+    pub fn start(api: &hopwise_kube::testing::ApiServer) -> Control {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
+        std::fs::write(&mesh, MESH).unwrap();
+        let log = dir.path().join("control.log");
+        let (process, addr) = control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
+        let server = hopwise_control::client::Server::from_state(&addr, &state).unwrap();
+        Control {
+            state,
+            log,
+            server,
+            _process: process,
+            _dir: dir,
+        }
+    }
+
+    /// A client connected over TLS.
+    pub async fn client(&self) -> hopwise_control::client::Client {
+        hopwise_control::client::connect(&self.server)
+            .await
+            .unwrap()
+    }
+
+    /// `service`'s join token.
+    pub fn token(&self, service: &str) -> String {
+        let path = self.state.join("tokens").join(service);
+        std::fs::read_to_string(path).unwrap().trim().to_owned()
     }
 }
