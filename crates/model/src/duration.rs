@@ -33,6 +33,10 @@ pub enum DurError {
     Negative(String),
     #[error("`{0}` is too long")]
     TooLong(String),
+    #[error(
+        "`{0}` is not a Gateway API duration: one to four parts, each 1–5 digits and `h`, `m`, `s` or `ms` (`500ms`, `1h30m`; no decimals)"
+    )]
+    NotGateway(String),
 }
 
 impl std::str::FromStr for Dur {
@@ -79,6 +83,68 @@ impl std::str::FromStr for Dur {
             return Err(DurError::TooLong(text.to_owned()));
         }
         Ok(Dur(Duration::from_nanos(nanos as u64)))
+    }
+}
+
+impl Dur {
+    /// A duration in the Gateway API's format (GEP-2257, what HTTPRoute's `timeouts` and
+    /// `retry.backoff` take): `^([0-9]{1,5}(h|m|s|ms)){1,4}$`, so `1h30m` and `500ms` but not
+    /// `1.5s` or `300us` — a value another implementation reads the same way.
+    pub fn gateway(text: &str) -> Result<Dur, DurError> {
+        let bad = || DurError::NotGateway(text.to_owned());
+        let mut rest = text;
+        let mut millis: u64 = 0;
+        let mut parts = 0;
+        while !rest.is_empty() {
+            let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+            if digits == 0 || digits > 5 || parts == 4 {
+                return Err(bad());
+            }
+            let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+            rest = &rest[digits..];
+            let (unit, len) = if rest.starts_with("ms") {
+                (1, 2)
+            } else if rest.starts_with('h') {
+                (3_600_000, 1)
+            } else if rest.starts_with('m') {
+                (60_000, 1)
+            } else if rest.starts_with('s') {
+                (1_000, 1)
+            } else {
+                return Err(bad());
+            };
+            rest = &rest[len..];
+            // Four parts of at most 99,999 hours each stay far inside a u64 of milliseconds.
+            millis += number * unit;
+            parts += 1;
+        }
+        if parts == 0 {
+            return Err(bad());
+        }
+        if millis > 365 * 24 * 3_600_000 {
+            return Err(DurError::TooLong(text.to_owned()));
+        }
+        Ok(Dur::from_millis(millis))
+    }
+}
+
+/// A [`Dur`] the mesh file writes in the Gateway API's format ([`Dur::gateway`]): the route
+/// rules' `timeouts` and `retry.backoff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+#[serde(transparent)]
+pub struct GatewayDur(pub Dur);
+
+impl JsonSchema for GatewayDur {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GatewayDuration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": r"^([0-9]{1,5}(h|m|s|ms)){1,4}$",
+            "description": "A Gateway API duration (GEP-2257): `500ms`, `2s`, `1h30m`; `0s` switches a timeout off.",
+        })
     }
 }
 
@@ -173,6 +239,35 @@ mod tests {
         assert!(matches!(d("1.2.3s"), Err(DurError::BadNumber(_))));
         assert!(matches!(d("ms"), Err(DurError::BadNumber(_))));
         assert!(matches!(d("9999999h"), Err(DurError::TooLong(_))));
+    }
+
+    #[test]
+    fn reads_the_gateway_apis_format_and_nothing_wider() {
+        let g = |s: &str| Dur::gateway(s).map(Dur::get);
+        assert_eq!(g("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(g("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(g("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(g("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(g("0s"), Ok(Duration::ZERO));
+        for bad in [
+            "",
+            "1.5s",
+            "300us",
+            "300",
+            "ms",
+            "123456s",
+            "1h1m1s1ms1h",
+            " 1s",
+            "1s ",
+            "-1s",
+            "1d",
+        ] {
+            assert!(
+                matches!(Dur::gateway(bad), Err(DurError::NotGateway(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(Dur::gateway("99999h"), Err(DurError::TooLong(_))));
     }
 
     #[test]

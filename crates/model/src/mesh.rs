@@ -376,7 +376,7 @@ fn overlay(req: &mut RawRequest, over: &RawRequest) {
 }
 
 /// Applies one layer of settings on top of `p`.
-fn apply(p: &mut Policy, raw: &RawPolicy) {
+pub(crate) fn apply(p: &mut Policy, raw: &RawPolicy) {
     if let Some(preset) = raw.preset {
         *p = preset.policy();
     }

@@ -8,7 +8,8 @@
 //! `run.rs`: `services.<name>.run`, the service's own command that `hopwise up` starts;
 //! `calls.rs`: calls, routes and the policy fields every layer shares (defaults, presets);
 //! `routes.rs`, `read_routes.rs`: a service's own routes (`services.<name>.routes`, HTTPRoute and
-//! GRPCRoute in the file's words) and their reader;
+//! GRPCRoute in the file's words) and their reader; `rule_policy.rs`: a route rule's own
+//! `timeouts` and `retry` and their reader;
 //! `capture.rs`: `mesh.capture` and services' addresses; `kubernetes.rs`: namespaces and
 //! ServiceAccounts; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
@@ -29,6 +30,7 @@ mod read_policy;
 mod read_routes;
 mod readers;
 mod routes;
+mod rule_policy;
 mod run;
 mod services;
 mod tcp;
@@ -52,6 +54,7 @@ pub use routes::{
     RawRewrite, RawRouteMatch, RawRouteRule, RawServiceRoute, RawTarget, RawValueMatch,
     ValueMatchType,
 };
+pub use rule_policy::{RawRuleRetry, RawTimeouts};
 pub use run::{RawRun, RawRunCommand};
 pub use services::{
     AllowWord, MAX_COPIES, RawAllow, RawCopies, RawCopy, RawEntry, RawExternal, RawExternalTls,

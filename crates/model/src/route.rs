@@ -18,6 +18,7 @@ mod filter;
 mod find;
 mod matches;
 mod pattern;
+mod policy;
 mod request;
 mod resolve;
 mod resolve_match;
@@ -34,6 +35,7 @@ pub use matches::{
     GrpcMatch, GrpcMethodMatch, HeaderMatch, Match, Method, PathMatch, QueryMatch, StringMatch,
 };
 pub use pattern::Pattern;
+pub use policy::{RulePolicy, RuleRetry};
 pub use request::{Headers, Request};
 pub use resolve::ServiceRoutes;
 pub(crate) use resolve::resolve;
@@ -62,6 +64,8 @@ pub struct Rule<M = Match> {
     pub matches: Vec<M>,
     pub filters: Vec<Filter>,
     pub backends: Vec<Backend>,
+    /// HTTPRoute's `timeouts` and `retry`, over the caller's policy (none: the call's alone).
+    pub policy: Option<RulePolicy>,
 }
 
 #[cfg(test)]

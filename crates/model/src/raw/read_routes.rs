@@ -9,6 +9,7 @@ use super::routes::{
     RawRewrite, RawRouteMatch, RawRouteRule, RawServiceRoute, RawTarget, RawValueMatch,
     ValueMatchType,
 };
+use super::rule_policy::{read_retry, read_timeouts};
 use super::values::u32_field;
 use crate::read::{Fields, Reader};
 use crate::yaml::{Node, Value};
@@ -64,6 +65,8 @@ fn read_rule(r: &mut Reader, n: &Node, p: &str) -> Option<RawRouteRule> {
         matches: f.get(r, "matches", |r, n, p| r.list(n, p, read_match)),
         filters: f.get(r, "filters", |r, n, p| r.list(n, p, read_filter)),
         backends: f.get(r, "backends", |r, n, p| r.list(n, p, read_backend)),
+        timeouts: f.get(r, "timeouts", read_timeouts),
+        retry: f.get(r, "retry", read_retry),
     };
     f.finish(r);
     Some(rule)

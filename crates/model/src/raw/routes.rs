@@ -37,6 +37,12 @@ pub struct RawRouteRule {
     /// Where the requests go, by weight (default 1 each).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backends: Option<Vec<RawBackend>>,
+    /// HTTPRoute's `timeouts`: over the caller's call policy, for the requests this rule takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeouts: Option<super::RawTimeouts>,
+    /// HTTPRoute's `retry`: over the caller's call policy, for the requests this rule takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<super::RawRuleRetry>,
 }
 
 /// One match: every condition given must hold. `path`, `query_params` and an HTTP `method`

@@ -15,11 +15,12 @@ use super::filter::{
 };
 use super::resolve_match::{MatchKind, Out};
 use super::values::{HeaderName, HeaderValue, Hostname, RoutePath};
-use super::{GrpcRoute, Route, Rule};
+use super::{GrpcRoute, Route, Rule, RulePolicy, RuleRetry};
 use crate::diag::Diagnostic;
+use crate::duration::GatewayDur;
 use crate::policy::Protocol;
 use crate::raw::{
-    FilterType, PathModifierType, RawFilter, RawHeader, RawPathModifier, RawService,
+    FilterType, PathModifierType, RawFilter, RawHeader, RawPathModifier, RawRouteRule, RawService,
     RawServiceRoute, RawTarget,
 };
 use crate::read::Locations;
@@ -109,6 +110,7 @@ fn route<M: MatchKind + Checked>(raw: &RawServiceRoute, at: &str, out: &mut Out<
                             })
                         })
                         .collect(),
+                    policy: rule_policy::<M>(r, &at, out),
                 }
             })
             .collect(),
@@ -117,6 +119,56 @@ fn route<M: MatchKind + Checked>(raw: &RawServiceRoute, at: &str, out: &mut Out<
         out.error(&format!("{at}.{}", p.at), p.message);
     }
     route
+}
+
+/// A rule's `timeouts` and `retry` (HTTPRoute only), with the spec's one rule between fields:
+/// `backend_request` is at most `request`. `0s` switches a timeout off, as the spec says.
+fn rule_policy<M: MatchKind>(
+    raw: &RawRouteRule,
+    at: &str,
+    out: &mut Out<'_>,
+) -> Option<RulePolicy> {
+    if raw.timeouts.is_none() && raw.retry.is_none() {
+        return None;
+    }
+    if !M::TAKES_POLICY {
+        for (field, written) in [
+            ("timeouts", raw.timeouts.is_some()),
+            ("retry", raw.retry.is_some()),
+        ] {
+            if written {
+                let kind = M::KIND;
+                out.error(
+                    &format!("{at}.{field}"),
+                    format!(
+                        "a {kind} has no `{field}`: give the call its policy (`calls.<service>`)"
+                    ),
+                );
+            }
+        }
+        return None;
+    }
+    let off = |d: GatewayDur| Some(d.0).filter(|d| !d.0.is_zero());
+    let t = raw.timeouts.as_ref();
+    let timeout = t.and_then(|t| t.request).map(off);
+    let per_try_timeout = t.and_then(|t| t.backend_request).map(off);
+    if let (Some(Some(request)), Some(Some(per_try))) = (timeout, per_try_timeout)
+        && per_try > request
+    {
+        out.error(
+            &format!("{at}.timeouts.backend_request"),
+            format!("{per_try} is longer than `request` ({request}): one try cannot outlast every try together (the Gateway API asks backendRequest ≤ request)"),
+        );
+    }
+    Some(RulePolicy {
+        timeout,
+        per_try_timeout,
+        retry: raw.retry.as_ref().map(|r| RuleRetry {
+            attempts: r.attempts,
+            backoff: r.backoff.map(|b| b.0),
+            codes: r.codes.clone(),
+        }),
+    })
 }
 
 fn filter(raw: &RawFilter, at: &str, out: &mut Out<'_>) -> Option<Filter> {

@@ -47,10 +47,16 @@ impl Out<'_> {
 
 /// A kind of match the mesh file can write.
 pub(super) trait MatchKind: Sized {
+    /// The route's kind as the Gateway API names it (`HTTPRoute`, `GRPCRoute`).
+    const KIND: &'static str;
+    /// Whether its rules take `timeouts` and `retry` (HTTPRoute's; GRPCRoute has neither).
+    const TAKES_POLICY: bool;
     fn resolve(raw: &RawRouteMatch, at: &str, out: &mut Out<'_>) -> Option<Self>;
 }
 
 impl MatchKind for Match {
+    const KIND: &'static str = "HTTPRoute";
+    const TAKES_POLICY: bool = true;
     fn resolve(raw: &RawRouteMatch, at: &str, out: &mut Out<'_>) -> Option<Self> {
         let path = match &raw.path {
             None => Some(PathMatch::default()),
@@ -103,6 +109,8 @@ impl MatchKind for Match {
 }
 
 impl MatchKind for GrpcMatch {
+    const KIND: &'static str = "GRPCRoute";
+    const TAKES_POLICY: bool = false;
     fn resolve(raw: &RawRouteMatch, at: &str, out: &mut Out<'_>) -> Option<Self> {
         let mut ok = true;
         for (field, written) in [

@@ -12,6 +12,7 @@ mod grpc;
 mod hosts;
 mod paths;
 mod pick;
+mod policy;
 mod props;
 mod read;
 mod request_fields;
@@ -78,6 +79,7 @@ pub(super) fn rule<M>(to: &str, matches: Vec<M>) -> Rule<M> {
         matches,
         filters: vec![],
         backends: vec![Backend::service(to)],
+        policy: None,
     }
 }
 
