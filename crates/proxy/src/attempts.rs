@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use hopwise_model::Policy;
 use hopwise_model::attempt::{self, Bound, Limit, Next, TryEnd};
 use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response};
@@ -17,7 +18,6 @@ use tokio::time::Instant;
 use crate::access_log::LogEntry;
 use crate::body::Body;
 use crate::cluster::ClusterState;
-use crate::config::Route;
 use crate::deadline;
 use crate::error::{GRPC_STATUS, ProxyError};
 use crate::headers::{rewrite, rewrite_h1};
@@ -46,7 +46,8 @@ const EXHAUSTED: HeaderName = HeaderName::from_static(EXHAUSTED_HEADER);
 #[derive(Debug)]
 pub struct Tries<'a> {
     pub state: &'a ClusterState,
-    pub route: &'a Route,
+    /// The request's policy: its call route's, or the rule's over it (`RulePolicy::over`).
+    pub policy: &'a Policy,
     pub rm: &'a RouteMetrics,
     pub head: http::request::Parts,
     pub replay: Replay,
@@ -72,7 +73,7 @@ fn try_request(r: &Tries<'_>, attempt: u32, left: Option<Duration>) -> Request<R
     if let Some(rec) = Recording::of(&r.head.extensions) {
         rec.inject_try(h);
     }
-    if r.route.policy.propagate_deadline
+    if r.policy.propagate_deadline
         && let Some(left) = left
     {
         deadline::outgoing(h, r.grpc, left);
@@ -82,7 +83,7 @@ fn try_request(r: &Tries<'_>, attempt: u32, left: Option<Duration>) -> Request<R
 
 /// Runs the tries of one request and returns what the caller gets.
 pub async fn run(r: Tries<'_>) -> Response<Body> {
-    let policy = &r.route.policy;
+    let policy = &r.policy;
     let per_try = policy.per_try_timeout.map(|d| d.get());
     let mut tried: Vec<std::net::SocketAddr> = Vec::new();
     let mut spend = Live::new(r.state.shared.budget.as_deref(), &r.state.shared.gauges);
@@ -199,7 +200,7 @@ fn request(
 /// What the caller gets: the last answer, or the last failure as one local reply; marked
 /// "retries exhausted" when this proxy retried (or was refused a retry) under `single_hop`.
 fn give_up(r: &Tries<'_>, result: Answer, attempt: u32, shed: bool) -> Response<Body> {
-    let policy = &r.route.policy;
+    let policy = &r.policy;
     let exhausted = policy.retry.single_hop && (attempt > 1 || shed);
     match result {
         Ok(resp) => {

@@ -3,7 +3,7 @@
 //! headers and make the path canonical → pick the cluster (by listener, or by `Host`) → when
 //! that callee has routes of its own, the backend they pick ([`crate::route`]: rule, weighted
 //! backend, request edits, or a local redirect, 404 or 500) → match the call's route (its
-//! policy) → remove a forged identity → decide the deadline, once (route timeout, trimmed to
+//! policy, with the rule's `timeouts`/`retry` laid over it) → remove a forged identity → decide the deadline, once (route timeout, trimmed to
 //! the caller's) → the limits (fail fast over a cap) → the tries ([`crate::attempts`]: pick a
 //! copy, send, classify, retry if the policy, the request's safety, the budget and the
 //! deadline allow) → record metrics → the rule's answer edits → the upstream's answer, or one
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hopwise_model::attempt::{self, Bound, Trim};
-use hopwise_model::route::HeaderModifier;
+use hopwise_model::route::{HeaderModifier, RulePolicy};
 use hopwise_model::{GrpcCode, Policy};
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;
@@ -189,8 +189,8 @@ impl Outbound {
         };
         // The callee's own routes, if it has any, pick the backend (its parent is the callee
         // the `Host` or the listener named, GAMMA); without routes, the callee is the backend.
-        let (state, answer_edits, mirrors) = match parent.cluster.table.as_deref() {
-            None => (parent, None, Vec::new()),
+        let (state, answer_edits, mirrors, rule_policy) = match parent.cluster.table.as_deref() {
+            None => (parent, None, Vec::new(), None),
             Some(table) => match self.route(parent, table, &mut req, grpc) {
                 Ok(routed) => routed,
                 Err(reply) => return *reply,
@@ -214,7 +214,9 @@ impl Outbound {
         if let Some(l) = log {
             l.route(Some(&state.cluster.service), &route.name);
         }
-        let policy = &route.policy;
+        // A rule's `timeouts` and `retry` over the call route's policy, for this request alone.
+        let ruled = rule_policy.map(|p| p.over(&route.policy));
+        let policy = ruled.as_ref().unwrap_or(&route.policy);
         let on_timeout = policy.grpc_status_on_timeout;
         // The app's claim to an identity goes before anything is sent on.
         req.headers_mut().remove(PEER);
@@ -246,7 +248,7 @@ impl Outbound {
         if let Some(b) = &state.shared.budget {
             b.deposit();
         }
-        let safe = safe_to_repeat(route, &req);
+        let safe = safe_to_repeat(route, policy, &req);
         let (head, body) = req.into_parts();
         // A mirror's copy needs the body kept; the tries still resend only what their policy
         // allows.
@@ -262,7 +264,7 @@ impl Outbound {
         let sent = Instant::now();
         let tries = attempts::run(attempts::Tries {
             state,
-            route,
+            policy,
             rm,
             head,
             replay,
@@ -357,7 +359,7 @@ impl Outbound {
             .filter(|t| t.subset.is_empty())
             .filter_map(|t| self.clusters.get(&t.service))
             .collect();
-        Ok((state, forward.response_headers, mirrors))
+        Ok((state, forward.response_headers, mirrors, forward.policy))
     }
 
     /// The cluster of a per-upstream listener (an opaque TCP one's, [`crate::opaque`]), or
@@ -387,12 +389,13 @@ impl Outbound {
     }
 }
 
-/// A routed request: the backend's cluster, the rule's answer edits, and the clusters a copy
-/// of it goes to (`RequestMirror`).
+/// A routed request: the backend's cluster, the rule's answer edits, the clusters a copy of it
+/// goes to (`RequestMirror`), and the rule's own policy (`timeouts`, `retry`).
 type Routed<'s> = (
     &'s ClusterState,
     Option<&'s HeaderModifier>,
     Vec<&'s ClusterState>,
+    Option<&'s RulePolicy>,
 );
 
 /// The request as it arrives from the app (CONNECT and protocol switches went to
@@ -428,12 +431,11 @@ fn request_deadline(
 
 /// Safe to repeat: as declared for the route, else by the request's method (RFC 9110), or
 /// because the caller sent an Idempotency-Key the server can deduplicate with.
-fn safe_to_repeat<B>(route: &Route, req: &Request<B>) -> bool {
+fn safe_to_repeat<B>(route: &Route, policy: &Policy, req: &Request<B>) -> bool {
     route
         .idempotent
         .unwrap_or_else(|| hopwise_model::policy::idempotent_method(req.method().as_str()))
-        || (route.policy.retry.honor_idempotency_key
-            && req.headers().contains_key("idempotency-key"))
+        || (policy.retry.honor_idempotency_key && req.headers().contains_key("idempotency-key"))
 }
 
 /// How much of the request body is kept for a retry: nothing when the route never retries.

@@ -76,7 +76,7 @@ pub(super) async fn make(
 /// condition could retry it, so the decision sees the real status. Only when a retry could
 /// follow, and never for a call still streaming its request.
 fn worth_reading_ahead(r: &Tries<'_>, attempt: u32, answer: &Answer) -> bool {
-    let retry = &r.route.policy.retry;
+    let retry = &r.policy.retry;
     r.grpc
         && attempt <= retry.count
         && retry.on.iter().any(|c| c.is_grpc())

@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use hopwise_model::route::{
     self, Filter, GrpcMatch, HeaderModifier, Match, Matcher, PathMatch, PathModifier, Pick,
-    Redirect, Request, Rewrite, Table, Target,
+    Redirect, Request, Rewrite, RulePolicy, Table, Target,
 };
 
 use super::{RouteTable, Routes};
@@ -51,6 +51,9 @@ pub struct Forward<'r> {
     pub rewrite: Option<UrlRewrite<'r>>,
     /// Where a copy of it goes too (`RequestMirror`, taken by its percentage).
     pub mirrors: Vec<&'r Target>,
+    /// The rule's `timeouts` and `retry`, laid over the call's policy for this request
+    /// (`RulePolicy::over`); none: the call's policy alone.
+    pub policy: Option<&'r RulePolicy>,
 }
 
 /// A rewrite worked out for one request.
@@ -122,6 +125,7 @@ fn decide_in<'r, M: Matcher + Prefix>(
             response_headers,
             rewrite,
             mirrors,
+            policy: rule.policy.as_ref(),
         }),
     }
 }

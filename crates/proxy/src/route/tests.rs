@@ -13,6 +13,7 @@ use http::HeaderMap;
 use super::{Decision, RouteTable, decide};
 
 mod filters;
+mod policy;
 
 /// The routes of service `b` in a mesh whose `services.b` is `b_yaml`.
 pub(super) fn table(b_yaml: &str) -> RouteTable {
