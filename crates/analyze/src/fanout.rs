@@ -234,7 +234,7 @@ impl Scenario<'_> {
                 }
                 // The app's calls see the deadline of the request it serves only if it gets there.
                 let through = carries.passes_deadline(serves, call.protocol);
-                let c = self.call(call, window.filter(|_| through), at);
+                let c = self.worst_call(call, window.filter(|_| through), at);
                 r.add(&c, 1);
                 r.bounded += c.bounded;
                 if r.answer.is_none() {
@@ -250,6 +250,33 @@ impl Scenario<'_> {
         }
         self.memo.insert(key, r.clone());
         r
+    }
+
+    /// A call at the worst of the policies it may be made under (its own, or a rule's over
+    /// it: `routes::under_rules`): the most attempts at the failing service, the call's tries
+    /// the most of any.
+    fn worst_call(&mut self, call: &Call, window: Option<Duration>, at: Option<Duration>) -> Reach {
+        let variants = crate::routes::under_rules(self.mesh, call);
+        if variants.len() == 1 {
+            return self.call(call, window, at);
+        }
+        let label = call.label();
+        let mut most = self.tries.get(&label).copied().unwrap_or(0);
+        let mut worst: Option<Reach> = None;
+        for v in &variants {
+            // `call` writes the call's tries only when unset: unset them, keep the most.
+            if let Some(n) = self.tries.get_mut(&label) {
+                *n = 0;
+            }
+            let r = self.call(v, window, at);
+            most = most.max(self.tries.get(&label).copied().unwrap_or(0));
+            let hits = |r: &Reach| r.received.get(self.target).copied().unwrap_or(0);
+            if worst.as_ref().is_none_or(|w| hits(&r) > hits(w)) {
+                worst = Some(r);
+            }
+        }
+        self.tries.insert(label, most);
+        worst.unwrap_or_default()
     }
 
     /// One call made by the caller's application through its proxy, within `window`.

@@ -7,6 +7,9 @@
 //! answers what the proxy does. Pure: a request written on a line ([`Probe`], `probe.rs`) in,
 //! a value out; printing is the binary's (`render::routing`).
 
+mod policy;
+#[cfg(test)]
+mod policy_tests;
 pub mod probe;
 mod reach;
 mod shadow;
@@ -18,6 +21,7 @@ use hopwise_model::route::{self, Filter, Matcher, Route, ServiceRoutes};
 use indexmap::IndexMap;
 use serde::Serialize;
 
+pub use policy::under_rules;
 pub use probe::{Probe, ProbeError};
 pub use reach::unreachable;
 pub use shadow::shadowed;

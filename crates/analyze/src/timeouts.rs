@@ -180,7 +180,33 @@ impl Analysis<'_> {
         })
     }
 
+    /// A call at the worst of the policies it may be made under (its own, or a rule's over
+    /// it: `routes::under_rules`): the longest worst case (the time its caller waits when
+    /// everything below hangs), then the most tries; the tries configured are the most of any.
     fn call(&mut self, call: &Call) -> Hung {
+        let mut worst: Option<(Hung, CallTiming)> = None;
+        for variant in crate::routes::under_rules(self.mesh, call) {
+            let (h, t) = self.under(&variant);
+            let tries = worst.as_ref().map_or(0, |(_, w)| w.tries).max(t.tries);
+            let longer = |w: &CallTiming| {
+                let rank =
+                    |t: &CallTiming| (t.worst_case.unwrap_or(Duration::MAX), t.tries_when_hung);
+                rank(&t) > rank(w)
+            };
+            if worst.as_ref().is_none_or(|(_, w)| longer(w)) {
+                worst = Some((h, t));
+            }
+            if let Some((_, w)) = &mut worst {
+                w.tries = tries;
+            }
+        }
+        let (hung, timing) = worst.unwrap_or_else(|| self.under(call));
+        self.calls.insert(call.path.clone(), timing);
+        hung
+    }
+
+    /// A call under its own policy, when everything below it hangs.
+    fn under(&mut self, call: &Call) -> (Hung, CallTiming) {
         let below = self.service(&call.to);
         let p = &call.policy;
         let per_try = p.per_try_timeout.map(|d| d.get());
@@ -235,31 +261,29 @@ impl Analysis<'_> {
             None if cut_by_route => "route timeout".to_owned(),
             None => "never".to_owned(),
         };
-        self.calls.insert(
-            call.path.clone(),
-            CallTiming {
-                call: call.label(),
-                path: call.path.clone(),
-                per_try_timeout: per_try,
-                timeout: route,
-                tries: p.tries(),
-                tries_when_hung: tries,
-                try_ends_with: ends,
-                try_length: len,
-                worst_case: worst,
-                caller_window: None,
-                tries_that_fit: tries,
-                largest_fitting_per_try: None,
-                callee_tries_that_fit: None,
-            },
-        );
+        let timing = CallTiming {
+            call: call.label(),
+            path: call.path.clone(),
+            per_try_timeout: per_try,
+            timeout: route,
+            tries: p.tries(),
+            tries_when_hung: tries,
+            try_ends_with: ends,
+            try_length: len,
+            worst_case: worst,
+            caller_window: None,
+            tries_that_fit: tries,
+            largest_fitting_per_try: None,
+            callee_tries_that_fit: None,
+        };
         let marked = answer.is_some()
             && ((p.retry.single_hop && tries > 1) || (!cut_by_route && from_below && below.marked));
-        Hung {
+        let hung = Hung {
             time: worst,
             answer,
             marked,
-        }
+        };
+        (hung, timing)
     }
 
     /// The timing of the slowest call a service makes (the one that decides its answer).
