@@ -131,8 +131,8 @@ pub struct RawService {
     #[serde(flatten)]
     pub policy: RawPolicy,
     /// The service's own routes, by name: HTTPRoutes (or GRPCRoutes, for a gRPC service) in
-    /// the Gateway API's words — hostnames, rules of matches, filters and weighted backends
-    /// (docs/routes.md). Not yet used by the proxy.
+    /// the Gateway API's words — hostnames, rules of matches, filters, weighted backends and
+    /// HTTPRoute's `timeouts` and `retry` (docs/routes.md); the callers' proxies route by them.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub routes: IndexMap<String, super::RawServiceRoute>,
     /// The calls this service makes, by the name of the service called.
