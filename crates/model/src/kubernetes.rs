@@ -176,3 +176,56 @@ pub fn check_distinct(mesh: &crate::Mesh, diags: &mut Vec<Diagnostic>) {
 
 #[cfg(test)]
 mod tests;
+
+/// `ns/<namespace>/sa/<name>` — a ServiceAccount written as Istio's principals end — as
+/// (namespace, name); `None` for anything else (a service's name holds no `/`).
+pub fn account_of(entry: &str) -> Option<(&str, &str)> {
+    let rest = entry.strip_prefix("ns/")?;
+    let (namespace, name) = rest.split_once("/sa/")?;
+    (check_namespace(namespace).is_ok() && check_service_account(name).is_ok())
+        .then_some((namespace, name))
+}
+
+/// `allow` and `allow_paths` may name a ServiceAccount (`ns/shop/sa/web`) where they name a
+/// service: it stands for the service that runs as it, since an identity names one service
+/// ([`check_distinct`]). One that no service runs as is an error at its list (no certificate is
+/// ever signed for it, so allowing it would admit no one — a typo that should not pass).
+pub fn resolve_allowed_accounts(mesh: &mut crate::Mesh, diags: &mut Vec<Diagnostic>) {
+    let runs_as: std::collections::HashMap<(String, String), String> = mesh
+        .services
+        .iter()
+        .filter_map(|(n, s)| {
+            let a = s.kubernetes.as_ref()?;
+            Some(((a.namespace.clone(), a.name.clone()), n.clone()))
+        })
+        .collect();
+    let mut unknown = Vec::new();
+    for (service, s) in mesh.services.iter_mut() {
+        let lists = match &mut s.allow {
+            crate::Allow::Only(list) => vec![("allow".to_owned(), list)],
+            crate::Allow::Any => Vec::new(),
+        };
+        let paths = s
+            .allow_paths
+            .iter_mut()
+            .map(|(p, list)| (format!("allow_paths.{p}"), list));
+        for (field, list) in lists.into_iter().chain(paths) {
+            for entry in list.iter_mut() {
+                let Some((ns, sa)) = account_of(entry) else {
+                    continue;
+                };
+                match runs_as.get(&(ns.to_owned(), sa.to_owned())) {
+                    Some(name) => *entry = name.clone(),
+                    None => unknown.push((format!("services.{service}.{field}"), entry.clone())),
+                }
+            }
+        }
+    }
+    for (path, entry) in unknown {
+        diags.push(Diagnostic::new(
+            &path,
+            mesh.locations.of(&path),
+            format!("allows `{entry}`, but no service of this file runs as that ServiceAccount (its `kubernetes` block names it)"),
+        ));
+    }
+}

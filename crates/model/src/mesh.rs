@@ -132,8 +132,9 @@ impl Mesh {
         let tree = yaml::parse(text).map_err(|d| Diagnostics(vec![d]))?;
         let mut reader = Reader::default();
         let raw = read_mesh(&mut reader, &tree);
-        let mesh = resolve(&raw, reader.locations, &mut reader.diags);
+        let mut mesh = resolve(&raw, reader.locations, &mut reader.diags);
         let mut diags = reader.diags;
+        crate::kubernetes::resolve_allowed_accounts(&mut mesh, &mut diags);
         validate(&mesh, &mut diags);
         if diags.is_empty() {
             Ok(mesh)
@@ -554,7 +555,8 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
             .iter()
             .flat_map(|(p, list)| list.iter().map(move |n| (format!("allow_paths.{p}"), n)));
         for (field, name) in named.into_iter().chain(in_paths) {
-            if !mesh.services.contains_key(name) {
+            // A ServiceAccount no service runs as was reported by `resolve_allowed_accounts`.
+            if !mesh.services.contains_key(name) && crate::kubernetes::account_of(name).is_none() {
                 let path = format!("services.{}.{field}", s.name);
                 diags.push(mesh.diag(
                     &path,

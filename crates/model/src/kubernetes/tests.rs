@@ -98,3 +98,54 @@ services:
     assert_eq!(line, Some(5));
     assert!(message.contains("`api` and `web` both run as ServiceAccount `shared`"));
 }
+
+#[test]
+fn allow_may_name_a_service_account_and_means_the_service_that_runs_as_it() {
+    let m = mesh(
+        "mesh: { trust_domain: shop.example, kubernetes: { namespace: shop } }
+services:
+  web: { calls: { pricing: {} }, kubernetes: { service_account: storefront } }
+  batch: { calls: { pricing: {} }, kubernetes: { namespace: jobs } }
+  pricing:
+    allow: [ns/shop/sa/storefront, batch]
+    allow_paths: { /admin: [ns/jobs/sa/batch] }
+",
+    );
+    let pricing = &m.services["pricing"];
+    assert_eq!(
+        pricing.allow,
+        crate::Allow::Only(vec!["web".into(), "batch".into()])
+    );
+    assert_eq!(
+        pricing.allow_paths,
+        [("/admin".to_owned(), vec!["batch".to_owned()])]
+    );
+    assert_eq!(super::account_of("ns/shop/sa/web"), Some(("shop", "web")));
+    assert_eq!(super::account_of("web"), None);
+    assert_eq!(super::account_of("ns/Shop/sa/web"), None);
+}
+
+#[test]
+fn allowing_a_service_account_no_service_runs_as_is_an_error_at_its_list() {
+    let e = Mesh::from_yaml(
+        "mesh: { kubernetes: { namespace: shop } }
+services:
+  web: { calls: { pricing: {} } }
+  pricing:
+    allow: [ns/shop/sa/web, ns/shop/sa/intruder]
+    allow_paths: { /admin: [ns/ops/sa/web] }
+",
+    )
+    .unwrap_err()
+    .0;
+    assert_eq!(e.len(), 2, "{e:?}");
+    let (line, message) = problem_at(&e, "services.pricing.allow");
+    assert_eq!(line, Some(5));
+    assert!(message.contains("`ns/shop/sa/intruder`"), "{message}");
+    assert!(
+        message.contains("no service of this file runs as"),
+        "{message}"
+    );
+    let (_, message) = problem_at(&e, "services.pricing.allow_paths./admin");
+    assert!(message.contains("`ns/ops/sa/web`"), "{message}");
+}

@@ -15,7 +15,8 @@ use crate::policy::Protocol;
 pub enum RawAllow {
     /// `any` or `none`.
     Word(AllowWord),
-    /// These services only.
+    /// These services only; on Kubernetes an entry may name a ServiceAccount as
+    /// `ns/<namespace>/sa/<name>`, meaning the service that runs as it.
     Services(Vec<String>),
 }
 
@@ -102,7 +103,8 @@ pub struct RawService {
     /// mesh; the default) or `none`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allow: Option<RawAllow>,
-    /// Narrower rules for paths, by prefix: only these services may call them.
+    /// Narrower rules for paths, by prefix: only these services (or ServiceAccounts,
+    /// `ns/<namespace>/sa/<name>`) may call them.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub allow_paths: IndexMap<String, Vec<String>>,
     /// What the service's inbound proxy lets through to its app: caps on requests in flight
