@@ -87,6 +87,7 @@ fn serve(args: ControlArgs) -> anyhow::Result<ExitCode> {
     };
     if kubernetes {
         serving.spawn(crate::kube::discovery);
+        serving.spawn(crate::kube::routes);
     }
     show(serving.summary())?;
     serving.run_until(hopwise_proxy::server::shutdown_signal())?;

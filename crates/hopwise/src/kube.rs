@@ -10,10 +10,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use hopwise_control::api::PlaneHandle;
+use hopwise_control::plane::Refused;
 use hopwise_control::review::{ReviewError, ReviewFuture, Reviewed, TokenReviewer};
 use hopwise_kube::identity::{TokenError, TokenReviews};
 use hopwise_kube::inject::Inject;
 use hopwise_kube::install::{self, Install};
+use hopwise_kube::routes::Outcome;
 use hopwise_kube::webhook::{self, Limits};
 
 /// The image `install` names when none is given: this version's.
@@ -165,4 +167,34 @@ pub async fn discovery(plane: PlaneHandle) {
         plane.set_discovered(&s.namespace, &s.name, change.endpoints);
     })
     .await;
+}
+
+/// `hopwise control --kubernetes`: HTTPRoutes and GRPCRoutes whose parent is a Service, added
+/// to the mesh file the control plane serves (each checked as `apply` checks a file), their
+/// `status.parents` written back. Without the Gateway API's CRDs the watch logs that it broke
+/// and retries.
+pub async fn routes(plane: PlaneHandle) {
+    let client = match hopwise_kube::discovery::client().await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("--kubernetes: no client for routes: {e}");
+            return;
+        }
+    };
+    let watch = |kind: &'static str| {
+        let plane = plane.clone();
+        let client = client.clone();
+        async move {
+            hopwise_kube::routes::watch(client, kind, |namespace, name, route| {
+                let verdict = plane.set_kube_route(namespace, name, route)?;
+                Some(match verdict {
+                    Ok(()) => Outcome::Accepted,
+                    Err(Refused::NotFound(why)) => Outcome::Unresolved(why),
+                    Err(Refused::Invalid(why)) => Outcome::Invalid(why),
+                })
+            })
+            .await;
+        }
+    };
+    tokio::join!(watch("HTTPRoute"), watch("GRPCRoute"));
 }

@@ -4,7 +4,8 @@
 //! the manifests `hopwise install` prints (`install`); under feature `testing`, a real etcd and
 //! kube-apiserver on loopback with `kube` clients for them; `identity`: a pod's ServiceAccount
 //! from its token, by TokenReview; `discovery`: Services' EndpointSlices as the control plane's
-//! typed input. To come: HTTPRoutes. Of hopwise's crates it depends on `hopwise-model` only
+//! typed input; `routes`: HTTPRoutes and GRPCRoutes whose parent is a Service, read into the mesh
+//! file's words, their status written back. Of hopwise's crates it depends on `hopwise-model` only
 //! (the typed input's types); the `hopwise` binary uses it, and the `hopwise-proxy` sidecar
 //! never links it (scripts/test checks).
 
@@ -14,6 +15,7 @@ pub mod identity;
 pub mod inject;
 pub mod install;
 pub mod registration;
+pub mod routes;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod webhook;

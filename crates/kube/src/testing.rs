@@ -12,6 +12,7 @@
 mod certs;
 mod controllers;
 mod process;
+mod route_crds;
 
 use std::path::Path;
 use std::time::Duration;

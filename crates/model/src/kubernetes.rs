@@ -60,6 +60,20 @@ impl Endpoints {
     }
 }
 
+/// An HTTPRoute or GRPCRoute read from Kubernetes whose parents are Services (the Gateway
+/// API's mesh binding, GAMMA), written in the mesh file's words: the control plane adds it to
+/// the mesh file it serves under each parent's `routes`, named as the resource is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeRoute {
+    pub namespace: String,
+    pub name: String,
+    /// The Services it is attached to, in its namespace.
+    pub parents: Vec<String>,
+    /// `{hostnames, rules}` as `services.<name>.routes.<route>` writes them; backends and
+    /// mirrors name Kubernetes Services of its namespace (`service:`).
+    pub route: serde_json::Value,
+}
+
 /// A namespace's name: an RFC 1123 label (what the API server accepts).
 pub fn check_namespace(name: &str) -> Result<(), String> {
     if is_label(name) {

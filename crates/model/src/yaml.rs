@@ -12,6 +12,8 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 
 use crate::diag::{Diagnostic, Pos};
 
+pub mod json;
+
 /// At most this many nodes after alias expansion; a mesh file is far smaller.
 const NODE_BUDGET: usize = 200_000;
 /// At most this deep; a mesh file is about six levels deep.

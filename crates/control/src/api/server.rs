@@ -69,6 +69,27 @@ impl PlaneHandle {
             self.shared.publish();
         }
     }
+
+    /// Routes' input ([`Plane::set_kube_route`]): an HTTPRoute or GRPCRoute whose parent is a
+    /// Service (`None`: deleted). Every stream is woken when the mesh file served changed.
+    /// Returns what was made of the route, for its status.
+    pub fn set_kube_route(
+        &self,
+        namespace: &str,
+        name: &str,
+        route: Option<hopwise_model::kubernetes::KubeRoute>,
+    ) -> Option<crate::plane::Verdict> {
+        let (verdict, changed) = {
+            let mut plane = self.shared.plane();
+            let stamp = plane.config_stamp();
+            let verdict = plane.set_kube_route(namespace, name, route);
+            (verdict, plane.config_stamp() != stamp)
+        };
+        if changed {
+            self.shared.publish();
+        }
+        verdict
+    }
 }
 
 impl Running {

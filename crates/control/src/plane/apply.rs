@@ -37,6 +37,37 @@ pub fn prepare(text: &str, file_name: &str) -> Prepared {
     }
 }
 
+impl Prepared {
+    /// Why it would be refused as a mesh file: it does not read, or `hopwise check` finds an
+    /// error (the first one's text).
+    pub(super) fn refusal(&self) -> Option<String> {
+        match &self.result {
+            Err(diags) => Some(
+                diags
+                    .0
+                    .iter()
+                    .map(|d| d.render(&self.file_name))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            Ok((_, report)) => report
+                .findings
+                .iter()
+                .find(|f| f.severity == Severity::Error)
+                .map(|f| format!("`hopwise check`: {}: {}", f.code, f.message)),
+        }
+    }
+
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The mesh read (`None` when it did not read).
+    pub(super) fn into_mesh(self) -> Option<Mesh> {
+        self.result.ok().map(|(mesh, _)| mesh)
+    }
+}
+
 /// What applying a mesh file did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Applied {
@@ -176,6 +207,8 @@ impl Plane {
         self.tokens_seen = self.store.state().tokens.clone();
         self.bump(written);
         self.everyone();
+        // Kubernetes's routes go on top of the new file (each checked again against it).
+        self.reoverlay();
         Ok(Applied {
             applied: true,
             unchanged: false,

@@ -203,6 +203,7 @@ impl Plane {
                     self.mesh = Arc::new(mesh);
                     self.mesh_text_in_force = m.text.clone();
                     self.everyone();
+                    self.reoverlay();
                     out.publish = true;
                 }
                 Err(d) => out.problems.push(format!(

@@ -82,7 +82,7 @@ impl Plane {
         let s = self.proxied(service)?;
         Ok(Snapshot {
             version: self.version(),
-            fixed: Arc::new(self.fixed(s, Arc::from(self.mesh_text()))),
+            fixed: Arc::new(self.fixed(s, Arc::from(self.served_text()))),
             upstreams: wake::upstreams(&self.mesh, s)
                 .into_iter()
                 .map(|to| Arc::new(self.upstream(to, now).0))
@@ -111,7 +111,7 @@ impl Plane {
     ) -> Result<Arc<Snapshot>, ApiError> {
         let s = self.proxied(service)?;
         let stamp = (self.config_stamp, self.config_version());
-        let text = cache.text(stamp, || Arc::from(self.mesh_text()));
+        let text = cache.text(stamp, || Arc::from(self.served_text()));
         let fixed = cache.fixed(service, stamp, || self.fixed(s, text));
         let upstreams = wake::upstreams(&self.mesh, s)
             .into_iter()

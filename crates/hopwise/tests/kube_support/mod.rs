@@ -148,7 +148,7 @@ pub async fn subscribe(
     Ok(c.subscribe(request).await?.into_inner())
 }
 
-/// `hopwise control --kubernetes` on [`MESH`], against a test's API server, in a temporary
+/// `hopwise control --kubernetes` on [`MESH`] (or a file of the test's), against a test's API server, in a temporary
 /// directory of its own.
 pub struct Control {
     pub state: std::path::PathBuf,
@@ -161,9 +161,14 @@ pub struct Control {
 
 impl Control {
     pub fn start(api: &hopwise_kube::testing::ApiServer) -> Control {
+        Control::start_with(api, MESH)
+    }
+
+    /// The same, on mesh file `text`.
+    pub fn start_with(api: &hopwise_kube::testing::ApiServer, text: &str) -> Control {
         let dir = tempfile::tempdir().unwrap();
         let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
-        std::fs::write(&mesh, MESH).unwrap();
+        std::fs::write(&mesh, text).unwrap();
         let log = dir.path().join("control.log");
         let (process, addr) = control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
         let server = hopwise_control::client::Server::from_state(&addr, &state).unwrap();

@@ -45,6 +45,14 @@ impl ServiceRoutes {
             Self::Grpc(r) => r.is_empty(),
         }
     }
+
+    /// Whether a route is named `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        match self {
+            Self::Http(r) => r.contains_key(name),
+            Self::Grpc(r) => r.contains_key(name),
+        }
+    }
 }
 
 /// `services.<service>.routes`, resolved; what cannot be is left out, with its problem.

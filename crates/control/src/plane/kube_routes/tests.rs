@@ -1,0 +1,133 @@
+//! Routes from Kubernetes on a plane: accepted ones served under their parents, refused ones
+//! alone with their reason, the operator's file kept as it is underneath.
+
+use std::time::SystemTime;
+
+use serde_json::json;
+
+use super::*;
+use crate::plane::vouched::tests::plane;
+
+const MESH: &str = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
+services:
+  web: { calls: { api: {}, api-v2: {} } }
+  api: {}
+  api-v2: {}
+";
+
+fn route(name: &str, parent: &str, rules: serde_json::Value) -> KubeRoute {
+    KubeRoute {
+        namespace: "shop".into(),
+        name: name.into(),
+        parents: vec![parent.into()],
+        route: json!({ "rules": rules }),
+    }
+}
+
+fn split(v1: u32, v2: u32) -> serde_json::Value {
+    json!([{ "backends": [
+        { "service": "api", "weight": v1 },
+        { "service": "api-v2", "weight": v2 },
+    ]}])
+}
+
+fn started() -> (tempfile::TempDir, Plane) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plane(dir.path());
+    p.commit(prepare(MESH, "mesh.yaml"), SystemTime::now())
+        .unwrap();
+    (dir, p)
+}
+
+#[test]
+fn an_accepted_route_is_served_under_its_parent_and_a_deleted_one_leaves() {
+    let (_dir, mut p) = started();
+    let addresses = |p: &Plane| {
+        p.mesh()
+            .services
+            .values()
+            .map(|s| s.address)
+            .collect::<Vec<_>>()
+    };
+    let before = addresses(&p);
+    let stamp = p.config_stamp();
+    let verdict = p.set_kube_route("shop", "split", Some(route("split", "api", split(90, 10))));
+    assert_eq!(verdict, Some(Ok(())));
+    assert!(p.config_stamp() > stamp, "every stream is told");
+    assert!(p.mesh().services["api"].routes.contains("split"));
+    // What proxies read is the served text: the same mesh, the route in.
+    let served = Mesh::from_yaml(p.served_text()).unwrap();
+    assert!(served.services["api"].routes.contains("split"));
+    assert_eq!(
+        addresses(&p),
+        before,
+        "the file's order, so the same addresses"
+    );
+    assert_eq!(p.mesh_text(), MESH, "the store keeps the operator's file");
+
+    // The same route again changes nothing.
+    let stamp = p.config_stamp();
+    p.set_kube_route("shop", "split", Some(route("split", "api", split(90, 10))));
+    assert_eq!(p.config_stamp(), stamp);
+
+    assert_eq!(p.set_kube_route("shop", "split", None), None);
+    assert!(!p.mesh().services["api"].routes.contains("split"));
+    assert_eq!(p.served_text(), MESH);
+}
+
+#[test]
+fn a_refused_route_is_refused_alone_with_its_reason() {
+    let (_dir, mut p) = started();
+    p.set_kube_route("shop", "a-good", Some(route("a-good", "api", split(1, 1))));
+    let nowhere = route(
+        "b-lost",
+        "api",
+        json!([{ "backends": [{ "service": "nowhere" }] }]),
+    );
+    match p.set_kube_route("shop", "b-lost", Some(nowhere)) {
+        Some(Err(Refused::NotFound(why))) => assert!(why.contains("`nowhere`"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let bad = route(
+        "c-bad",
+        "api",
+        json!([{ "matches": [{ "path": { "type": "Bogus", "value": "/" } }] }]),
+    );
+    match p.set_kube_route("shop", "c-bad", Some(bad)) {
+        Some(Err(Refused::Invalid(why))) => assert!(why.contains("Bogus"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Another namespace's Service of the same name is not the mesh's `api`.
+    let mut elsewhere = route("d-else", "api", split(1, 1));
+    elsewhere.namespace = "other".into();
+    assert!(matches!(
+        p.set_kube_route("other", "d-else", Some(elsewhere)),
+        Some(Err(Refused::NotFound(_)))
+    ));
+    let api = &p.mesh().services["api"].routes;
+    assert!(api.contains("a-good") && !api.contains("b-lost") && !api.contains("c-bad"));
+}
+
+#[test]
+fn a_new_mesh_file_keeps_the_routes_and_refuses_a_name_it_takes() {
+    let (_dir, mut p) = started();
+    p.set_kube_route("shop", "split", Some(route("split", "api", split(1, 1))));
+    // A file that adds a service keeps the route on top.
+    let more = format!("{MESH}  audit: {{}}\n");
+    p.commit(prepare(&more, "v2.yaml"), SystemTime::now())
+        .unwrap();
+    assert!(p.mesh().services.contains_key("audit"));
+    assert!(p.mesh().services["api"].routes.contains("split"));
+    // A file that names a route `split` itself: the file's wins, Kubernetes's is refused.
+    let own = MESH.replace(
+        "  api: {}",
+        "  api: { routes: { split: { rules: [{ backends: [{ service: api }] }] } } }",
+    );
+    p.commit(prepare(&own, "v3.yaml"), SystemTime::now())
+        .unwrap();
+    assert!(matches!(
+        p.set_kube_route("shop", "split", Some(route("split", "api", split(1, 1)))),
+        Some(Err(Refused::Invalid(_)))
+    ));
+    assert_eq!(p.served_text(), own);
+}
