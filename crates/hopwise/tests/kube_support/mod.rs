@@ -66,9 +66,11 @@ pub async fn bound_token(
 }
 
 /// `hopwise control --kubernetes` on a free loopback port, its API server named by
-/// `KUBECONFIG`, its log in `log`; where it listens.
+/// `KUBECONFIG`, its log in `log`; where it listens. The binary is this build's, or
+/// `$HOPWISE_BIN` (a measurement's release build).
 pub fn control(state: &Path, mesh: &Path, kubeconfig: &Path, log: &Path) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+    let bin = std::env::var("HOPWISE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_hopwise").into());
+    let mut child = Command::new(bin)
         .args(["control", "--listen", "127.0.0.1:0", "--kubernetes"])
         .arg("--state")
         .arg(state)
@@ -152,6 +154,8 @@ pub async fn subscribe(
 /// directory of its own.
 pub struct Control {
     pub state: std::path::PathBuf,
+    /// Its pid, for a measurement's reading of `/proc`.
+    pub pid: u32,
     /// Its stderr.
     pub log: std::path::PathBuf,
     pub server: hopwise_control::client::Server,
@@ -173,6 +177,7 @@ impl Control {
         let (process, addr) = control(&state, &mesh, &api.kubeconfig().unwrap(), &log);
         let server = hopwise_control::client::Server::from_state(&addr, &state).unwrap();
         Control {
+            pid: process.0.id(),
             state,
             log,
             server,
