@@ -35,7 +35,7 @@ mod admin;
 mod apply;
 pub mod delta;
 mod discovered;
-mod kube_routes;
+mod kube_overlay;
 mod leases;
 mod mode;
 pub mod proxies;
@@ -49,7 +49,7 @@ mod vouched;
 pub mod wake;
 pub use admin::admin_addr;
 pub use apply::{Applied, Prepared, prepare};
-pub use kube_routes::{Refused, Verdict};
+pub use kube_overlay::{Refused, Verdict};
 pub use leases::IssueTicket;
 pub use records::Ack;
 pub use replicas::{Followed, ProxyWrites};
@@ -225,7 +225,7 @@ pub struct Plane {
     /// What Kubernetes lists of each Service, by namespace and name ([`discovered`]).
     discovered: BTreeMap<(String, String), hopwise_model::kubernetes::Endpoints>,
     /// HTTPRoutes and GRPCRoutes from Kubernetes, and the mesh file served with them in.
-    kube_routes: kube_routes::KubeRoutes,
+    kube: kube_overlay::Overlay,
 }
 
 impl Plane {

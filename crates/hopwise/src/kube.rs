@@ -149,7 +149,8 @@ impl TokenReviewer for Reviewer {
 }
 
 /// `hopwise control --kubernetes`: every Service's EndpointSlices, watched, gate the copies of
-/// the mesh service of that name in that namespace (only addresses listed ready take traffic).
+/// the mesh service of that name in that namespace (only addresses listed ready take traffic),
+/// and its ClusterIP is that service's address (what captured apps reach it at).
 /// Runs beside the API until the control plane stops; a broken watch is retried and relists.
 pub async fn discovery(plane: PlaneHandle) {
     let client = match hopwise_kube::discovery::client().await {
@@ -161,12 +162,17 @@ pub async fn discovery(plane: PlaneHandle) {
             return;
         }
     };
-    tracing::info!("Services' EndpointSlices gate their copies (discovery)");
-    hopwise_kube::discovery::watch(client, |change| {
+    tracing::info!(
+        "Services' EndpointSlices gate their copies, their ClusterIPs are their addresses (discovery)"
+    );
+    let slices = hopwise_kube::discovery::watch(client.clone(), |change| {
         let s = &change.service;
         plane.set_discovered(&s.namespace, &s.name, change.endpoints);
-    })
-    .await;
+    });
+    let services = hopwise_kube::discovery::watch_services(client, |s, ip| {
+        plane.set_cluster_ip(&s.namespace, &s.name, ip);
+    });
+    tokio::join!(slices, services);
 }
 
 /// `hopwise control --kubernetes`: HTTPRoutes and GRPCRoutes whose parent is a Service, added

@@ -2,7 +2,8 @@
 //! 30, discovery), published by a real kube-controller-manager's EndpointSlice controller: a
 //! service's copies take traffic only where Kubernetes lists their pod ready — not before the
 //! pod is ready, not once it is terminating — and what a caller's proxy is sent follows each
-//! change. With the API server gone the control plane keeps serving the last list.
+//! change; the Service's ClusterIP becomes the service's address in the mesh file they are
+//! sent. With the API server gone the control plane keeps serving the last list.
 //!
 //! The test stands in for the kubelet only (it patches the pods' status: IP, Ready) and for
 //! the copies' proxies (it registers their copies with the control plane over gRPC). Pod IPs
@@ -153,11 +154,31 @@ async fn copies_take_traffic_only_where_endpoint_slices_list_their_pod_ready() {
         }),
         ..Default::default()
     };
-    Api::<Service>::namespaced(kube.clone(), "shop")
+    let created = Api::<Service>::namespaced(kube.clone(), "shop")
         .create(&post, &service)
         .await
         .unwrap();
     endpoints_become(&mut stream, &[], "pods not ready").await;
+
+    // Its ClusterIP is `api`'s address in the mesh file proxies are sent: where a captured
+    // app's connection to `api` (resolved by the cluster's DNS) goes.
+    let cluster_ip: std::net::IpAddr = created.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
+    let t = Instant::now();
+    loop {
+        let mut s = kube_support::subscribe(&mut c, &web_token, "web", "web-9")
+            .await
+            .unwrap();
+        let text = s.message().await.unwrap().unwrap().mesh_yaml.unwrap();
+        let mesh = hopwise_model::Mesh::from_yaml(&text).unwrap();
+        if mesh.services["api"].address == Some(cluster_ip) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no ClusterIP in:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // The kubelet says each pod runs and is ready: its copy serves.
     ready(&pods, "api-1", "10.244.0.5").await;

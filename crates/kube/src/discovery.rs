@@ -11,7 +11,9 @@ use std::net::IpAddr;
 use hopwise_model::kubernetes::Endpoints;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
+mod services;
 mod watch;
+pub use services::{cluster_ip, watch_services};
 pub use watch::{client, watch};
 
 /// The label that names a slice's Service (set by the EndpointSlice controller).

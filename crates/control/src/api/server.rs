@@ -70,6 +70,15 @@ impl PlaneHandle {
         }
     }
 
+    /// Services' input ([`Plane::set_cluster_ip`]): Service `name`'s ClusterIP (`None`: gone
+    /// or headless). Every stream is woken when the mesh file served changed.
+    pub fn set_cluster_ip(&self, namespace: &str, name: &str, ip: Option<std::net::IpAddr>) {
+        let changed = self.shared.plane().set_cluster_ip(namespace, name, ip);
+        if changed {
+            self.shared.publish();
+        }
+    }
+
     /// Routes' input ([`Plane::set_kube_route`]): an HTTPRoute or GRPCRoute whose parent is a
     /// Service (`None`: deleted). Every stream is woken when the mesh file served changed.
     /// Returns what was made of the route, for its status.

@@ -257,7 +257,7 @@ impl Plane {
             token_index: Default::default(),
             vouched: Default::default(),
             discovered: BTreeMap::new(),
-            kube_routes: Default::default(),
+            kube: Default::default(),
         };
         plane.token_index = TokenIndex::of(&plane.store.state().tokens);
         plane.mesh_text_in_force = plane.mesh_text().to_owned();

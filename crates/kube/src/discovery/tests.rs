@@ -172,3 +172,21 @@ fn a_relist_after_a_break_catches_up_with_what_changed_meanwhile() {
     assert!(s.listed_all().is_empty());
     assert_eq!(s.merged(&api()).unwrap().terminating, ips(&["10.244.0.5"]));
 }
+
+#[test]
+fn a_services_cluster_ip_and_none_for_a_headless_one() {
+    use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+    let with = |ip: Option<&str>| Service {
+        spec: Some(ServiceSpec {
+            cluster_ip: ip.map(str::to_owned),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(
+        cluster_ip(&with(Some("10.96.0.10"))),
+        "10.96.0.10".parse().ok()
+    );
+    assert_eq!(cluster_ip(&with(Some("None"))), None);
+    assert_eq!(cluster_ip(&with(None)), None);
+}

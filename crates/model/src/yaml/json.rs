@@ -8,8 +8,8 @@ use std::fmt::Write;
 use super::{Node, Value};
 
 /// Writes `node` as JSON. `extra(path)` gives, for the mapping at `path` (keys joined by `.`),
-/// entries to append to it: `(key, JSON text of the value)`; a key already there is the
-/// caller's to refuse beforehand.
+/// entries to put in it: `(key, JSON text of the value)`, in place of the value of a key already
+/// there, else appended.
 pub fn write(node: &Node, extra: &dyn Fn(&str) -> Vec<(String, String)>) -> String {
     let mut out = String::new();
     write_in(&mut out, node, "", extra);
@@ -79,10 +79,15 @@ fn map<'n>(
             out.push(',');
         }
     };
+    let mut added = added;
     for (key, value) in entries {
         sep(out);
         out.push_str(&string(key));
         out.push(':');
+        if let Some(i) = added.iter().position(|(k, _)| k == key) {
+            out.push_str(&added.remove(i).1);
+            continue;
+        }
         let inner = if path.is_empty() {
             key.to_owned()
         } else {
@@ -120,11 +125,12 @@ services:
         let json = write(&tree, &|path| match path {
             "services.api" => vec![("routes".into(), r#"{"r":{"rules":[]}}"#.into())],
             "services.web" => vec![("address".into(), r#""10.96.0.10""#.into())],
+            "services.zed" => vec![("n".into(), "2".into())],
             _ => Vec::new(),
         });
         assert_eq!(
             json,
-            r#"{"mesh":{"name":"shop"},"services":{"web":{"calls":{"api":{}},"address":"10.96.0.10"},"api":{"routes":{"r":{"rules":[]}}},"zed":{"allow":["web"],"n":1.5,"on":true,"x":null}}}"#
+            r#"{"mesh":{"name":"shop"},"services":{"web":{"calls":{"api":{}},"address":"10.96.0.10"},"api":{"routes":{"r":{"rules":[]}}},"zed":{"allow":["web"],"n":2,"on":true,"x":null}}}"#
         );
         // YAML reads the JSON back to the same tree, positions aside.
         let back = parse(&write(&tree, &|_| Vec::new())).unwrap();

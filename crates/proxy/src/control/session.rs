@@ -33,8 +33,8 @@ pub struct Session {
 
 impl Session {
     /// The addresses of the mesh file in force at start (`Destinations::of`): what a capture
-    /// listener (`--capture`) maps connections by. Fixed for the process's life, as with
-    /// `--config` (docs/capture.md).
+    /// listener (`--capture`) maps connections by until a new file is put in force (then its
+    /// addresses, `snapshot::with_destinations`; docs/capture.md).
     pub fn destinations(&self) -> Result<hopwise_model::capture::Destinations, ControlError> {
         hopwise_model::Mesh::from_yaml(&self.cached.mesh_yaml)
             .map(|m| hopwise_model::capture::Destinations::of(&m))

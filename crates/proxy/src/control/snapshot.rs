@@ -120,6 +120,7 @@ pub(super) fn apply(
     let new_base = opts.config(fresh).map_err(|e| keeping(e.to_string()))?;
     let next = crate::live::next_config(&live.config, base, new_base.clone())
         .map_err(|e| keeping(e.to_string()))?;
+    let next = with_destinations(next, &fresh.mesh_yaml);
     state.replace(next).map_err(|e| keeping(e.to_string()))?;
     tracing::info!(
         "mesh version {} in force (snapshot {})",
@@ -129,3 +130,16 @@ pub(super) fn apply(
     *base = new_base;
     Ok(())
 }
+
+/// A capture listener's destinations from the new mesh file: its listener and namespace stay
+/// (fixed at start), the services' addresses follow the file — on Kubernetes the control plane
+/// adds Services' ClusterIPs as they appear, after proxies started.
+fn with_destinations(mut next: ProxyConfig, mesh_yaml: &str) -> ProxyConfig {
+    if let (Some(capture), Ok(mesh)) = (next.capture.as_mut(), Mesh::from_yaml(mesh_yaml)) {
+        capture.destinations = hopwise_model::capture::Destinations::of(&mesh);
+    }
+    next
+}
+
+#[cfg(test)]
+mod tests;

@@ -131,3 +131,45 @@ fn a_new_mesh_file_keeps_the_routes_and_refuses_a_name_it_takes() {
     ));
     assert_eq!(p.served_text(), own);
 }
+
+#[test]
+fn a_services_cluster_ip_is_its_address_beside_its_routes() {
+    let (_dir, mut p) = started();
+    let ip: std::net::IpAddr = "10.96.0.10".parse().unwrap();
+    let stamp = p.config_stamp();
+    assert!(p.set_cluster_ip("shop", "api", Some(ip)));
+    assert!(p.config_stamp() > stamp, "every stream is told");
+    assert_eq!(p.mesh().services["api"].address, Some(ip));
+    assert!(
+        !p.set_cluster_ip("shop", "api", Some(ip)),
+        "the same again: nothing"
+    );
+    // Another namespace's Service of that name is not the mesh's `api`.
+    assert!(!p.set_cluster_ip("other", "web", Some("10.96.0.11".parse().unwrap())));
+    // With a route too, both are served.
+    p.set_kube_route("shop", "split", Some(route("split", "api", split(1, 1))));
+    let served = Mesh::from_yaml(p.served_text()).unwrap();
+    assert_eq!(served.services["api"].address, Some(ip));
+    assert!(served.services["api"].routes.contains("split"));
+    // A file that gives `api` an address of its own: Kubernetes's stands in its place.
+    let own = MESH.replace("  api: {}", "  api: { address: 100.77.9.9 }");
+    p.commit(prepare(&own, "v2.yaml"), SystemTime::now())
+        .unwrap();
+    assert_eq!(p.mesh().services["api"].address, Some(ip));
+    // One that gives another service that very address: the ClusterIPs are left out, said so
+    // in the log, and the routes still serve.
+    let clash = MESH.replace("  api-v2: {}", "  api-v2: { address: 10.96.0.10 }");
+    p.commit(prepare(&clash, "v3.yaml"), SystemTime::now())
+        .unwrap();
+    assert_ne!(p.mesh().services["api"].address, Some(ip));
+    assert!(p.mesh().services["api"].routes.contains("split"));
+    // Gone: the file's own address (the range's default) again.
+    p.commit(prepare(MESH, "v4.yaml"), SystemTime::now())
+        .unwrap();
+    assert!(p.set_cluster_ip("shop", "api", None));
+    let file = Mesh::from_yaml(MESH).unwrap();
+    assert_eq!(
+        p.mesh().services["api"].address,
+        file.services["api"].address
+    );
+}

@@ -1,12 +1,15 @@
-//! Routes from Kubernetes (HTTPRoutes and GRPCRoutes whose parent is a Service): the plane's
-//! typed input, and the mesh file it then serves — the operator's file with each accepted
-//! route added under its parents' `routes`, as JSON text (YAML reads it; keys in file order).
-//! Each route is checked as `hopwise control apply` checks a file, on top of the routes
-//! accepted before it (by namespace and name): one that `hopwise check` refuses, or that names
-//! a Service the mesh does not have, is refused alone with the reason, and the rest serve. The
-//! store keeps only the operator's file; the routes come back from Kubernetes after a restart.
+//! What Kubernetes adds to the mesh file the plane serves: Services' ClusterIPs as their mesh
+//! services' `address` (what captured apps reach a service at, since its name resolves there),
+//! and HTTPRoutes and GRPCRoutes whose parent is a Service under that service's `routes` — the
+//! plane's typed inputs, and the operator's file with them in, as JSON text (YAML reads it; keys
+//! in file order). Each route is checked as `hopwise control apply` checks a file, on top of the
+//! addresses and the routes accepted before it (by namespace and name): one that `hopwise
+//! check` refuses, or that names a Service the mesh does not have, is refused alone with the
+//! reason, and the rest serve. The store keeps only the operator's file; what Kubernetes says
+//! comes back from it after a restart.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use hopwise_model::kubernetes::KubeRoute;
@@ -26,9 +29,11 @@ pub enum Refused {
 /// What the plane made of a route: `Ok` serves.
 pub type Verdict = Result<(), Refused>;
 
-/// The routes Kubernetes holds, by namespace and name, and what was made of each.
+/// What Kubernetes holds, by namespace and name, and what was made of each route.
 #[derive(Debug, Default)]
-pub(super) struct KubeRoutes {
+pub(super) struct Overlay {
+    /// Services' ClusterIPs.
+    addresses: BTreeMap<(String, String), IpAddr>,
     routes: BTreeMap<(String, String), KubeRoute>,
     verdicts: BTreeMap<(String, String), Verdict>,
     /// The text served with the accepted routes in (`None`: the operator's file as it is).
@@ -47,16 +52,34 @@ impl Plane {
     ) -> Option<Verdict> {
         let key = (namespace.to_owned(), name.to_owned());
         match route {
-            Some(r) => self.kube_routes.routes.insert(key.clone(), r),
-            None => self.kube_routes.routes.remove(&key),
+            Some(r) => self.kube.routes.insert(key.clone(), r),
+            None => self.kube.routes.remove(&key),
         };
         self.reoverlay();
-        self.kube_routes.verdicts.get(&key).cloned()
+        self.kube.verdicts.get(&key).cloned()
     }
 
-    /// The text proxies are sent: the operator's file, with Kubernetes's accepted routes.
+    /// Records Service `namespace/name`'s ClusterIP (`None`: deleted, or headless) and serves
+    /// the mesh file with it as its mesh service's `address`. Returns whether the text served
+    /// changed (every stream is then woken).
+    pub fn set_cluster_ip(&mut self, namespace: &str, name: &str, ip: Option<IpAddr>) -> bool {
+        let key = (namespace.to_owned(), name.to_owned());
+        let before = self.kube.addresses.get(&key).copied();
+        if before == ip {
+            return false;
+        }
+        match ip {
+            Some(ip) => self.kube.addresses.insert(key, ip),
+            None => self.kube.addresses.remove(&key),
+        };
+        let stamp = self.config_stamp;
+        self.reoverlay();
+        self.config_stamp != stamp
+    }
+
+    /// The text proxies are sent: the operator's file, with what Kubernetes added.
     pub fn served_text(&self) -> &str {
-        match &self.kube_routes.served {
+        match &self.kube.served {
             Some(text) => text,
             None => self.mesh_text(),
         }
@@ -69,19 +92,35 @@ impl Plane {
         let Ok(file_mesh) = Mesh::from_yaml(&file) else {
             return;
         };
+        let check = |text: String, what: &str| {
+            let prepared = prepare(&text, what);
+            match prepared.refusal() {
+                Some(why) => Err(Refused::Invalid(why)),
+                None => Ok(prepared),
+            }
+        };
+        let mut addresses = self.addresses_in(&file_mesh);
+        // The addresses alone first: if they do not fit the file (an address the file gives
+        // another service), they are left out, and said so.
+        let mut served = None;
+        if !addresses.is_empty() {
+            match overlay(&file, &file_mesh, &addresses, &[])
+                .and_then(|text| check(text, "the Services' ClusterIPs"))
+            {
+                Ok(prepared) => served = Some(prepared),
+                Err(why) => {
+                    tracing::warn!("Services' ClusterIPs not served as their addresses: {why:?}");
+                    addresses.clear();
+                }
+            }
+        }
         let mut accepted: Vec<&KubeRoute> = Vec::new();
         let mut verdicts = BTreeMap::new();
-        let mut served = None;
-        for (key, route) in &self.kube_routes.routes {
+        for (key, route) in &self.kube.routes {
             let mut with = accepted.clone();
             with.push(route);
-            let verdict = overlay(&file, &file_mesh, &with).and_then(|text| {
-                let prepared = prepare(&text, &format!("HTTPRoute {}/{}", key.0, key.1));
-                match prepared.refusal() {
-                    Some(why) => Err(Refused::Invalid(why)),
-                    None => Ok(prepared),
-                }
-            });
+            let verdict = overlay(&file, &file_mesh, &addresses, &with)
+                .and_then(|text| check(text, &format!("HTTPRoute {}/{}", key.0, key.1)));
             match verdict {
                 Ok(prepared) => {
                     accepted.push(route);
@@ -93,9 +132,9 @@ impl Plane {
                 }
             }
         }
-        self.kube_routes.verdicts = verdicts;
+        self.kube.verdicts = verdicts;
         let text: Option<Arc<str>> = served.as_ref().map(|p| Arc::from(p.text()));
-        let changed = text != self.kube_routes.served;
+        let changed = text != self.kube.served;
         // The mesh in force is always the one served (a file whose edit changed only its
         // comments serves the same text, but was just put in force without the routes).
         match served.and_then(|p| p.into_mesh()) {
@@ -103,15 +142,34 @@ impl Plane {
             None if changed => self.mesh = Arc::new(file_mesh),
             None => {}
         }
-        self.kube_routes.served = text;
+        self.kube.served = text;
         if changed {
             self.everyone();
         }
     }
 }
 
-/// The operator's `file` with `routes` added under their parents' `routes`, as JSON text.
-fn overlay(file: &str, mesh: &Mesh, routes: &[&KubeRoute]) -> Result<String, Refused> {
+impl Plane {
+    /// The ClusterIPs of the Services that are services of `mesh`, by mesh service.
+    fn addresses_in(&self, mesh: &Mesh) -> BTreeMap<String, IpAddr> {
+        self.kube
+            .addresses
+            .iter()
+            .filter_map(|((ns, name), ip)| {
+                Some((mesh.service_on_kubernetes(ns, name)?.to_owned(), *ip))
+            })
+            .collect()
+    }
+}
+
+/// The operator's `file` with each service's ClusterIP as its `address` and `routes` added
+/// under their parents' `routes`, as JSON text.
+fn overlay(
+    file: &str,
+    mesh: &Mesh,
+    addresses: &BTreeMap<String, IpAddr>,
+    routes: &[&KubeRoute],
+) -> Result<String, Refused> {
     let tree = yaml::parse(file).map_err(|d| Refused::Invalid(d.to_string()))?;
     // Under each service: the routes to add, as (name, JSON).
     let mut under: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
@@ -157,20 +215,28 @@ fn overlay(file: &str, mesh: &Mesh, routes: &[&KubeRoute]) -> Result<String, Ref
             Some(s) => (s, true),
             None => (rest, false),
         };
-        let Some(added) = under.get(service) else {
+        if service.contains('.') {
             return Vec::new();
+        }
+        let mut out = Vec::new();
+        if let (false, Some(ip)) = (into_routes, addresses.get(service)) {
+            out.push(("address".to_owned(), format!("\"{ip}\"")));
+        }
+        let Some(added) = under.get(service) else {
+            return out;
         };
         match (into_routes, has_routes.contains(service)) {
-            (true, true) => added.clone(),
-            (false, false) if !service.contains('.') => {
+            (true, true) => out.extend(added.iter().cloned()),
+            (false, false) => {
                 let entries: Vec<String> = added
                     .iter()
                     .map(|(n, json)| format!("{}:{json}", serde_json::Value::from(n.as_str())))
                     .collect();
-                vec![("routes".to_owned(), format!("{{{}}}", entries.join(",")))]
+                out.push(("routes".to_owned(), format!("{{{}}}", entries.join(","))));
             }
-            _ => Vec::new(),
+            _ => {}
         }
+        out
     }))
 }
 
