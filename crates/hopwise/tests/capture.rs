@@ -28,34 +28,7 @@ use std::time::{Duration, Instant};
 /// A stand-in fee app inside `host` on 127.0.0.1:7002: answers with the identity its proxy
 /// vouched for and the path.
 fn fee_app(host: &Host) {
-    let listener = host.listen("127.0.0.1:7002");
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
-            let path = head.split(' ').nth(1).unwrap_or("?").to_owned();
-            let who = head
-                .to_lowercase()
-                .lines()
-                .find_map(|l| l.strip_prefix("x-hopwise-peer-identity: "))
-                .unwrap_or("nobody")
-                .to_owned();
-            let body = format!("fee saw {who} for {path}");
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
+    common::echo::serve(host.listen("127.0.0.1:7002"), "fee");
 }
 
 #[test]
@@ -85,8 +58,9 @@ fn without_nft_iptables_rules_capture_the_same_call() {
 }
 
 /// An unmodified `curl http://fee/penalty/U-41` from a captured copy of web, its rules loaded
-/// by `rules` (`HOPWISE_CAPTURE_RULES`), gets fee's answer; then `list`, run in the copy's
-/// namespace, shows the rule that took it (its output is returned). Nothing is left after.
+/// by `rules` (`HOPWISE_CAPTURE_RULES`), gets fee's answer — by the address it reached, so also
+/// with a `Host` the mesh file does not name; then `list`, run in the copy's namespace, shows
+/// the rule that took it (its output is returned). Nothing is left after.
 fn curl_fee_captured(rules: &str, list: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let file = mesh(dir.path(), false);
@@ -95,17 +69,20 @@ fn curl_fee_captured(rules: &str, list: &str) -> String {
     let f = file.to_str().unwrap();
     let _fee = start_announced(host.hopwise(&["proxy", "--config", f, "--service", "fee"]));
     let state = dir.path().join("state");
-    let script = format!("curl -sS -m 10 http://fee/penalty/U-41 && echo && {list}");
+    let script = format!(
+        "curl -sS -m 10 http://fee/penalty/U-41 && echo && \
+         curl -sS -m 10 -H 'Host: fee.payments.example' http://fee/penalty/U-41 && echo && {list}"
+    );
     let mut run = host.run(f, state.to_str().unwrap(), "web", &["sh", "-c", &script]);
     let out = run.env("HOPWISE_CAPTURE_RULES", rules).output().unwrap();
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let (answer, listed) = stdout.split_once('\n').unwrap();
+    let (answer, rest) = stdout.split_once('\n').unwrap();
+    let (other_host, listed) = rest.split_once('\n').unwrap();
     // Only a call that went web's proxy → mTLS → fee's proxy carries web's verified identity.
-    assert_eq!(
-        answer,
-        "fee saw spiffe://hopwise.local/service/web for /penalty/U-41"
-    );
+    let fees = "fee saw spiffe://hopwise.local/service/web for /penalty/U-41";
+    assert_eq!(answer, fees);
+    assert_eq!(other_host, fees, "a Host the mesh does not name");
     assert_nothing_left(&host, &state, &[run_id(&stderr)]);
     listed.to_owned()
 }

@@ -54,12 +54,15 @@ pub enum Entry {
 /// A listener's [`Entry`] resolved once, so a request does not hash the upstream's name: the
 /// listener's index, which each configuration maps to its cluster (clusters come and go with
 /// live policy changes; per-upstream listeners do not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dispatch {
     /// The index of the per-upstream listener (none: a name this proxy has no listener for).
     Port(Option<usize>),
     /// By `Host` / `:authority`.
     ByHost,
+    /// A captured connection's: the service its original destination belongs to, whatever
+    /// name the app used (on Kubernetes `api.shop.svc.cluster.local`, or the ClusterIP itself).
+    Service(Arc<str>),
 }
 
 /// Outbound forwarding state of one worker: its own pools, shared metrics.
@@ -136,7 +139,7 @@ impl Outbound {
         }
     }
 
-    pub async fn handle(&self, dispatch: Dispatch, mut req: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, dispatch: &Dispatch, mut req: Request<Incoming>) -> Response<Body> {
         let version = req.version();
         let tracing = self.by_host.tracing.as_ref();
         let sink = self.metrics.span_sink();
@@ -156,7 +159,7 @@ impl Outbound {
     /// The lifecycle, one step per line of the chart.
     async fn forward(
         &self,
-        dispatch: Dispatch,
+        dispatch: &Dispatch,
         span: Option<&ProxySpan>,
         log: Option<&LogEntry<'_>>,
         mut req: Request<Incoming>,
@@ -364,13 +367,14 @@ impl Outbound {
 
     /// The cluster of a per-upstream listener (an opaque TCP one's, [`crate::opaque`]), or
     /// of a name (a captured connection's destination).
-    pub fn cluster_of(&self, dispatch: Dispatch) -> Option<&ClusterState> {
+    pub fn cluster_of(&self, dispatch: &Dispatch) -> Option<&ClusterState> {
         match dispatch {
             Dispatch::Port(p) => p
                 .and_then(|p| self.ports.get(p).copied().flatten())
                 .and_then(|i| self.clusters.get_index(i))
                 .map(|(_, s)| s),
             Dispatch::ByHost => None,
+            Dispatch::Service(name) => self.clusters.get(&**name),
         }
     }
 
@@ -378,10 +382,11 @@ impl Outbound {
         self.clusters.get(service)
     }
 
-    /// The cluster a request goes to: its listener's, or the one its `Host` names.
-    fn cluster(&self, dispatch: Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
+    /// The cluster a request goes to: its listener's or destination's, or the one its `Host`
+    /// names.
+    fn cluster(&self, dispatch: &Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
         match dispatch {
-            Dispatch::Port(_) => self.cluster_of(dispatch),
+            Dispatch::Port(_) | Dispatch::Service(_) => self.cluster_of(dispatch),
             Dispatch::ByHost => host_of(req)
                 .and_then(|h| self.by_host.cluster_for_host(h))
                 .and_then(|c| self.clusters.get(&c.service)),

@@ -217,13 +217,15 @@ impl Conn {
             Kind::Admin => Box::pin(self.serve_admin(tcp, guard, drain)).await,
             Kind::Outbound => {
                 let proto = Proto::sniff(&tcp, guard.header_deadline()).await;
-                Box::pin(self.serve_outbound(tcp, proto, guard, drain)).await;
+                Box::pin(self.serve_outbound(tcp, proto, None, guard, drain)).await;
             }
             Kind::Capture => Box::pin(self.serve_captured(tcp, guard, drain, &metrics)).await,
             Kind::Tcp => {
-                let (live, dispatch) =
-                    (self.state.live(), self.dispatch.unwrap_or(Dispatch::ByHost));
-                let state = live.worker(self.worker).outbound.cluster_of(dispatch);
+                let (live, dispatch) = (
+                    self.state.live(),
+                    self.dispatch.clone().unwrap_or(Dispatch::ByHost),
+                );
+                let state = live.worker(self.worker).outbound.cluster_of(&dispatch);
                 Box::pin(opaque::outbound::serve(
                     state,
                     tcp,
@@ -304,7 +306,11 @@ impl Conn {
                 service: to.service,
                 port: to.port,
             };
-            let http = |tcp: TcpStream, proto| self.serve_outbound(tcp, proto, guard, drain);
+            // The destination names the callee, not the `Host` the app wrote.
+            let to_service = Dispatch::Service(to.service.into());
+            let http = |tcp: TcpStream, proto| {
+                self.serve_outbound(tcp, proto, Some(to_service), guard, drain)
+            };
             opaque::captured::serve(&live, self.worker, metrics, tcp, to, http).await;
         }
     }
@@ -325,23 +331,29 @@ impl Conn {
     }
 
     /// The HTTP path of an outbound connection: an accepted one, or (capture) one detection
-    /// peeked at.
+    /// peeked at, its callee given (`dispatch`) in place of the listener's.
     async fn serve_outbound<I>(
         &self,
         tcp: I,
         proto: Proto,
+        dispatch: Option<Dispatch>,
         guard: Guard,
         drain: watch::Receiver<bool>,
     ) where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let live = RefCell::new(self.state.cache());
-        let (w, dispatch) = (self.worker, self.dispatch.unwrap_or(Dispatch::ByHost));
+        let dispatch = dispatch.or_else(|| self.dispatch.clone());
+        let (w, dispatch) = (self.worker, dispatch.unwrap_or(Dispatch::ByHost));
         let svc = service_fn(move |req: hyper::Request<Incoming>| {
             // The configuration in force now, kept by this request to its end: one
             // atomic load and the reference count (as the handler's own `Arc` was).
             let live = live.borrow_mut().load().clone();
-            async move { Ok::<_, Infallible>(live.worker(w).outbound.handle(dispatch, req).await) }
+            let dispatch = dispatch.clone();
+            async move {
+                let resp = live.worker(w).outbound.handle(&dispatch, req).await;
+                Ok::<_, Infallible>(resp)
+            }
         });
         // Upgrades on (crate::upgrade): hyper prepares one only for a request that asks for it.
         let svc = guard.track(svc);

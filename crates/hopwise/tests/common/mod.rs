@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
 pub mod captured;
+pub mod echo;
 pub mod etcd;
 pub mod netns;
 pub mod run;

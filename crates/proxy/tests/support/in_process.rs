@@ -57,8 +57,8 @@ pub async fn serve(mut config: ProxyConfig) -> InProcess {
         let dispatch = Outbound::dispatch(&Entry::Upstream(name.clone()), &ports);
         let live = live.clone();
         accept(listener, move |req| {
-            let live = live.clone();
-            async move { live.worker(0).outbound.handle(dispatch, req).await }
+            let (live, dispatch) = (live.clone(), dispatch.clone());
+            async move { live.worker(0).outbound.handle(&dispatch, req).await }
         });
     }
     let inbound = if has_app {
