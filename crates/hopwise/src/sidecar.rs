@@ -60,6 +60,10 @@ pub struct ProxyArgs {
     /// The app's address (overrides the mesh file).
     #[arg(long)]
     app: Option<std::net::SocketAddr>,
+    /// The app's port at the --advertise IP (loopback without it): what injection gives a
+    /// pod's proxy, the app reached at the pod's IP as its other containers see it.
+    #[arg(long, conflicts_with = "app")]
+    app_port: Option<u16>,
     /// The admin endpoint (overrides the mesh file).
     #[arg(long)]
     admin: Option<std::net::SocketAddr>,
@@ -175,6 +179,12 @@ fn note(text: &str) {
     eprintln!("hopwise: {text}");
 }
 
+/// `--app-port`: the app at the advertised IP, else loopback.
+fn app_at_port(a: &ProxyArgs) -> Option<std::net::SocketAddr> {
+    let ip = a.advertise.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
+    a.app_port.map(|port| std::net::SocketAddr::new(ip, port))
+}
+
 /// The capture listener the command line asks for, mapping by `destinations`.
 fn capture(
     a: &ProxyArgs,
@@ -288,7 +298,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         allow_remote_admin: a.allow_remote_admin,
     };
     config.inbound = a.inbound.or(config.inbound);
-    config.app = a.app.or(config.app);
+    config.app = a.app.or(app_at_port(&a)).or(config.app);
     config.admin = a.admin.or(config.admin);
     config.outbound = a.outbound.or(config.outbound);
     for (name, addr) in &a.upstream {

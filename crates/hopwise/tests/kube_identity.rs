@@ -27,21 +27,8 @@ async fn create_pod(kube: &kube::Client, name: &str, account: &str) -> Pod {
         .unwrap()
 }
 
-fn csr() -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    rcgen::CertificateParams::default()
-        .serialize_request(&key)
-        .unwrap()
-        .pem()
-        .unwrap()
-}
-
 fn issue(token: &str) -> pb::IssueRequest {
-    pb::IssueRequest {
-        csr_pem: csr(),
-        token: token.to_owned(),
-        proxy: "web-1".into(),
-    }
+    kube_support::issue_request(token, "web-1")
 }
 
 fn uri_sans(pem: &str) -> Vec<String> {

@@ -15,106 +15,19 @@
 #[path = "kube_support/mod.rs"]
 mod kube_support;
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hopwise_control::client;
-use hopwise_kube::inject::{CACHE_DIR, ENABLED, INJECT, TOKEN_DIR};
-use hopwise_kube::registration::{self, Target};
+use hopwise_kube::inject::{CACHE_DIR, TOKEN_DIR};
 use hopwise_kube::testing::ApiServer;
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{Container, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube_support::MESH;
+use kube_support::kubelet::{container_command, probe};
 
 const WEBHOOK: &str = "127.0.0.1:9443";
 const POD_IP: &str = "10.244.0.5";
-
-fn wait_for(what: &str, bound: Duration, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < bound, "{what}: not within {bound:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `GET path` on a loopback port, as the kubelet's probe: the status line's code, or 0.
-fn probe(addr: &str, path: &str) -> u16 {
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return 0;
-    };
-    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    );
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text.split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
-
-fn hopwise(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hopwise"));
-    cmd.args(args);
-    cmd
-}
-
-/// The kubelet's part for one container: its environment (values and the downward API's
-/// fields of `pod`), its arguments with `$(VAR)` expanded and every mount path moved under
-/// `root`, its command's binary from this build.
-fn kubelet_command(pod: &Pod, container: &Container, pod_ip: &str, root: &Path) -> Command {
-    let mut env = BTreeMap::new();
-    for e in container.env.iter().flatten() {
-        let value = match (&e.value, &e.value_from) {
-            (Some(v), _) => v.clone(),
-            (None, Some(from)) => {
-                let field = &from.field_ref.as_ref().unwrap().field_path;
-                match field.as_str() {
-                    "metadata.name" => pod.metadata.name.clone().unwrap(),
-                    "metadata.namespace" => pod.metadata.namespace.clone().unwrap(),
-                    "spec.serviceAccountName" => pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.service_account_name.clone())
-                        .unwrap(),
-                    "status.podIP" => pod_ip.to_owned(),
-                    other => panic!("a field the stand-in does not know: {other}"),
-                }
-            }
-            (None, None) => String::new(),
-        };
-        env.insert(e.name.clone(), value);
-    }
-    let mounts: Vec<(String, PathBuf)> = container
-        .volume_mounts
-        .iter()
-        .flatten()
-        .map(|m| (m.mount_path.clone(), root.join(&m.name)))
-        .collect();
-    let arg = |a: &String| {
-        let mut a = a.clone();
-        for (name, value) in &env {
-            a = a.replace(&format!("$({name})"), value);
-        }
-        for (path, dir) in &mounts {
-            if let Some(rest) = a.strip_prefix(path.as_str()) {
-                a = format!("{}{rest}", dir.display());
-            }
-        }
-        a
-    };
-    let program = container.command.as_ref().unwrap()[0].as_str();
-    assert_eq!(program, "hopwise-proxy");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hopwise-proxy"));
-    cmd.args(container.args.iter().flatten().map(arg)).envs(env);
-    cmd
-}
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -156,43 +69,8 @@ async fn the_pod() {
     );
 
     // The real webhook, as `hopwise install` runs it, told where the control plane is.
-    let cert = hopwise_kube::cert::serving(&["127.0.0.1"]).unwrap();
-    let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&cert_file, &cert.cert_pem).unwrap();
-    std::fs::write(&key_file, &cert.key_pem).unwrap();
-    let _webhook = kube_support::Proc(
-        hopwise(&["webhook", "--listen", WEBHOOK, "--image", "hopwise:test"])
-            .args(["--control", &format!("https://{addr}")])
-            .arg("--cert")
-            .arg(&cert_file)
-            .arg("--key")
-            .arg(&key_file)
-            .arg("--control-ca")
-            .arg(state.join("ca.pem"))
-            .stderr(std::fs::File::create(dir.path().join("webhook.log")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the webhook listening", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(WEBHOOK).is_ok()
-    });
-    let url = format!("https://{WEBHOOK}{}", registration::PATH);
-    Api::<MutatingWebhookConfiguration>::all(kube.clone())
-        .create(
-            &PostParams::default(),
-            &registration::configuration(&Target::Url(url), &cert.ca_pem, "hopwise"),
-        )
-        .await
-        .unwrap();
-    let mut ns = Namespace {
-        metadata: meta("shop"),
-        ..Default::default()
-    };
-    ns.metadata.labels = Some(BTreeMap::from([(INJECT.into(), ENABLED.into())]));
-    Api::<Namespace>::all(kube.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
+    let control = format!("https://{addr}");
+    let _webhook = kube_support::webhook::start(&kube, dir.path(), WEBHOOK, &control, &state).await;
     Api::<ServiceAccount>::namespaced(kube.clone(), "shop")
         .create(
             &PostParams::default(),
@@ -204,26 +82,9 @@ async fn the_pod() {
         .await
         .unwrap();
 
-    // The app's pod, as its Deployment would make it; the registration takes a moment.
+    // The app's pod, as its Deployment would make it.
     let pods = Api::<Pod>::namespaced(kube.clone(), "shop");
     let app = |name: &str| kube_support::app_pod(name, "web");
-    let dry = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let t = Instant::now();
-    while pods
-        .create(&dry, &app("probe"))
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .init_containers
-        .is_none()
-    {
-        assert!(t.elapsed() < Duration::from_secs(30), "never injected");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     pods.create(&PostParams::default(), &app("web-1"))
         .await
         .unwrap();
@@ -237,31 +98,15 @@ async fn the_pod() {
         .flatten()
         .find(|c| c.name == "hopwise-proxy")
         .expect("the proxy was injected");
-    let projection = spec
-        .volumes
-        .iter()
-        .flatten()
-        .find_map(|v| v.projected.as_ref())
-        .and_then(|p| p.sources.as_ref())
-        .and_then(|s| s[0].service_account_token.clone())
-        .unwrap();
-    let token = kube_support::bound_token(
-        &kube,
-        "web",
-        &pod,
-        projection.audience.as_deref().unwrap(),
-        projection.expiration_seconds,
-    )
-    .await;
     let root = dir.path().join("pod");
+    kube_support::kubelet::project_token(&kube, &pod, &root).await;
     let token_mount = proxy
         .volume_mounts
         .iter()
         .flatten()
         .find(|m| m.mount_path == TOKEN_DIR)
         .unwrap();
-    std::fs::create_dir_all(root.join(&token_mount.name)).unwrap();
-    std::fs::write(root.join(&token_mount.name).join(&projection.path), &token).unwrap();
+    assert!(root.join(&token_mount.name).join("token").exists());
     assert!(
         proxy
             .volume_mounts
@@ -272,7 +117,7 @@ async fn the_pod() {
     // ... and the container's command, as the spec names it.
     let log = dir.path().join("proxy.log");
     let _proxy = kube_support::Proc(
-        kubelet_command(&pod, proxy, POD_IP, &root)
+        container_command(&pod, proxy, POD_IP, &root)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -32,6 +32,9 @@ pub const CACHE_VOLUME: &str = "hopwise-cache";
 /// The label naming the mesh service a pod is a copy of; without it, its ServiceAccount's name
 /// (the mesh file's default ServiceAccount of a service is its name).
 pub const SERVICE_LABEL: &str = "hopwise.dev/service";
+/// A pod annotation naming the port the proxy hands inbound requests to (the app's), when its
+/// first container's first TCP port is not it.
+pub const APP_PORT: &str = "hopwise.dev/app-port";
 /// The audience of the projected ServiceAccount token the proxy presents to the control plane,
 /// which checks it with a TokenReview of the same audience.
 pub const TOKEN_AUDIENCE: &str = "hopwise";
@@ -130,7 +133,12 @@ pub fn decide(pod: &Pod, inject: &Inject) -> Decision {
             inject.proxy_uid
         ));
     }
-    match patch::patch(pod, &sidecar::Additions::new(inject, &service_of(pod))) {
+    let app_port = match app_port(pod) {
+        Ok(port) => port,
+        Err(why) => return Decision::Refuse(why),
+    };
+    let additions = sidecar::Additions::new(inject, &service_of(pod), app_port);
+    match patch::patch(pod, &additions) {
         Ok(patch) => Decision::Inject(patch),
         Err(e) => Decision::Refuse(format!("writing the patch: {e}")),
     }
@@ -152,6 +160,35 @@ pub fn service_of(pod: &Pod) -> String {
         .or(account)
         .filter(|name| !name.is_empty())
         .map_or_else(|| "default".to_owned(), String::clone)
+}
+
+/// The port the app serves on, where the proxy hands it inbound requests: the pod's
+/// `hopwise.dev/app-port` annotation, else its first container's first TCP port; `None` when it
+/// declares none (the proxy then answers inbound requests 503 `no-endpoint`). An annotation
+/// that is no port is an error, naming it.
+pub fn app_port(pod: &Pod) -> Result<Option<u16>, String> {
+    let annotation = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(APP_PORT));
+    if let Some(text) = annotation {
+        return match text.trim().parse::<u16>() {
+            Ok(port) if port != 0 => Ok(Some(port)),
+            _ => Err(format!(
+                "the annotation {APP_PORT}: `{text}` is not a port (1 to 65535)"
+            )),
+        };
+    }
+    let first = pod.spec.as_ref().and_then(|s| s.containers.first());
+    let tcp = first
+        .and_then(|c| c.ports.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|p| p.protocol.as_deref().is_none_or(|p| p == "TCP"));
+    Ok(tcp
+        .and_then(|p| u16::try_from(p.container_port).ok())
+        .filter(|p| *p != 0))
 }
 
 /// The mark, or any name of ours among the containers and volumes.

@@ -10,6 +10,9 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+pub mod kubelet;
+pub mod webhook;
+
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -65,13 +68,40 @@ pub async fn bound_token(
         .unwrap()
 }
 
+/// An `Issue` request as proxy `proxy` sends it: a fresh key's CSR naming nothing (the control
+/// plane names the identity), and `token`.
+pub fn issue_request(token: &str, proxy: &str) -> hopwise_control::pb::IssueRequest {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let csr = rcgen::CertificateParams::default()
+        .serialize_request(&key)
+        .unwrap()
+        .pem()
+        .unwrap();
+    hopwise_control::pb::IssueRequest {
+        csr_pem: csr,
+        token: token.to_owned(),
+        proxy: proxy.into(),
+    }
+}
+
 /// `hopwise control --kubernetes` on a free loopback port, its API server named by
 /// `KUBECONFIG`, its log in `log`; where it listens. The binary is this build's, or
 /// `$HOPWISE_BIN` (a measurement's release build).
 pub fn control(state: &Path, mesh: &Path, kubeconfig: &Path, log: &Path) -> (Proc, String) {
+    control_on("127.0.0.1:0", state, mesh, kubeconfig, log)
+}
+
+/// The same, listening on `listen`.
+pub fn control_on(
+    listen: &str,
+    state: &Path,
+    mesh: &Path,
+    kubeconfig: &Path,
+    log: &Path,
+) -> (Proc, String) {
     let bin = std::env::var("HOPWISE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_hopwise").into());
     let mut child = Command::new(bin)
-        .args(["control", "--listen", "127.0.0.1:0", "--kubernetes"])
+        .args(["control", "--listen", listen, "--kubernetes"])
         .arg("--state")
         .arg(state)
         .arg("--config")

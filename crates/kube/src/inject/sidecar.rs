@@ -45,11 +45,11 @@ pub(super) struct Additions {
 }
 
 impl Additions {
-    /// What a copy of `service` gets.
-    pub fn new(inject: &Inject, service: &str) -> Additions {
+    /// What a copy of `service` gets, its app serving on `app_port`.
+    pub fn new(inject: &Inject, service: &str, app_port: Option<u16>) -> Additions {
         Additions {
             init: init(inject),
-            proxy: proxy(inject, service),
+            proxy: proxy(inject, service, app_port),
             volumes: volumes(inject),
         }
     }
@@ -87,9 +87,9 @@ fn init(inject: &Inject) -> Container {
     }
 }
 
-fn proxy(inject: &Inject, service: &str) -> Container {
+fn proxy(inject: &Inject, service: &str, app_port: Option<u16>) -> Container {
     // `$(VAR)` is the kubelet's: it puts the container's variable in the argument.
-    let args = [
+    let mut args = vec![
         "--service".to_owned(),
         service.to_owned(),
         "--name".to_owned(),
@@ -111,6 +111,11 @@ fn proxy(inject: &Inject, service: &str) -> Container {
         // The kubelet probes `/ready` at the pod's IP.
         "--allow-remote-admin".to_owned(),
     ];
+    // Inbound requests go to the app at the pod's IP (`--advertise`), not loopback: a listener
+    // the app keeps to loopback stays out of the mesh's reach, as Istio's do.
+    if let Some(port) = app_port {
+        args.extend(["--app-port".to_owned(), port.to_string()]);
+    }
     let env = DOWNWARD_ENV.iter().map(|(name, field)| EnvVar {
         name: (*name).to_owned(),
         value_from: Some(EnvVarSource {
@@ -149,7 +154,7 @@ fn proxy(inject: &Inject, service: &str) -> Container {
         name: PROXY_CONTAINER.to_owned(),
         image: Some(inject.image.clone()),
         command: Some(vec!["hopwise-proxy".to_owned()]),
-        args: Some(args.into()),
+        args: Some(args),
         env: Some(env.chain(ca).collect()),
         // A native sidecar: started before the app's containers, stopped after them.
         restart_policy: Some("Always".to_owned()),

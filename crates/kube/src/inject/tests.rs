@@ -318,3 +318,34 @@ fn the_proxy_is_told_its_service_its_name_and_the_control_planes_ca() {
     // Without a CA given, no variable (the proxy then refuses to start, saying why).
     assert_eq!(proxy_of(app(), &inject()).1, None);
 }
+
+#[test]
+fn the_proxy_hands_inbound_requests_to_the_apps_first_tcp_port_or_the_annotated_one() {
+    let has = |v: Value| {
+        let args = proxy_of(v, &inject()).0;
+        args.iter()
+            .position(|a| a == "--app-port")
+            .map(|at| args[at + 1].clone())
+    };
+    // No port declared: no app port (the proxy answers inbound requests 503).
+    assert_eq!(has(app()), None);
+    // The first container's first TCP port; a UDP one before it is not the app's.
+    let mut v = app();
+    v["spec"]["containers"][0]["ports"] = json!([
+        { "containerPort": 53, "protocol": "UDP" },
+        { "containerPort": 8080 },
+        { "containerPort": 9090, "protocol": "TCP" },
+    ]);
+    assert_eq!(has(v.clone()), Some("8080".into()));
+    // The annotation wins.
+    v["metadata"]["annotations"] = json!({ APP_PORT: "9090" });
+    assert_eq!(has(v.clone()), Some("9090".into()));
+    // One that is no port refuses the pod, naming it.
+    for bad in ["0", "http", "70000", ""] {
+        v["metadata"]["annotations"] = json!({ APP_PORT: bad });
+        match decide(&pod(v.clone()), &inject()) {
+            Decision::Refuse(why) => assert!(why.contains(APP_PORT), "{why}"),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The kubelet's part, for the tests that run injected pods (`kube_pod.rs`, `kube_e2e.rs`): a
+//! container's command as the spec names it (environment, downward API, `$(VAR)`, mounts mapped
+//! to directories of the test's), the readiness probe, and a pod's network namespace
+//! ([`PodNet`]: a veth pair to the test's own namespace, which stands in for the node).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+pub fn wait_for(what: &str, bound: Duration, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < bound, "{what}: not within {bound:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `GET path` on `addr`, as the kubelet's probe: the status line's code, or 0.
+pub fn probe(addr: &str, path: &str) -> u16 {
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One container's command: its environment (values and the downward API's fields of `pod`),
+/// its arguments with `$(VAR)` expanded and every mount path moved under `root`, its command's
+/// binary (`hopwise` or `hopwise-proxy`) from this build.
+pub fn container_command(pod: &Pod, container: &Container, pod_ip: &str, root: &Path) -> Command {
+    let mut env = BTreeMap::new();
+    for e in container.env.iter().flatten() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => v.clone(),
+            (None, Some(from)) => {
+                let field = &from.field_ref.as_ref().unwrap().field_path;
+                match field.as_str() {
+                    "metadata.name" => pod.metadata.name.clone().unwrap(),
+                    "metadata.namespace" => pod.metadata.namespace.clone().unwrap(),
+                    "spec.serviceAccountName" => pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.service_account_name.clone())
+                        .unwrap(),
+                    "status.podIP" => pod_ip.to_owned(),
+                    other => panic!("a field the stand-in does not know: {other}"),
+                }
+            }
+            (None, None) => String::new(),
+        };
+        env.insert(e.name.clone(), value);
+    }
+    let mounts: Vec<(String, PathBuf)> = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.mount_path.clone(), root.join(&m.name)))
+        .collect();
+    let arg = |a: &String| {
+        let mut a = a.clone();
+        for (name, value) in &env {
+            a = a.replace(&format!("$({name})"), value);
+        }
+        for (path, dir) in &mounts {
+            if let Some(rest) = a.strip_prefix(path.as_str()) {
+                a = format!("{}{rest}", dir.display());
+            }
+        }
+        a
+    };
+    let program = match container.command.as_ref().unwrap()[0].as_str() {
+        "hopwise-proxy" => env!("CARGO_BIN_EXE_hopwise-proxy"),
+        "hopwise" => env!("CARGO_BIN_EXE_hopwise"),
+        other => panic!("a command the stand-in does not run: {other}"),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(container.args.iter().flatten().map(arg)).envs(env);
+    cmd
+}
+
+/// The pod's projected ServiceAccount token, minted as the kubelet mints it (TokenRequest for
+/// the projection's audience and lifetime, bound to the pod) and written where its volume is
+/// mounted: `root/<volume>/<path>`. Returns the token.
+pub async fn project_token(kube: &kube::Client, pod: &Pod, root: &Path) -> String {
+    let spec = pod.spec.as_ref().unwrap();
+    let (volume, projection) = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find_map(|v| {
+            let sources = v.projected.as_ref()?.sources.as_ref()?;
+            let token = sources
+                .iter()
+                .find_map(|s| s.service_account_token.clone())?;
+            Some((v.name.clone(), token))
+        })
+        .expect("a projected ServiceAccount token");
+    let account = spec.service_account_name.as_deref().unwrap_or("default");
+    let token = super::bound_token(
+        kube,
+        account,
+        pod,
+        projection.audience.as_deref().unwrap(),
+        projection.expiration_seconds,
+    )
+    .await;
+    std::fs::create_dir_all(root.join(&volume)).unwrap();
+    std::fs::write(root.join(&volume).join(&projection.path), &token).unwrap();
+    token
+}
+
+/// A pod's network namespace, linked to the test's own (the node) by a veth pair: `eth0`
+/// inside at `10.244.<n>.2/24`, the node's end at `.1`, the pod's default route. Removed with
+/// every process in it when dropped.
+pub struct PodNet {
+    pub netns: String,
+    pub ip: String,
+}
+
+impl PodNet {
+    /// Pod number `n` (1–254). The caller's thread must be in the test's own namespace, with
+    /// forwarding on ([`node`]).
+    pub fn new(n: u8) -> PodNet {
+        let netns = format!("hwk-{}-{n}", std::process::id());
+        let (node_end, ip) = (format!("hwk{n}"), format!("10.244.{n}.2"));
+        ip_ok(&["netns", "add", &netns]);
+        let pod = PodNet { netns, ip };
+        let ns = pod.netns.as_str();
+        ip_ok(&[
+            "link", "add", &node_end, "type", "veth", "peer", "name", "eth0", "netns", ns,
+        ]);
+        ip_ok(&["addr", "add", &format!("10.244.{n}.1/24"), "dev", &node_end]);
+        ip_ok(&["link", "set", &node_end, "up"]);
+        ip_ok(&["-n", ns, "link", "set", "lo", "up"]);
+        ip_ok(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            &format!("{}/24", pod.ip),
+            "dev",
+            "eth0",
+        ]);
+        ip_ok(&["-n", ns, "link", "set", "eth0", "up"]);
+        ip_ok(&[
+            "-n",
+            ns,
+            "route",
+            "add",
+            "default",
+            "via",
+            &format!("10.244.{n}.1"),
+        ]);
+        pod
+    }
+
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/run/netns/{}", self.netns))
+    }
+
+    /// `cmd` run inside the pod's namespace (only its network: `nsenter --net`), as `uid`
+    /// when given (`setpriv`, the uid's own group, no others).
+    pub fn run(&self, cmd: &Command, uid: Option<u32>) -> Command {
+        run_in(&self.path(), cmd, uid)
+    }
+}
+
+/// `cmd` run inside the network namespace at `netns`, as `uid` when given (`PodNet::run`), with
+/// `cmd`'s environment alone.
+pub fn run_in(netns: &Path, cmd: &Command, uid: Option<u32>) -> Command {
+    let mut c = Command::new("nsenter");
+    // A container's environment is its spec's, not the test's.
+    c.env_clear().env(
+        "PATH",
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    );
+    c.arg(format!("--net={}", netns.display())).arg("--");
+    if let Some(uid) = uid {
+        c.args(["setpriv", "--reuid", &uid.to_string(), "--regid"])
+            .arg(uid.to_string())
+            .arg("--clear-groups");
+    }
+    c.arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            c.env(k, v);
+        }
+    }
+    c
+}
+
+impl Drop for PodNet {
+    fn drop(&mut self) {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.netns])
+            .output();
+        if let Ok(out) = out {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+    }
+}
+
+/// The node's part of the network, in the caller thread's namespace (one of the test's own):
+/// forwarding between pods, and `addr` on its loopback for what pods reach on the node (the
+/// control plane).
+pub fn node(addr: &str) {
+    ip_ok(&["link", "set", "lo", "up"]);
+    ip_ok(&["addr", "add", &format!("{addr}/32"), "dev", "lo"]);
+    // /proc/sys/net is the calling thread's namespace's.
+    std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
+        .expect("forwarding in the node's namespace");
+}
+
+fn ip_ok(args: &[&str]) {
+    let s = Command::new("ip").args(args).status().unwrap();
+    assert!(s.success(), "ip {args:?} failed");
+}
