@@ -175,6 +175,15 @@ pub async fn discovery(plane: PlaneHandle) {
     tokio::join!(slices, services);
 }
 
+/// A route's status from what the control plane made of it.
+fn outcome(verdict: hopwise_control::plane::Verdict) -> Outcome {
+    match verdict {
+        Ok(()) => Outcome::Accepted,
+        Err(Refused::NotFound(why)) => Outcome::Unresolved(why),
+        Err(Refused::Invalid(why)) => Outcome::Invalid(why),
+    }
+}
+
 /// `hopwise control --kubernetes`: HTTPRoutes and GRPCRoutes whose parent is a Service, added
 /// to the mesh file the control plane serves (each checked as `apply` checks a file), their
 /// `status.parents` written back. Without the Gateway API's CRDs the watch logs that it broke
@@ -191,15 +200,17 @@ pub async fn routes(plane: PlaneHandle) {
         let plane = plane.clone();
         let client = client.clone();
         async move {
-            hopwise_kube::routes::watch(client, kind, |namespace, name, route| {
-                let verdict = plane.set_kube_route(namespace, name, route)?;
-                Some(match verdict {
-                    Ok(()) => Outcome::Accepted,
-                    Err(Refused::NotFound(why)) => Outcome::Unresolved(why),
-                    Err(Refused::Invalid(why)) => Outcome::Invalid(why),
-                })
-            })
-            .await;
+            let changed = plane.kube_verdicts_changed();
+            let watched = hopwise_kube::routes::Link {
+                sink: |namespace: &str, name: &str, route| {
+                    plane.set_kube_route(namespace, name, route).map(outcome)
+                },
+                verdict: |namespace: &str, name: &str| {
+                    plane.kube_route_verdict(namespace, name).map(outcome)
+                },
+                changed,
+            };
+            hopwise_kube::routes::watch(client, kind, watched).await;
         }
     };
     tokio::join!(watch("HTTPRoute"), watch("GRPCRoute"));

@@ -11,7 +11,7 @@ mod kube_support;
 
 use std::time::{Duration, Instant};
 
-use hopwise_control::pb;
+use hopwise_control::{client, pb};
 use hopwise_kube::testing::ApiServer;
 use hopwise_model::Mesh;
 use kube::api::{
@@ -73,23 +73,40 @@ fn route_text(served: &str, name: &str) -> String {
     v["services"]["api"]["routes"][name].to_string()
 }
 
+type Conditions = Vec<(String, String, String)>;
+
 /// `name`'s conditions by hopwise, once it has written them; panics after 30 s.
-async fn conditions(routes: &Api<DynamicObject>, name: &str) -> Vec<(String, String, String)> {
+async fn conditions(routes: &Api<DynamicObject>, name: &str) -> Conditions {
+    conditions_where(routes, name, |_| true).await
+}
+
+/// `name`'s conditions by hopwise, once `want` holds of them; panics after 30 s.
+async fn conditions_where(
+    routes: &Api<DynamicObject>,
+    name: &str,
+    want: impl Fn(&Conditions) -> bool,
+) -> Conditions {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let route = routes.get(name).await.unwrap();
         let parents = &route.data["status"]["parents"];
         if let Some(c) = parents[0]["conditions"].as_array() {
             assert_eq!(parents[0]["controllerName"], "hopwise.dev/control");
-            return c
+            let c: Conditions = c
                 .iter()
                 .map(|c| {
                     let s = |k: &str| c[k].as_str().unwrap_or_default().to_owned();
                     (s("type"), s("status"), s("reason"))
                 })
                 .collect();
+            if want(&c) {
+                return c;
+            }
         }
-        assert!(Instant::now() < deadline, "no status on {name}: {route:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no such status on {name}: {route:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -158,6 +175,27 @@ async fn an_httproute_of_a_service_is_served_to_its_callers_and_its_status_says_
     .await;
     let mesh_now = Mesh::from_yaml(&control_mesh(&mut c, &web).await).unwrap();
     assert!(!mesh_now.services["api"].routes.contains("lost"));
+
+    // A new mesh file without api-v2 leaves the route unchanged but not served: its status
+    // says so; the file back, it serves again and says that.
+    let resolved = |want: &'static str| {
+        move |c: &Conditions| c.iter().any(|(t, s, _)| t == "ResolvedRefs" && s == want)
+    };
+    let without = MESH
+        .replace("api: {}, api-v2: {}", "api: {}")
+        .replace("  api-v2: {}\n", "");
+    assert!(!without.contains("api-v2"), "{without}");
+    client::apply(&control.server, &without, "mesh.yaml")
+        .await
+        .unwrap();
+    let got = conditions_where(&routes, "split", resolved("False")).await;
+    assert!(got.iter().any(|c| c.2 == "BackendNotFound"), "{got:?}");
+    served(&mut stream, "split", |r| r.is_none()).await;
+    client::apply(&control.server, MESH, "mesh.yaml")
+        .await
+        .unwrap();
+    conditions_where(&routes, "split", resolved("True")).await;
+    served(&mut stream, "split", |r| r.is_some()).await;
 
     // Deleted: gone from what proxies are sent.
     routes

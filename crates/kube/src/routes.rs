@@ -14,7 +14,7 @@ use hopwise_model::kubernetes::KubeRoute;
 use serde_json::{Map, Value, json};
 
 mod watch;
-pub use watch::watch;
+pub use watch::{Link, watch};
 
 /// The API group, and what hopwise writes as its `controllerName`.
 pub const GROUP: &str = "gateway.networking.k8s.io";

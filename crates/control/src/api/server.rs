@@ -99,6 +99,17 @@ impl PlaneHandle {
         }
         verdict
     }
+
+    /// What was last made of route `namespace/name` ([`Plane::kube_route_verdict`]).
+    pub fn kube_route_verdict(&self, namespace: &str, name: &str) -> Option<crate::plane::Verdict> {
+        self.shared.plane().kube_route_verdict(namespace, name)
+    }
+
+    /// Changes each time some route's verdict changed: after a route's own change, or a new
+    /// mesh file's (`hopwise control apply`, another replica's).
+    pub fn kube_verdicts_changed(&self) -> watch::Receiver<u64> {
+        self.shared.plane().kube_verdicts_changed()
+    }
 }
 
 impl Running {

@@ -30,14 +30,29 @@ pub enum Refused {
 pub type Verdict = Result<(), Refused>;
 
 /// What Kubernetes holds, by namespace and name, and what was made of each route.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Overlay {
     /// Services' ClusterIPs.
     addresses: BTreeMap<(String, String), IpAddr>,
     routes: BTreeMap<(String, String), KubeRoute>,
     verdicts: BTreeMap<(String, String), Verdict>,
+    /// Counts the times any route's verdict changed, so the routes' watch writes their status
+    /// again when a new mesh file (not the route) changed what was made of them.
+    verdicts_changed: tokio::sync::watch::Sender<u64>,
     /// The text served with the accepted routes in (`None`: the operator's file as it is).
     pub(super) served: Option<Arc<str>>,
+}
+
+impl Default for Overlay {
+    fn default() -> Overlay {
+        Overlay {
+            addresses: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            verdicts: BTreeMap::new(),
+            verdicts_changed: tokio::sync::watch::Sender::new(0),
+            served: None,
+        }
+    }
 }
 
 impl Plane {
@@ -75,6 +90,17 @@ impl Plane {
         let stamp = self.config_stamp;
         self.reoverlay();
         self.config_stamp != stamp
+    }
+
+    /// What was last made of route `namespace/name` (`None`: not known to the plane).
+    pub fn kube_route_verdict(&self, namespace: &str, name: &str) -> Option<Verdict> {
+        let key = (namespace.to_owned(), name.to_owned());
+        self.kube.verdicts.get(&key).cloned()
+    }
+
+    /// Changes each time some route's verdict changed, whatever changed it.
+    pub fn kube_verdicts_changed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.kube.verdicts_changed.subscribe()
     }
 
     /// The text proxies are sent: the operator's file, with what Kubernetes added.
@@ -132,7 +158,10 @@ impl Plane {
                 }
             }
         }
-        self.kube.verdicts = verdicts;
+        if verdicts != self.kube.verdicts {
+            self.kube.verdicts = verdicts;
+            self.kube.verdicts_changed.send_modify(|n| *n += 1);
+        }
         let text: Option<Arc<str>> = served.as_ref().map(|p| Arc::from(p.text()));
         let changed = text != self.kube.served;
         // The mesh in force is always the one served (a file whose edit changed only its

@@ -1,8 +1,10 @@
 //! The watch on one kind of route (HTTPRoute or GRPCRoute) in every namespace: each one with
 //! a Service parent read ([`super::read`]) and handed to the control plane, and what it made of
 //! it written to the route's `status.parents` — once per generation and outcome, so the
-//! status write (which the watch sees again) is not repeated. A break is retried with kube's
-//! back-off; the relist after it tells the control plane of routes deleted meanwhile.
+//! status write (which the watch sees again) is not repeated; written again when the control
+//! plane's verdicts change without the route changing (a new mesh file). A break is retried
+//! with kube's back-off; the relist after it tells the control plane of routes deleted
+//! meanwhile.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,22 +19,56 @@ use super::{GROUP, Outcome, read, service_parents, status};
 
 type Key = (String, String);
 
-/// Watches routes of `kind` (`HTTPRoute`, `GRPCRoute`); `sink(namespace, name, route)` tells
-/// the control plane (`None`: gone, or no longer a Service's) and answers what it made of it.
-pub async fn watch(
-    client: Client,
-    kind: &str,
-    mut sink: impl FnMut(&str, &str, Option<KubeRoute>) -> Option<Outcome>,
-) {
+/// What the control plane is asked and tells: `sink(namespace, name, route)` takes a route
+/// (`None`: gone, or no longer a Service's) and answers what it made of it; `verdict(namespace,
+/// name)` what it makes of it now; `changed` moves when some verdict changed.
+pub struct Link<S, V> {
+    pub sink: S,
+    pub verdict: V,
+    pub changed: tokio::sync::watch::Receiver<u64>,
+}
+
+impl<S, V> std::fmt::Debug for Link<S, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("changed", &*self.changed.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Watches routes of `kind` (`HTTPRoute`, `GRPCRoute`), telling `plane` and writing its
+/// outcomes to their status.
+pub async fn watch<S, V>(client: Client, kind: &str, mut plane: Link<S, V>)
+where
+    S: FnMut(&str, &str, Option<KubeRoute>) -> Option<Outcome>,
+    V: FnMut(&str, &str) -> Option<Outcome>,
+{
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(GROUP, "v1", kind));
     let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     tokio::pin!(stream);
     let mut known: BTreeSet<Key> = BTreeSet::new();
     let mut relisted: Option<BTreeSet<Key>> = None;
-    let mut written: BTreeMap<Key, (i64, Outcome)> = BTreeMap::new();
+    let mut status = Status {
+        client,
+        resource,
+        kind: kind.to_owned(),
+        written: BTreeMap::new(),
+        read: BTreeMap::new(),
+    };
     let mut broken = false;
-    while let Some(event) = stream.next().await {
+    let sink = &mut plane.sink;
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => match event {
+                Some(event) => event,
+                None => return,
+            },
+            Ok(()) = plane.changed.changed() => {
+                status.again(&mut plane.verdict).await;
+                continue;
+            }
+        };
         let object = match event {
             Ok(Event::Apply(o)) => o,
             Ok(Event::InitApply(o)) => {
@@ -44,7 +80,7 @@ pub async fn watch(
             Ok(Event::Delete(o)) => {
                 if let Some(key) = key_of(&o) {
                     known.remove(&key);
-                    written.remove(&key);
+                    status.forget(&key);
                     sink(&key.0, &key.1, None);
                 }
                 continue;
@@ -56,7 +92,7 @@ pub async fn watch(
             Ok(Event::InitDone) => {
                 // Routes deleted while the watch was away.
                 for key in known.difference(&relisted.take().unwrap_or_default()) {
-                    written.remove(key);
+                    status.forget(key);
                     sink(&key.0, &key.1, None);
                 }
                 broken = false;
@@ -83,28 +119,78 @@ pub async fn watch(
             continue;
         }
         known.insert(key.clone());
+        let generation = object.metadata.generation.unwrap_or(0);
         let outcome = match read(&value) {
-            Ok(route) => sink(&key.0, &key.1, Some(route)).unwrap_or(Outcome::Accepted),
+            Ok(route) => {
+                let outcome = sink(&key.0, &key.1, Some(route)).unwrap_or(Outcome::Accepted);
+                status.read.insert(key.clone(), (generation, value.clone()));
+                outcome
+            }
             Err(why) => {
+                status.read.remove(&key);
                 sink(&key.0, &key.1, None);
                 Outcome::Unresolved(why)
             }
         };
-        let generation = object.metadata.generation.unwrap_or(0);
-        if written.get(&key) == Some(&(generation, outcome.clone())) {
-            continue;
+        status.write(&key, generation, &value, outcome).await;
+    }
+}
+
+/// The status side of a watch: what was written, and the routes the control plane judged.
+struct Status {
+    client: Client,
+    resource: ApiResource,
+    kind: String,
+    written: BTreeMap<Key, (i64, Outcome)>,
+    /// Routes handed to the control plane, as last seen: their generation and object.
+    read: BTreeMap<Key, (i64, serde_json::Value)>,
+}
+
+impl Status {
+    fn forget(&mut self, key: &Key) {
+        self.written.remove(key);
+        self.read.remove(key);
+    }
+
+    /// Writes `outcome` to route `key`'s status, unless it says so at this generation.
+    async fn write(
+        &mut self,
+        key: &Key,
+        generation: i64,
+        value: &serde_json::Value,
+        outcome: Outcome,
+    ) {
+        if self.written.get(key) == Some(&(generation, outcome.clone())) {
+            return;
         }
-        let api = Api::<DynamicObject>::namespaced_with(client.clone(), &key.0, &resource);
-        let body = status(&value, &outcome);
+        let api =
+            Api::<DynamicObject>::namespaced_with(self.client.clone(), &key.0, &self.resource);
+        let body = status(value, &outcome);
         match api
             .patch_status(&key.1, &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
             Ok(_) => {
-                written.insert(key, (generation, outcome));
+                self.written.insert(key.clone(), (generation, outcome));
             }
             Err(e) => {
+                let kind = &self.kind;
                 tracing::warn!(route = %key.1, namespace = %key.0, "{kind} status not written: {e}")
+            }
+        }
+    }
+
+    /// The control plane's verdicts changed: each route's status written again where what it
+    /// makes of the route now differs from what the status says.
+    async fn again(&mut self, verdict: &mut impl FnMut(&str, &str) -> Option<Outcome>) {
+        let routes: Vec<(Key, i64, serde_json::Value)> = self
+            .read
+            .iter()
+            .map(|(k, (g, v))| (k.clone(), *g, v.clone()))
+            .collect();
+        for (key, generation, value) in routes {
+            if let Some(outcome) = verdict(&key.0, &key.1) {
+                self.write(&key, generation, &value, outcome).await;
             }
         }
     }

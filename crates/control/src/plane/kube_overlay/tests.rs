@@ -173,3 +173,30 @@ fn a_services_cluster_ip_is_its_address_beside_its_routes() {
         file.services["api"].address
     );
 }
+
+#[test]
+fn a_new_file_that_changes_a_routes_verdict_says_so_to_the_routes_watch() {
+    let (_dir, mut p) = started();
+    let mut changed = p.kube_verdicts_changed();
+    p.set_kube_route("shop", "split", Some(route("split", "api", split(1, 1))));
+    assert!(changed.has_changed().unwrap());
+    changed.mark_unchanged();
+    assert_eq!(p.kube_route_verdict("shop", "split"), Some(Ok(())));
+    // A file that only adds a service changes no verdict: nothing to write again.
+    let more = format!("{MESH}  audit: {{}}\n");
+    p.commit(prepare(&more, "v2.yaml"), SystemTime::now())
+        .unwrap();
+    assert!(!changed.has_changed().unwrap());
+    // One without api-v2: the route is no longer served, though it did not change.
+    let without = MESH
+        .replace("api: {}, api-v2: {}", "api: {}")
+        .replace("  api-v2: {}\n", "");
+    p.commit(prepare(&without, "v3.yaml"), SystemTime::now())
+        .unwrap();
+    assert!(changed.has_changed().unwrap());
+    assert!(matches!(
+        p.kube_route_verdict("shop", "split"),
+        Some(Err(Refused::NotFound(_)))
+    ));
+    assert_eq!(p.kube_route_verdict("shop", "elsewhere"), None);
+}
