@@ -85,12 +85,13 @@ fn install_prints_every_object_with_the_image_named() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Secret",
+            "PersistentVolumeClaim",
             "Deployment",
             "Service",
             "MutatingWebhookConfiguration"
         ]
     );
-    let deployment = &list["items"][5];
+    let deployment = &list["items"][6];
     let containers = &deployment["spec"]["template"]["spec"]["containers"];
     for c in containers.as_array().unwrap() {
         assert_eq!(c["image"], "registry.example/hopwise:1");

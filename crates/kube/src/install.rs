@@ -11,13 +11,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, Namespace, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Secret, SecretVolumeSource, SecurityContext, Service, ServiceAccount,
-    ServicePort, ServiceSpec, Volume, VolumeMount,
+    Container, ContainerPort, Namespace, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Secret,
+    SecretVolumeSource, SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
@@ -33,6 +35,9 @@ pub const WEBHOOK_SECRET: &str = "hopwise-webhook-tls";
 /// The control port (`hopwise control --listen`) and the webhook's, in the pod.
 pub const CONTROL_PORT: u16 = 7900;
 pub const WEBHOOK_PORT: u16 = 9443;
+/// The claim holding the control plane's state: its CA above all, which every injected proxy
+/// trusts — state lost with a pod would cut every meshed pod off from a new control plane.
+pub const STATE_CLAIM: &str = "hopwise-control-state";
 /// The control plane's state directory in its pod (`--state`); the webhook reads its `ca.pem`.
 pub const STATE_DIR: &str = "/var/lib/hopwise";
 /// Where the webhook's container finds its certificate.
@@ -84,6 +89,7 @@ pub fn manifests(install: &Install) -> Result<Value, serde_json::Error> {
         serde_json::to_value(cluster_role())?,
         serde_json::to_value(binding(install))?,
         serde_json::to_value(secret(install))?,
+        serde_json::to_value(state_claim(install))?,
         serde_json::to_value(deployment(install))?,
         serde_json::to_value(service(install))?,
         serde_json::to_value(registration::configuration(&target, ca, &install.namespace))?,
@@ -225,7 +231,10 @@ fn deployment(install: &Install) -> Deployment {
     let volumes = vec![
         Volume {
             name: "state".to_owned(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: STATE_CLAIM.to_owned(),
+                read_only: None,
+            }),
             ..Volume::default()
         },
         Volume {
@@ -241,6 +250,12 @@ fn deployment(install: &Install) -> Deployment {
         metadata: meta(CONTROL, Some(&install.namespace)),
         spec: DeploymentSpec {
             replicas: Some(1),
+            // The state's volume is one pod's at a time (and its directory is locked): the old
+            // pod goes before the new one starts.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".to_owned()),
+                rolling_update: None,
+            }),
             selector: LabelSelector {
                 match_labels: Some(selector),
                 match_expressions: None,
@@ -255,6 +270,8 @@ fn deployment(install: &Install) -> Deployment {
                     security_context: Some(PodSecurityContext {
                         run_as_non_root: Some(true),
                         run_as_user: Some(65532),
+                        // The claimed volume is writable by the pod's group.
+                        fs_group: Some(65532),
                         ..PodSecurityContext::default()
                     }),
                     containers: vec![control, webhook],
@@ -265,6 +282,26 @@ fn deployment(install: &Install) -> Deployment {
             ..DeploymentSpec::default()
         },
         ..Deployment::default()
+    }
+}
+
+/// The control plane's state, kept across its pods: 1 GiB, one node at a time, of the cluster's
+/// default storage class.
+fn state_claim(install: &Install) -> PersistentVolumeClaim {
+    PersistentVolumeClaim {
+        metadata: meta(STATE_CLAIM, Some(&install.namespace)),
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([(
+                    "storage".to_owned(),
+                    Quantity("1Gi".to_owned()),
+                )])),
+                limits: None,
+            }),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        ..PersistentVolumeClaim::default()
     }
 }
 

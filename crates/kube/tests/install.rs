@@ -14,7 +14,9 @@ use hopwise_kube::registration;
 use hopwise_kube::testing::ApiServer;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Api;
 
@@ -60,7 +62,7 @@ async fn the_manifests_apply_server_side_and_read_back() {
         let t = Instant::now();
         let out = kubectl(&server, &apply, &text);
         println!("{round} apply: {:?}\n{out}", t.elapsed());
-        assert_eq!(out.lines().count(), 8, "{out}");
+        assert_eq!(out.lines().count(), 9, "{out}");
     }
 
     let client = server.client().unwrap();
@@ -96,9 +98,30 @@ async fn the_manifests_apply_server_side_and_read_back() {
         .get(CONTROL)
         .await
         .unwrap();
-    let pod = deployment.spec.template.spec.unwrap();
+    let spec = deployment.spec;
+    // The state outlives the pod: a claimed volume, one pod at a time.
+    assert_eq!(spec.strategy.unwrap().type_.as_deref(), Some("Recreate"));
+    let pod = spec.template.spec.unwrap();
     let names: Vec<_> = pod.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["control", "webhook"]);
+    let state = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "state")
+        .unwrap();
+    let claim = &state.persistent_volume_claim.as_ref().unwrap().claim_name;
+    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), "hopwise")
+        .get(claim)
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(claim.access_modes.unwrap(), ["ReadWriteOnce"]);
+    assert_eq!(
+        claim.resources.unwrap().requests.unwrap()["storage"].0,
+        "1Gi"
+    );
     assert!(
         pod.containers
             .iter()
