@@ -23,9 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin;
 use crate::capture;
 use crate::conn::{self, Guard};
-use crate::error::local;
 use crate::gateway::Front;
-use crate::headers::is_grpc;
 use crate::http_conn::{Proto, Servers, Settings};
 use crate::inbound::Caller;
 use crate::listeners::ConnCap;
@@ -34,7 +32,8 @@ use crate::opaque;
 use crate::outbound::{Dispatch, Entry, Outbound};
 use crate::state::State;
 use crate::tls::{CertStore, TUNNEL_ALPN};
-use hopwise_model::GrpcCode;
+
+mod gateway;
 
 /// Largest request head (request line and headers) accepted; beyond it: 431.
 const MAX_HEAD: usize = 64 * 1024;
@@ -367,71 +366,6 @@ impl Conn {
         let svc = guard.track(svc);
         let servers = &self.servers;
         servers.serve(tcp, proto, true, svc, guard, drain).await;
-    }
-
-    /// A gateway's TLS front door: the handshake within the header-read allowance (a server
-    /// name no certificate serves ends it), then HTTP by ALPN.
-    async fn serve_gateway_tls(
-        &self,
-        tcp: TcpStream,
-        guard: Guard,
-        drain: watch::Receiver<bool>,
-        metrics: &Metrics,
-    ) {
-        let Some(acceptor) = self.front.as_ref().and_then(|f| f.acceptor.clone()) else {
-            return;
-        };
-        let from = tcp.peer_addr().ok().map(|a| a.ip());
-        let handshake = Box::pin(tokio::time::timeout(self.header_read, acceptor.accept(tcp)));
-        match handshake.await {
-            Ok(Ok(tls)) => {
-                metrics.handshake(Direction::Outbound, true);
-                let tls = Box::new(tls);
-                let proto = Proto::of_alpn(tls.get_ref().1.alpn_protocol());
-                Box::pin(self.serve_gateway(tls, proto, from, guard, drain)).await;
-            }
-            Ok(Err(e)) => {
-                metrics.handshake(Direction::Outbound, false);
-                tracing::debug!("gateway handshake refused: {e}");
-            }
-            Err(_) => metrics.handshake(Direction::Outbound, false),
-        }
-    }
-
-    /// A gateway's request: through the front door ([`Front::admit`]: forged headers gone,
-    /// switches refused, body size, rate limits), then routed by the gateway's own routes on
-    /// the outbound path, with the gateway's identity.
-    async fn serve_gateway<I>(
-        &self,
-        io: I,
-        proto: Proto,
-        from: Option<std::net::IpAddr>,
-        guard: Guard,
-        drain: watch::Receiver<bool>,
-    ) where
-        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
-        let Some(front) = self.front.clone() else {
-            return;
-        };
-        let client = Front::client_key(from);
-        let live = RefCell::new(self.state.cache());
-        let (w, metrics) = (self.worker, self.state.metrics.clone());
-        let svc = service_fn(move |mut req: hyper::Request<Incoming>| {
-            let live = live.borrow_mut().load().clone();
-            let (front, metrics) = (front.clone(), metrics.clone());
-            async move {
-                if let Err(err) = front.admit(&mut req, client, &metrics) {
-                    let grpc = is_grpc(req.headers());
-                    return Ok::<_, Infallible>(local(err, grpc, GrpcCode::Unavailable));
-                }
-                let outbound = &live.worker(w).outbound;
-                Ok(outbound.handle(Dispatch::Gateway, req).await)
-            }
-        });
-        let svc = guard.track(svc);
-        let servers = &self.servers;
-        servers.serve(io, proto, false, svc, guard, drain).await;
     }
 
     /// The inbound port after its handshake: the caller is who its certificate names (a
