@@ -12,6 +12,10 @@
 mod fixture;
 mod support;
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+
 use fixture::*;
 use hopwise_model::rate::Limit;
 
@@ -173,4 +177,72 @@ async fn a_body_past_the_limit_is_refused_with_413() {
     let small = "x".repeat(1000);
     let got = curl(&["--data-binary", &small, &r, &t, &url]).await;
     assert!(got.out.starts_with("200"), "{got:?}");
+}
+
+/// The listeners strangers reach are bounded as every listener: a connection that sends no
+/// request head (plain) or no ClientHello (TLS) is closed at the header-read timeout, and past
+/// the cap on open connections a new one is closed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_and_open_ones_capped() {
+    let e = edge_with(|c| {
+        c.timeouts.header_read = Duration::from_millis(300);
+        c.listeners.max_connections = 2;
+    })
+    .await;
+    for addr in [e.http(), e.https()] {
+        let start = Instant::now();
+        let got = support::raw(addr, b"", Duration::from_secs(5)).await;
+        let waited = start.elapsed();
+        assert!(got.is_empty(), "{got}");
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_secs(3),
+            "{addr}: closed after {waited:?}"
+        );
+    }
+    // Two held open (half a request head each); the third is closed before a byte is read.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = tokio::net::TcpStream::connect(e.http()).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut tcp, b"GET / HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        held.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let start = Instant::now();
+    let got = support::raw(
+        e.http(),
+        b"GET / HTTP/1.1\r\nhost: shop.example\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(got.is_empty(), "a third connection was served: {got}");
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(held);
+}
+
+/// A WebSocket `Upgrade` is not carried through the front door: no tunnel from outside into
+/// the mesh, and no app reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_switch_is_refused_at_the_front_door() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/ws");
+    let switch = [
+        "-i",
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: websocket",
+    ];
+    let got = curl(&[&switch[..], &[&r, &t, &url]].concat()).await;
+    assert!(got.out.starts_with("501"), "{got:?}");
+    assert!(
+        got.body.contains("x-hopwise-error: upgrade-unsupported"),
+        "{}",
+        got.body
+    );
 }

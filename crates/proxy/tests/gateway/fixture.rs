@@ -92,6 +92,16 @@ impl Edge {
 /// The mesh running: web, api and admin behind their proxies, the gateway in front, with
 /// `limit` as its total rate limit when given.
 pub async fn edge(limit: Option<Limit>) -> Edge {
+    edge_with(|c| {
+        if let Some(g) = c.gateway.as_mut() {
+            g.gateway.total = limit;
+        }
+    })
+    .await
+}
+
+/// The same, with the gateway's configuration changed by `change` before it starts.
+pub async fn edge_with(change: impl FnOnce(&mut hopwise_proxy::ProxyConfig)) -> Edge {
     let f = Fixture::new(MESH);
     write_certificates(&f.dir.path().join("tls"), &["shop.example", "api.example"]);
     let mut callees = Vec::new();
@@ -113,9 +123,7 @@ pub async fn edge(limit: Option<Limit>) -> Edge {
             *endpoints = vec![addr];
         }
     }
-    if let Some(g) = c.gateway.as_mut() {
-        g.gateway.total = limit;
-    }
+    change(&mut c);
     let gateway = start(c).await;
     Edge {
         f,
