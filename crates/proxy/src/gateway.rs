@@ -8,7 +8,8 @@
 //! Here, per request, in order: protocol switches and `CONNECT` refused (a tunnel from outside
 //! into the mesh is not a front door's to open); every header the mesh trusts or the
 //! connection owns removed (`x-hopwise-*` — identity, deadline, marks —, `x-forwarded-client-cert`;
-//! hop-by-hop ones go on the outbound path); a body declared larger than `max_body_bytes`
+//! hop-by-hop ones go on the outbound path); `X-Forwarded-For` and `-Proto` set to what the
+//! gateway saw (a client's own, and `Forwarded`, dropped); a body declared larger than `max_body_bytes`
 //! refused (413); the rate limits (every client together, each client address; 429 with
 //! `Retry-After`). Then [`crate::outbound`] takes it as [`crate::outbound::Dispatch::Gateway`].
 
@@ -16,7 +17,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use hopwise_model::rate::RateLimits;
-use http::{HeaderMap, Request};
+use http::{HeaderMap, HeaderValue, Request};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ProxyConfig;
@@ -53,6 +54,41 @@ pub fn strip_forged(headers: &mut HeaderMap) {
         headers.remove(n);
     }
 }
+
+/// Who is on one connection to the front door, worked out once per connection: its key in the
+/// per-client limit, and what the app is told of it (`X-Forwarded-For`, `X-Forwarded-Proto`).
+#[derive(Debug, Clone)]
+pub struct Client {
+    key: Option<CallerKey>,
+    addr: Option<HeaderValue>,
+    proto: HeaderValue,
+}
+
+impl Client {
+    /// A client at `from`, over TLS or not.
+    pub fn new(from: Option<IpAddr>, tls: bool) -> Client {
+        let text = from.map(|ip| ip.to_string());
+        Client {
+            key: text.as_deref().map(CallerKey::of),
+            addr: text.and_then(|t| HeaderValue::from_str(&t).ok()),
+            proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
+        }
+    }
+}
+
+/// What the gateway tells the app of the client, in place of whatever the client said: the
+/// gateway is the edge, so the address it saw is the only one it can vouch for. Pure.
+pub fn forwarded(headers: &mut HeaderMap, client: &Client) {
+    headers.remove(http::header::FORWARDED);
+    match &client.addr {
+        Some(a) => headers.insert(X_FORWARDED_FOR, a.clone()),
+        None => headers.remove(X_FORWARDED_FOR),
+    };
+    headers.insert(X_FORWARDED_PROTO, client.proto.clone());
+}
+
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: http::HeaderName = http::HeaderName::from_static("x-forwarded-proto");
 
 /// One gateway proxy's front door, shared by its workers.
 pub struct Front {
@@ -96,17 +132,12 @@ impl Front {
         })))
     }
 
-    /// A client's key in the per-client limit, once per connection.
-    pub fn client_key(from: Option<IpAddr>) -> Option<CallerKey> {
-        from.map(|ip| CallerKey::of(&ip.to_string()))
-    }
-
     /// Whether a stranger's request may enter, made fit to if so: refused (and counted) with
     /// the reply's error, or let through with its forged headers gone.
     pub fn admit<B>(
         &self,
         req: &mut Request<B>,
-        client: Option<CallerKey>,
+        client: &Client,
         metrics: &Metrics,
     ) -> Result<(), ProxyError> {
         let refused = |err: ProxyError| {
@@ -123,6 +154,7 @@ impl Front {
             )));
         }
         strip_forged(req.headers_mut());
+        forwarded(req.headers_mut(), client);
         let declared = (req.headers().get(http::header::CONTENT_LENGTH))
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
@@ -130,7 +162,7 @@ impl Front {
             return Err(refused(ProxyError::BodyTooLarge(self.max_body)));
         }
         if let Some(rates) = &self.rates
-            && let Err(l) = rates.admit(client, None)
+            && let Err(l) = rates.admit(client.key, None)
         {
             let limit = if l.limit == rate::PER_CALLER {
                 PER_CLIENT
@@ -150,6 +182,21 @@ impl Front {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_app_is_told_the_address_the_gateway_saw_not_the_clients_claim() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("10.0.0.1"));
+        h.insert("forwarded", HeaderValue::from_static("for=10.0.0.1"));
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        forwarded(&mut h, &Client::new(Some([192, 0, 2, 7].into()), false));
+        assert_eq!(h["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert!(!h.contains_key("forwarded"));
+        forwarded(&mut h, &Client::new(None, true));
+        assert!(!h.contains_key("x-forwarded-for"));
+        assert_eq!(h["x-forwarded-proto"], "https");
+    }
 
     #[test]
     fn only_the_meshs_own_headers_and_forwarded_certificates_go() {

@@ -236,7 +236,8 @@ impl Conn {
             Kind::Gateway => {
                 let proto = Proto::sniff(&tcp, guard.header_deadline()).await;
                 let from = tcp.peer_addr().ok().map(|a| a.ip());
-                Box::pin(self.serve_gateway(tcp, proto, from, guard, drain)).await;
+                let client = crate::gateway::Client::new(from, false);
+                Box::pin(self.serve_gateway(tcp, proto, client, guard, drain)).await;
             }
             Kind::GatewayTls => Box::pin(self.serve_gateway_tls(tcp, guard, drain, &metrics)).await,
             Kind::Tcp => {

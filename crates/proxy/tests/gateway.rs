@@ -39,7 +39,9 @@ async fn curl_over_tls_gets_each_hosts_certificate_and_its_service() {
             assert_eq!(got.out, format!("200 {version}"), "{}", got.err);
             assert_eq!(
                 got.body,
-                format!("app={app} path={path} peer={EDGE_ID} forged=- xfcc=-")
+                format!(
+                    "app={app} path={path} peer={EDGE_ID} forged=- xfcc=- xff=127.0.0.1 xfp=https"
+                )
             );
             // The certificate served is the one for the name asked.
             assert!(
@@ -101,7 +103,8 @@ async fn plain_http_routes_by_host_and_path() {
     );
 }
 
-/// A client's claim to an identity, or to any of the mesh's headers, never reaches an app.
+/// A client's claim to an identity, or to any of the mesh's headers, never reaches an app; nor
+/// its claim to another address or scheme.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_identity_headers_never_reach_the_app() {
     let e = edge(None).await;
@@ -113,12 +116,17 @@ async fn forged_identity_headers_never_reach_the_app() {
         "x-hopwise-forged: 1",
         "-H",
         "x-forwarded-client-cert: By=spiffe://test.local/service/admin",
+        "-H",
+        "x-forwarded-for: 10.1.2.3",
+        "-H",
+        "x-forwarded-proto: https",
     ];
     let got = curl(&[&forged[..], &[&r, &t, &url]].concat()).await;
     assert_eq!(got.out, "200 1.1", "{}", got.err);
+    // The address and scheme the gateway saw, not what the client claimed.
     assert_eq!(
         got.body,
-        format!("app=web path=/me peer={EDGE_ID} forged=- xfcc=-")
+        format!("app=web path=/me peer={EDGE_ID} forged=- xfcc=- xff=127.0.0.1 xfp=http")
     );
 }
 

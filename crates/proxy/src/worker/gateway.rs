@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use super::Conn;
 use crate::conn::Guard;
 use crate::error::local;
-use crate::gateway::Front;
+use crate::gateway::Client;
 use crate::headers::is_grpc;
 use crate::http_conn::Proto;
 use crate::metrics::{Direction, Metrics};
@@ -41,7 +41,8 @@ impl Conn {
                 metrics.handshake(Direction::Outbound, true);
                 let tls = Box::new(tls);
                 let proto = Proto::of_alpn(tls.get_ref().1.alpn_protocol());
-                Box::pin(self.serve_gateway(tls, proto, from, guard, drain)).await;
+                let client = Client::new(from, true);
+                Box::pin(self.serve_gateway(tls, proto, client, guard, drain)).await;
             }
             Ok(Err(e)) => {
                 metrics.handshake(Direction::Outbound, false);
@@ -51,14 +52,14 @@ impl Conn {
         }
     }
 
-    /// A gateway's request: through the front door ([`Front::admit`]: forged headers gone,
-    /// switches refused, body size, rate limits), then routed by the gateway's own routes on
-    /// the outbound path, with the gateway's identity.
+    /// A gateway's request: through the front door ([`crate::gateway::Front::admit`]: forged
+    /// headers gone, the client's address told, switches refused, body size, rate limits), then
+    /// routed by the gateway's own routes on the outbound path, with the gateway's identity.
     pub(super) async fn serve_gateway<I>(
         &self,
         io: I,
         proto: Proto,
-        from: Option<std::net::IpAddr>,
+        client: Client,
         guard: Guard,
         drain: watch::Receiver<bool>,
     ) where
@@ -67,14 +68,15 @@ impl Conn {
         let Some(front) = self.front.clone() else {
             return;
         };
-        let client = Front::client_key(from);
         let live = RefCell::new(self.state.cache());
         let (w, metrics) = (self.worker, self.state.metrics.clone());
         let svc = service_fn(move |mut req: hyper::Request<Incoming>| {
+            // Admission is synchronous: decided before the request's future, which then holds
+            // no reference to the front door.
+            let admitted = front.admit(&mut req, &client, &metrics);
             let live = live.borrow_mut().load().clone();
-            let (front, metrics) = (front.clone(), metrics.clone());
             async move {
-                if let Err(err) = front.admit(&mut req, client, &metrics) {
+                if let Err(err) = admitted {
                     let grpc = is_grpc(req.headers());
                     return Ok::<_, Infallible>(local(err, grpc, GrpcCode::Unavailable));
                 }

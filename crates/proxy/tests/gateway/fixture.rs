@@ -49,18 +49,21 @@ services:
 ";
 
 /// An app that names itself and tells what reached it: path, HTTP version, the identity its
-/// proxy vouched for, and the forged headers a client tried (`-` when none arrived).
+/// proxy vouched for, the forged headers a client tried (`-` when none arrived), and what the
+/// gateway told of the client (`X-Forwarded-For`, `-Proto`).
 fn named(name: &'static str) -> Handler {
     Arc::new(move |req: Request<Incoming>| {
         Box::pin(async move {
             let h = req.headers();
             let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).unwrap_or("-");
             let text = format!(
-                "app={name} path={} peer={} forged={} xfcc={}",
+                "app={name} path={} peer={} forged={} xfcc={} xff={} xfp={}",
                 req.uri().path(),
                 get("x-hopwise-peer-identity"),
                 get("x-hopwise-forged"),
                 get("x-forwarded-client-cert"),
+                get("x-forwarded-for"),
+                get("x-forwarded-proto"),
             );
             Response::new(Full::new(Bytes::from(text)))
         })
