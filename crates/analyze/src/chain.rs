@@ -136,6 +136,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 upgrade: None,
                 // Istio's chain: apps pass nothing on (its retries have no mark to keep).
                 carries: Default::default(),
+                gateway: None,
                 routes: Default::default(),
             },
         );

@@ -272,3 +272,29 @@ services:
     );
     assert_eq!(attempts(&seed, "inventory", Failure::Http503), 27);
 }
+
+/// A gateway (`services.<name>.gateway`, issue 29) is a caller as any other: nothing calls it,
+/// so it is an entry, and its calls' timeouts and retries are counted down the chain.
+#[test]
+fn a_gateway_is_counted_as_the_caller_it_is() {
+    let r = report(
+        "
+services:
+  edge:
+    gateway: { http: { listen: 127.0.0.1:0 } }
+    routes: { shop: { rules: [{ backends: [{ service: web }] }] } }
+    calls: { web: { timeout: 3s, retries: { count: 2 } } }
+  web: { allow: [edge], calls: { db: { timeout: 1s } } }
+  db: {}
+",
+    );
+    let call = &r.timeouts.calls[0];
+    assert_eq!(
+        (call.call.as_str(), call.timeout, call.tries),
+        ("edge → web", ms(3000), 3)
+    );
+    assert_eq!(r.timeouts.entries[0].service, "edge");
+    // web down: the gateway's two retries of a connection failure reach it three times.
+    assert_eq!(attempts(&r, "web", Failure::Down), 3);
+    assert!(!r.has_errors(), "{:?}", codes(&r));
+}

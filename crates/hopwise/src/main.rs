@@ -71,6 +71,9 @@ enum Command {
     Schema,
     /// Run the sidecar proxy of one copy of a service, from the mesh file alone.
     Proxy(hopwise::sidecar::ProxyArgs),
+    /// Run a gateway (`services.<name>.gateway`, docs/routes.md): the front door for clients
+    /// outside the mesh, the same proxy as `hopwise proxy --service <name>`.
+    Gateway(hopwise::sidecar::ProxyArgs),
     /// Create a development CA and a certificate per service with its SPIFFE identity.
     Certs {
         /// The mesh file.
@@ -341,7 +344,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Proxy(a) => hopwise::sidecar::start(a),
+        Command::Proxy(a) => hopwise::sidecar::start(a, "proxy"),
+        Command::Gateway(a) => hopwise::sidecar::start(a, "gateway"),
         Command::Bench(a) => {
             hopwise_lab::bench::run(a, &mut std::io::stdout())?;
             Ok(ExitCode::SUCCESS)

@@ -123,12 +123,13 @@ const MODE_ENV: &str = "HOPWISE_SIDECAR";
 /// rebuilds only `hopwise` — is never run in place of today's proxy.
 pub const BUILD_ID: &str = env!("HOPWISE_BUILD_ID");
 
-/// `hopwise proxy`: become `hopwise-proxy` with the same arguments, or run here without it.
-pub fn start(a: ProxyArgs) -> anyhow::Result<ExitCode> {
+/// `hopwise proxy` (or `hopwise gateway`, the same proxy for a gateway service: `word` is the
+/// subcommand given): become `hopwise-proxy` with the same arguments, or run here without it.
+pub fn start(a: ProxyArgs, word: &str) -> anyhow::Result<ExitCode> {
     let in_process = std::env::var_os(MODE_ENV).is_some_and(|v| v == "off");
     if let (false, Some(bin), Ok(me)) = (in_process, sidecar_bin(), std::env::current_exe()) {
-        // Everything after `proxy`, as given (clap has checked it already).
-        let args = std::env::args_os().skip_while(|s| s != "proxy").skip(1);
+        // Everything after the subcommand, as given (clap has checked it already).
+        let args = std::env::args_os().skip_while(|s| s != word).skip(1);
         let err = std::process::Command::new(&bin)
             .args(args)
             .env(EXPECT_ENV, BUILD_ID)
@@ -332,8 +333,16 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
             .collect::<String>(),
         b.capture
             .map(|c| format!(" capture {c}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
     );
+    if b.gateway_http.is_some() || b.gateway_https.is_some() {
+        println!(
+            "gateway {}: http {} https {}",
+            a.service,
+            show(b.gateway_http),
+            show(b.gateway_https)
+        );
+    }
     // Wait for SIGTERM or Ctrl-C, then drain.
     rt.block_on(hopwise_proxy::server::shutdown_signal());
     tracing::info!("draining");

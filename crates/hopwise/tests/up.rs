@@ -1,5 +1,5 @@
 //! `hopwise up` end to end: the shop runs from its mesh file alone (control plane, a sample app
-//! and a proxy per copy, load into frontend), `hopwise fault` makes inventory fail its next five
+//! and a proxy per copy, a gateway in front of frontend, the load through it), `hopwise fault` makes inventory fail its next five
 //! requests, and the proxies' own counters show exactly those five failures travelling up the
 //! chain — no retry anywhere, since none of them is a failure hopwise's defaults repeat — and the
 //! load client saw exactly five errors. Ctrl-C stops every process. A second `up` after a
@@ -81,7 +81,7 @@ fn the_shop_runs_a_fault_travels_up_and_ctrl_c_stops_everything() {
     let knobs = addr(&svc("inventory")["copies"][0]["knobs"]);
 
     // Traffic flows through all four services before anything fails.
-    up.wait_line(|l| l.starts_with("load → frontend:") && ok_count(l) >= 10);
+    up.wait_line(|l| l.starts_with("load → gateway → frontend:") && ok_count(l) >= 10);
     let clean = http(knobs, "GET", "/fault");
     assert!(
         clean.ends_with(
@@ -119,8 +119,8 @@ fn the_shop_runs_a_fault_travels_up_and_ctrl_c_stops_everything() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let after = ok_count(&up.wait_line(|l| l.starts_with("load → frontend:")));
-    up.wait_line(|l| l.starts_with("load → frontend:") && ok_count(l) >= after + 10);
+    let after = ok_count(&up.wait_line(|l| l.starts_with("load → gateway → frontend:")));
+    up.wait_line(|l| l.starts_with("load → gateway → frontend:") && ok_count(l) >= after + 10);
 
     let proxies: Vec<SocketAddr> = [
         ("frontend", 1),
@@ -185,7 +185,11 @@ fn the_shop_runs_a_fault_travels_up_and_ctrl_c_stops_everything() {
 
     // Ctrl-C: everything stops, and the load client saw exactly the five.
     let children = pids(&run);
-    assert_eq!(children.len(), 11, "control + 5 apps + 5 proxies");
+    assert_eq!(
+        children.len(),
+        12,
+        "control + 5 apps + 5 proxies + the gateway's"
+    );
     let status = up.sigint();
     assert!(status.success(), "{status}");
     assert_eq!(
@@ -213,7 +217,7 @@ fn up_after_a_killed_up_starts_clean() {
     let run = dir.path().join(".hopwise/tiny");
     let mut first = Up::start(dir.path(), &file, &[]);
     let old = pids(&run);
-    assert_eq!(old.len(), 5);
+    assert_eq!(old.len(), 6, "control, 2 apps, 2 proxies, the gateway's");
     // SIGKILL: `up` cannot clean up; its children go because they asked to.
     first.child.kill().unwrap();
     first.child.wait().unwrap();

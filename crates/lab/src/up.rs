@@ -10,7 +10,7 @@
 //! service), [`table`] (what `up` prints), [`fault`] (`hopwise fault`), [`tap`] (`hopwise
 //! tap`), [`captured`] (the samples run captured, each copy in its own network namespace),
 //! [`command`] (a service's own command, `run`, per copy), [`traces`] (the proxies' spans to the
-//! dashboard). The sample apps and their knobs are [`crate::samples`]'s, the child processes
+//! dashboard), [`gateway`] (the front door: the file's own gateway, or one added for the entry). The sample apps and their knobs are [`crate::samples`]'s, the child processes
 //! [`crate::processes`]'. See docs/up.md.
 
 use std::net::SocketAddr;
@@ -21,6 +21,7 @@ use hopwise_model::Dur;
 pub mod captured;
 pub mod command;
 pub mod fault;
+pub mod gateway;
 pub mod load;
 pub mod plan;
 pub mod run;

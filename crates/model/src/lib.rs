@@ -15,6 +15,7 @@ pub mod control_port;
 pub mod diag;
 pub mod duration;
 pub mod fault;
+pub mod gateway;
 pub mod kubernetes;
 pub mod mesh;
 pub mod observe;

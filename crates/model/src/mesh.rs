@@ -72,6 +72,8 @@ pub struct Service {
     pub upgrade: Option<crate::upgrade::Upgrade>,
     /// What its app carries from a request to the calls it makes for it.
     pub carries: Carries,
+    /// It is a gateway (`gateway`): a front door for clients outside the mesh, no app.
+    pub gateway: Option<crate::gateway::Gateway>,
     /// Its own routes (`routes`), HTTP or gRPC as it speaks, which its callers' proxies route
     /// by (docs/routes.md); not yet in the JSON of the mesh.
     #[serde(skip)]
@@ -191,7 +193,7 @@ impl Mesh {
             .collect()
     }
 
-    fn diag(&self, path: &str, message: String) -> Diagnostic {
+    pub(crate) fn diag(&self, path: &str, message: String) -> Diagnostic {
         Diagnostic::new(path, self.locations.of(path), message)
     }
 }
@@ -327,6 +329,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 tcp: rs.tcp.as_ref().map(crate::tcp::Tcp::of),
                 upgrade: crate::upgrade::Upgrade::read(rs, name, &locations, diags),
                 carries: Carries::resolve(rs.carries.as_deref().unwrap_or_default(), &copies),
+                gateway: crate::gateway::resolve(rs, name, &locations, diags),
                 routes: crate::route::resolve(rs, name, &raw.services, &locations, diags),
                 copies,
             },
@@ -545,6 +548,7 @@ fn validate(mesh: &Mesh, diags: &mut Vec<Diagnostic>) {
     }
     report_cycles(mesh, diags);
     topology::validate(mesh, diags);
+    crate::gateway::check(mesh, diags);
     for s in mesh.services.values() {
         let named = match &s.allow {
             Allow::Any => Vec::new(),

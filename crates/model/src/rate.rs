@@ -123,7 +123,7 @@ impl RateLimits {
     }
 }
 
-fn limit(raw: RawLimit) -> Limit {
+pub(crate) fn limit(raw: RawLimit) -> Limit {
     Limit {
         rate: raw.rate,
         burst: raw.burst.unwrap_or(raw.rate),

@@ -10,6 +10,7 @@
 //! `routes.rs`, `read_routes.rs`: a service's own routes (`services.<name>.routes`, HTTPRoute and
 //! GRPCRoute in the file's words) and their reader; `rule_policy.rs`: a route rule's own
 //! `timeouts` and `retry` and their reader;
+//! `gateway.rs`: `services.<name>.gateway`, the front door's listeners, certificates and limit;
 //! `capture.rs`: `mesh.capture` and services' addresses; `kubernetes.rs`: namespaces and
 //! ServiceAccounts; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
@@ -23,6 +24,7 @@ mod calls;
 mod capture;
 mod carries;
 mod fault;
+mod gateway;
 mod kubernetes;
 mod observe;
 mod rate_limit;
@@ -44,6 +46,9 @@ pub use calls::{
 pub use capture::RawCapture;
 pub use carries::Carry;
 pub use fault::{RawAbort, RawDelay, RawFault, RawFaultHeader};
+pub use gateway::{
+    RawGateway, RawGatewayCertificate, RawGatewayHttp, RawGatewayHttps, RawGatewayRateLimit,
+};
 pub use kubernetes::{RawKubernetes, RawMeshKubernetes};
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
 pub use rate_limit::{RawLimit, RawRateLimit};

@@ -16,6 +16,9 @@ use serde::Serialize;
 use crate::route::RouteTable;
 use crate::tls::CertFiles;
 
+mod gateway;
+pub use gateway::GatewayConfig;
+
 /// Connections one listener holds at once, unless `--listener-connections` says otherwise.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// The command line's say over the listeners.
@@ -229,6 +232,8 @@ pub struct ProxyConfig {
     pub tracing: Option<Tracing>,
     /// `services.<name>.access_log`, if this service logs its requests.
     pub access_log: Option<AccessLog>,
+    /// This service is a gateway (`services.<name>.gateway`): its front-door listeners.
+    pub gateway: Option<GatewayConfig>,
     #[serde(skip)]
     pub certs: Option<CertFiles>,
     pub workers: usize,
@@ -307,6 +312,12 @@ impl ProxyConfig {
                 policy: call.policy.clone(),
             });
         }
+        // A gateway's listeners go to the gateway itself, whose routes pick among its calls
+        // (a gateway is never called, so the name is free).
+        if s.gateway.is_some() {
+            let parent = GatewayConfig::parent(mesh, s);
+            clusters.insert(service.to_owned(), parent);
+        }
         let (allowed_callers, deny_all) = match &s.allow {
             hopwise_model::Allow::Any => (Vec::new(), false),
             hopwise_model::Allow::Only(list) => (
@@ -353,6 +364,7 @@ impl ProxyConfig {
             upgrade: s.upgrade.clone(),
             tracing: mesh.observe.tracing.clone(),
             access_log: mesh.observe.access_logs.get(service).cloned(),
+            gateway: GatewayConfig::of(s, base),
             certs: certs_path(mesh, base, certs_dir).map(|d| CertFiles::in_dir(&d, service)),
             workers: 1,
             timeouts: ListenerTimeouts::default(),

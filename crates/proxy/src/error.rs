@@ -72,6 +72,8 @@ pub enum ProxyError {
     NoBackend(String),
     #[error("a fault injected by this service's `fault` (docs/config.md)")]
     Fault(hopwise_model::fault::Answer),
+    #[error("the request's body is larger than {0} bytes, the most this gateway takes")]
+    BodyTooLarge(u64),
     #[error("{limit} is reached for this service: try again in {retry_after_secs}s")]
     RateLimited {
         limit: &'static str,
@@ -106,6 +108,7 @@ impl ProxyError {
             ProxyError::CallerGone => "caller-gone",
             ProxyError::NoBackend(_) => "no-backend",
             ProxyError::RateLimited { .. } => "rate-limited",
+            ProxyError::BodyTooLarge(_) => "body-too-large",
             ProxyError::Fault(_) => "fault",
         }
     }
@@ -134,6 +137,7 @@ impl ProxyError {
             | ProxyError::CallerGone
             | ProxyError::NoBackend(_)
             | ProxyError::RateLimited { .. }
+            | ProxyError::BodyTooLarge(_)
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
             ProxyError::Fault(Answer::Http(s)) => Outcome::http(*s),
             ProxyError::Fault(Answer::Grpc(c)) => Outcome::grpc(*c),
@@ -150,6 +154,7 @@ impl ProxyError {
             ProxyError::Forbidden(_) | ProxyError::NoIdentity(_) => StatusCode::FORBIDDEN,
             ProxyError::BadPath(_) => StatusCode::BAD_REQUEST,
             ProxyError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ProxyError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             // 200–599, checked when the mesh was read; a gRPC code answered as HTTP: 503.
             ProxyError::Fault(Answer::Http(s)) => {
                 StatusCode::from_u16(*s).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
@@ -190,7 +195,8 @@ impl ProxyError {
             ProxyError::DeadlineExceeded => GrpcCode::DeadlineExceeded.number(),
             ProxyError::Overflow(_)
             | ProxyError::InboundOverflow(_)
-            | ProxyError::RateLimited { .. } => GrpcCode::ResourceExhausted.number(),
+            | ProxyError::RateLimited { .. }
+            | ProxyError::BodyTooLarge(_) => GrpcCode::ResourceExhausted.number(),
             ProxyError::CallerGone => GrpcCode::Cancelled.number(),
             ProxyError::Fault(Answer::Grpc(c)) => c.number(),
             _ => GrpcCode::Unavailable.number(),

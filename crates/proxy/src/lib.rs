@@ -26,6 +26,7 @@ pub mod conn;
 pub mod control;
 pub mod deadline;
 pub mod error;
+pub mod gateway;
 pub mod headers;
 pub mod http_conn;
 pub mod inbound;

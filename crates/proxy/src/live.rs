@@ -189,6 +189,11 @@ pub fn next_config(
     if old.certs != new.certs {
         why.push("the certificates' directory changed".to_owned());
     }
+    // Its listeners, certificates and limits are bound and loaded at start; its routes and
+    // calls change live, as any caller's.
+    if old.gateway != new.gateway {
+        why.push("the gateway's block changed (listeners, certificates or limits)".to_owned());
+    }
     // The span exporter is started with the proxy; the sampling ratio changes live.
     let export = |c: &ProxyConfig| {
         c.tracing

@@ -49,6 +49,8 @@ pub enum Entry {
     Upstream(String),
     /// The HTTP-proxy port: the upstream is named by `Host`.
     HttpProxy,
+    /// A gateway's front door ([`crate::gateway`]): the gateway's own routes pick the upstream.
+    Gateway,
 }
 
 /// A listener's [`Entry`] resolved once, so a request does not hash the upstream's name: the
@@ -63,6 +65,8 @@ pub enum Dispatch {
     /// A captured connection's: the service its original destination belongs to, whatever
     /// name the app used (on Kubernetes `api.shop.svc.cluster.local`, or the ClusterIP itself).
     Service(Arc<str>),
+    /// By the gateway's own routes (its cluster is their parent).
+    Gateway,
 }
 
 /// Outbound forwarding state of one worker: its own pools, shared metrics.
@@ -71,6 +75,8 @@ pub struct Outbound {
     clusters: IndexMap<String, ClusterState>,
     /// By the index of a per-upstream listener (`Dispatch::Port`): the index of its cluster.
     ports: Vec<Option<usize>>,
+    /// A gateway's own cluster (`Dispatch::Gateway`), the parent of its routes.
+    gateway: Option<usize>,
     by_host: Arc<ProxyConfig>,
     metrics: Arc<Metrics>,
     /// Inbound requests the app's calls are made for ([`crate::link`]).
@@ -111,10 +117,13 @@ impl Outbound {
             clusters.insert(name.clone(), state);
         }
         let ports = ports.iter().map(|n| clusters.get_index_of(n)).collect();
+        let gateway =
+            (config.gateway.as_ref()).and_then(|_| clusters.get_index_of(&config.service));
         Ok(Outbound {
             service: config.service.clone(),
             clusters,
             ports,
+            gateway,
             by_host: config,
             metrics,
             links: None,
@@ -136,6 +145,7 @@ impl Outbound {
         match entry {
             Entry::Upstream(name) => Dispatch::Port(ports.iter().position(|p| p == name)),
             Entry::HttpProxy => Dispatch::ByHost,
+            Entry::Gateway => Dispatch::Gateway,
         }
     }
 
@@ -373,6 +383,10 @@ impl Outbound {
                 .and_then(|p| self.ports.get(p).copied().flatten())
                 .and_then(|i| self.clusters.get_index(i))
                 .map(|(_, s)| s),
+            Dispatch::Gateway => self
+                .gateway
+                .and_then(|i| self.clusters.get_index(i))
+                .map(|(_, s)| s),
             Dispatch::ByHost => None,
             Dispatch::Service(name) => self.clusters.get(&**name),
         }
@@ -386,7 +400,9 @@ impl Outbound {
     /// names.
     fn cluster(&self, dispatch: &Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
         match dispatch {
-            Dispatch::Port(_) | Dispatch::Service(_) => self.cluster_of(dispatch),
+            Dispatch::Port(_) | Dispatch::Service(_) | Dispatch::Gateway => {
+                self.cluster_of(dispatch)
+            }
             Dispatch::ByHost => host_of(req)
                 .and_then(|h| self.by_host.cluster_for_host(h))
                 .and_then(|c| self.clusters.get(&c.service)),

@@ -61,6 +61,10 @@ pub struct Bound {
     pub admin: Option<SocketAddr>,
     /// The capture listener (inside the copy's namespace, when it has one).
     pub capture: Option<SocketAddr>,
+    /// A gateway's plain HTTP listener.
+    pub gateway_http: Option<SocketAddr>,
+    /// A gateway's TLS listener.
+    pub gateway_https: Option<SocketAddr>,
     pub upstreams: IndexMap<String, SocketAddr>,
 }
 
@@ -190,6 +194,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
         && config.outbound.is_none()
         && config.upstream_ports.is_empty()
         && config.capture.is_none()
+        && config.gateway.is_none()
     {
         return Err(ServerError::NothingToListenOn(config.service.clone()));
     }
@@ -266,6 +271,30 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
             cap: ConnCap::new(cap),
         });
     }
+    // A gateway's front door: bound anywhere (it is the listener strangers are meant to reach),
+    // under the same cap, header-read and idle timeouts as every other.
+    let front = crate::gateway::Front::new(&config)?;
+    if let Some(g) = &config.gateway {
+        let https = g.gateway.https.as_ref().map(|h| h.listen);
+        for (addr, kind, what) in [
+            (g.gateway.http, Kind::Gateway, "gateway http"),
+            (https, Kind::GatewayTls, "gateway https"),
+        ] {
+            let Some(a) = addr else { continue };
+            let s = bind_all(a, what, workers, false)?;
+            let local = s[0].local_addr().ok();
+            match kind {
+                Kind::Gateway => bound.gateway_http = local,
+                _ => bound.gateway_https = local,
+            }
+            listens.push(Listen {
+                kind,
+                entry: Some(Entry::Gateway),
+                sockets: s,
+                cap: ConnCap::new(cap),
+            });
+        }
+    }
     let admin_socket = match config.admin {
         Some(a) => {
             let s = bind(a, "admin", false, false)?;
@@ -331,6 +360,7 @@ pub fn start(config: ProxyConfig) -> Result<Running, ServerError> {
             header_read,
             limits,
             acceptor: acceptor.clone(),
+            front: front.clone(),
             certs: if w == 0 { certs.clone() } else { None },
             state: state.clone(),
             shutdown: watch_rx.clone(),

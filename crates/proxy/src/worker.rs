@@ -23,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin;
 use crate::capture;
 use crate::conn::{self, Guard};
+use crate::gateway::Front;
 use crate::http_conn::{Proto, Servers, Settings};
 use crate::inbound::Caller;
 use crate::listeners::ConnCap;
@@ -31,6 +32,8 @@ use crate::opaque;
 use crate::outbound::{Dispatch, Entry, Outbound};
 use crate::state::State;
 use crate::tls::{CertStore, TUNNEL_ALPN};
+
+mod gateway;
 
 /// Largest request head (request line and headers) accepted; beyond it: 431.
 const MAX_HEAD: usize = 64 * 1024;
@@ -48,6 +51,10 @@ pub(crate) enum Kind {
     /// A local port of an upstream that is opaque TCP ([`crate::opaque::outbound`]).
     Tcp,
     Admin,
+    /// A gateway's plain HTTP front door ([`crate::gateway`]).
+    Gateway,
+    /// A gateway's TLS front door.
+    GatewayTls,
 }
 
 impl Kind {
@@ -58,6 +65,8 @@ impl Kind {
             Kind::Capture => "capture",
             Kind::Tcp => "tcp",
             Kind::Admin => "admin",
+            Kind::Gateway => "gateway",
+            Kind::GatewayTls => "gateway-tls",
         }
     }
 }
@@ -77,6 +86,8 @@ pub(crate) struct Worker {
     pub header_read: Duration,
     pub limits: conn::Limits,
     pub acceptor: Option<TlsAcceptor>,
+    /// A gateway's front door: its admission and TLS ([`crate::gateway`]).
+    pub front: Option<Arc<Front>>,
     /// Worker 0's: the certificates it reloads from disk when they change.
     pub certs: Option<Arc<CertStore>>,
     pub state: Arc<State>,
@@ -113,6 +124,7 @@ impl Worker {
                 header_read: self.header_read,
                 limits: self.limits,
                 acceptor: self.acceptor.clone(),
+                front: self.front.clone(),
                 state: self.state.clone(),
                 servers: servers.clone(),
             };
@@ -193,6 +205,7 @@ struct Conn {
     header_read: Duration,
     limits: conn::Limits,
     acceptor: Option<TlsAcceptor>,
+    front: Option<Arc<Front>>,
     state: Arc<State>,
     servers: Arc<Servers>,
 }
@@ -220,6 +233,13 @@ impl Conn {
                 Box::pin(self.serve_outbound(tcp, proto, None, guard, drain)).await;
             }
             Kind::Capture => Box::pin(self.serve_captured(tcp, guard, drain, &metrics)).await,
+            Kind::Gateway => {
+                let proto = Proto::sniff(&tcp, guard.header_deadline()).await;
+                let from = tcp.peer_addr().ok().map(|a| a.ip());
+                let client = crate::gateway::Client::new(from, false);
+                Box::pin(self.serve_gateway(tcp, proto, client, guard, drain)).await;
+            }
+            Kind::GatewayTls => Box::pin(self.serve_gateway_tls(tcp, guard, drain, &metrics)).await,
             Kind::Tcp => {
                 let (live, dispatch) = (
                     self.state.live(),

@@ -30,8 +30,10 @@ pub struct LoadTarget {
     /// Requests per second.
     pub rate: f64,
     pub grpc: bool,
-    /// The entry's copies' apps, called in turn.
+    /// The entry's copies' apps, called in turn; or the gateway's listener alone.
     pub apps: Vec<SocketAddr>,
+    /// The gateway the load goes through, if any (`apps` is then its listener).
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -111,7 +113,10 @@ pub async fn run(t: &LoadTarget, stats: &Arc<Stats>, out: &mut dyn Write) {
     let mut report = tokio::time::interval(EVERY);
     report.tick().await;
     let mut n: usize = 0;
-    let label = format!("load → {}", t.service);
+    let label = match &t.via {
+        Some(g) => format!("load → {g} → {}", t.service),
+        None => format!("load → {}", t.service),
+    };
     loop {
         tokio::select! {
             _ = tick.tick() => {

@@ -5,7 +5,9 @@
 //! - a service with `sample: fee` (external): one fee app on the port of its `address`;
 //! - a service with `run` (the user's own command): per copy, the command and its proxy;
 //! - a service without either whose copies give `app`: its proxy only (the user runs the app);
-//! - an external service without `sample`: nothing (it runs elsewhere).
+//! - an external service without `sample`: nothing (it runs elsewhere);
+//! - a gateway (`gateway:`, or the one `up` adds, [`super::gateway`]): its proxy alone, at its
+//!   listener, with an admin port.
 //!
 //! Addresses written in the file are used as written; the rest come from the port source.
 
@@ -19,6 +21,17 @@ pub struct Plan {
     pub services: Vec<Planned>,
     /// Where load goes: the first entry service that runs here.
     pub entry: Option<String>,
+    /// The front door: the first gateway with a plain listener (the URL `up` prints).
+    pub gateway: Option<PlannedGateway>,
+}
+
+/// A gateway's proxy: no app, no inbound port (nothing in the mesh calls it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedGateway {
+    pub name: String,
+    /// Its plain HTTP listener.
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +115,19 @@ impl Plan {
     /// Plans `mesh`; `port` gives a free 127.0.0.1 address each time it is called.
     pub fn new(mesh: &Mesh, port: &mut dyn FnMut() -> SocketAddr) -> Result<Plan, PlanError> {
         let mut services = Vec::new();
+        let mut gateway = None;
         for s in mesh.services.values() {
+            if let Some(g) = &s.gateway {
+                // Only the first with a plain listener runs: it is the URL `up` prints.
+                if let (None, Some(http)) = (&gateway, g.http) {
+                    gateway = Some(PlannedGateway {
+                        name: s.name.clone(),
+                        http,
+                        admin: port(),
+                    });
+                }
+                continue;
+            }
             if let Some(e) = &s.external {
                 if s.sample == Some(SampleKind::Fee) {
                     services.push(Planned {
@@ -180,7 +205,26 @@ impl Plan {
                     .any(|p| p.name == e.name && e.external.is_none())
             })
             .map(|e| e.name.clone());
-        Ok(Plan { services, entry })
+        Ok(Plan {
+            services,
+            entry,
+            gateway,
+        })
+    }
+
+    /// The service `up` puts a gateway in front of: the first entry that runs here.
+    pub fn entry_of(mesh: &Mesh) -> Option<String> {
+        let runs = |s: &&hopwise_model::Service| {
+            s.external.is_none()
+                && s.gateway.is_none()
+                && (s.sample.is_some()
+                    || s.run.is_some()
+                    || s.copies.iter().any(|c| c.app.is_some()))
+        };
+        mesh.entries()
+            .into_iter()
+            .find(runs)
+            .map(|s| s.name.clone())
     }
 
     pub fn service(&self, name: &str) -> Option<&Planned> {
@@ -196,7 +240,9 @@ impl Plan {
                 // app, knobs, inbound, admin, and one per callee
                 copies * (4 + s.calls.len())
             })
-            .sum()
+            .sum::<usize>()
+            // the gateway `up` may add: its listener and admin port
+            + 2
     }
 }
 

@@ -21,6 +21,7 @@ use hopwise_model::{Mesh, Run};
 
 use super::captured::{self, Namespaces};
 use super::command;
+use super::gateway::Front;
 use super::load::{self, LoadTarget};
 use super::plan::{Plan, Planned, PlannedCopy};
 use super::rundir::{self, write};
@@ -188,6 +189,15 @@ fn up_in(
             SocketAddr::from(([127, 0, 0, 1], 0))
         })
     };
+    // The front door (docs/up.md): the file's own gateway, or one `up` adds for the entry.
+    let front = Front {
+        entry: Plan::entry_of(mesh),
+        listen: next(),
+    };
+    let text = std::fs::read_to_string(file).map_err(io("cannot read the mesh file"))?;
+    let fronted = front.apply(&text);
+    let with_gateway = Mesh::from_yaml(&fronted.text).ok();
+    let mesh = with_gateway.as_ref().unwrap_or(mesh);
     let mut plan = Plan::new(mesh, &mut next).map_err(|e| LabError::Failed(e.to_string()))?;
     if short {
         // Port 0 would be bound somewhere nobody is told of: refuse rather than run it.
@@ -212,8 +222,13 @@ fn up_in(
         .map_err(|e| LabError::Failed(format!("cannot write the run's certificates: {e}")))?;
     let dashboard = control_has_dashboard(exe).then_some(args.dashboard);
     let traces = dashboard
-        .map(|_| super::traces::Prepared::new(file, run, args.traces))
+        .map(|_| super::traces::Prepared::new(file, run, args.traces, &front))
         .transpose()?;
+    // What the control plane reads: the file with its front door (and, with a dashboard,
+    // its spans sent there: `traces` wrote it).
+    if traces.is_none() {
+        write(&run.join("mesh.yaml"), &fronted.text)?;
+    }
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -241,12 +256,17 @@ fn up_in(
         kids.stop();
         return Err(e);
     }
+    // Through the gateway when there is one, as a client outside the mesh would come.
     let load_target = match (args.load, &plan.entry) {
         (Some(rate), Some(entry)) => plan.service(entry).map(|s| LoadTarget {
             service: s.name.clone(),
             rate,
             grpc: s.protocol == hopwise_model::Protocol::Grpc,
-            apps: s.copies.iter().map(|c| c.app).collect(),
+            apps: match &plan.gateway {
+                Some(g) => vec![g.http],
+                None => s.copies.iter().map(|c| c.app).collect(),
+            },
+            via: plan.gateway.as_ref().map(|g| g.name.clone()),
         }),
         _ => None,
     };
@@ -266,7 +286,10 @@ fn up_in(
             t.file.clone(),
             t.receiver,
             args.traces,
+            front.clone(),
         ));
+    } else {
+        let _ = writeln!(out, "{}", fronted.note);
     }
     let _ = out.flush();
     if args.load.is_some() && load_target.is_none() {

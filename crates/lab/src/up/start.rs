@@ -13,7 +13,7 @@ use hopwise_model::Mesh;
 
 use super::UpArgs;
 use super::captured;
-use super::plan::{Plan, Planned, PlannedCopy, ProxyPorts};
+use super::plan::{Plan, Planned, PlannedCopy, PlannedGateway, ProxyPorts};
 use super::run::Children;
 use super::samples;
 use super::traces::Prepared;
@@ -33,7 +33,7 @@ pub(super) async fn start(
     plan: &Plan,
     (dashboard, traces): (Option<SocketAddr>, Option<&Prepared>),
 ) -> Result<(), LabError> {
-    start_control(kids, args, file, plan, (dashboard, traces)).await?;
+    start_control(kids, args, plan, (dashboard, traces)).await?;
     start_apps(kids, mesh, file, plan).await?;
     progress("sample apps listening; starting the proxies");
     for svc in &plan.services {
@@ -50,6 +50,9 @@ pub(super) async fn start(
             }
         }
     }
+    if let Some(g) = &plan.gateway {
+        start_gateway(kids, args, g).await?;
+    }
     progress("proxies ready; waiting for every copy to be registered and healthy");
     wait_registered(kids, args, plan).await
 }
@@ -58,7 +61,6 @@ pub(super) async fn start(
 async fn start_control(
     kids: &mut Children,
     args: &UpArgs,
-    file: &Path,
     plan: &Plan,
     (dashboard, traces): (Option<SocketAddr>, Option<&Prepared>),
 ) -> Result<(), LabError> {
@@ -67,7 +69,8 @@ async fn start_control(
     let mut control_args = vec![
         s("control"),
         s("--config"),
-        s(traces.map_or(file, |t| t.file.as_path()).display()),
+        // The file with its front door (super::gateway), and its spans' collector (traces).
+        s(run.join("mesh.yaml").display()),
         s("--state"),
         s(state.display()),
         s("--listen"),
@@ -88,11 +91,10 @@ async fn start_control(
     }
     progress(&format!("starting the control plane on {}", args.control));
     let cp = kids.spawn("control", &control_args)?;
-    let names: Vec<String> = plan
-        .services
-        .iter()
+    let names: Vec<String> = (plan.services.iter())
         .filter(|p| p.copies.iter().any(|c| c.proxy.is_some()))
         .map(|p| p.name.clone())
+        .chain(plan.gateway.iter().map(|g| g.name.clone()))
         .collect();
     let control = args.control;
     let tokens = state.join("tokens");
@@ -144,30 +146,8 @@ async fn start_proxy(
     c: &PlannedCopy,
     proxy: &ProxyPorts,
 ) -> Result<(), LabError> {
-    let run = kids.run.clone();
-    let state = run.join("state");
-    let mut a = vec![
-        s("proxy"),
-        s("--control"),
-        format!("https://{}", args.control),
-        s("--control-ca"),
-        s(state.join("ca.pem").display()),
-        s("--token-file"),
-        s(state.join("tokens").join(&svc.name).display()),
-        s("--service"),
-        s(&svc.name),
-        s("--copy"),
-        s(c.copy),
-        s("--inbound"),
-        s(proxy.inbound),
-        s("--admin"),
-        s(proxy.admin),
-        s("--cache"),
-        s(run
-            .join("cache")
-            .join(format!("{}-{}", svc.name, c.copy))
-            .display()),
-    ];
+    let mut a = proxy_args(&kids.run, args, (&svc.name, c.copy), proxy.admin);
+    a.extend([s("--inbound"), s(proxy.inbound)]);
     if let Some(h) = svc.health_path() {
         a.extend([s("--health-path"), s(h)]);
     }
@@ -195,6 +175,55 @@ async fn start_proxy(
         m.proxy_started(p.pid)?;
     }
     wait_ready(&kids.sup, &p, proxy.admin).await?;
+    kids.proxies.push(p);
+    Ok(())
+}
+
+/// What every proxy of the run is started with: the control plane, its join token, who it is,
+/// its admin port and its cache.
+fn proxy_args(
+    run: &Path,
+    args: &UpArgs,
+    (service, copy): (&str, usize),
+    admin: SocketAddr,
+) -> Vec<String> {
+    let state = run.join("state");
+    vec![
+        s("proxy"),
+        s("--control"),
+        format!("https://{}", args.control),
+        s("--control-ca"),
+        s(state.join("ca.pem").display()),
+        s("--token-file"),
+        s(state.join("tokens").join(service).display()),
+        s("--service"),
+        s(service),
+        s("--copy"),
+        s(copy),
+        s("--admin"),
+        s(admin),
+        s("--cache"),
+        s(run
+            .join("cache")
+            .join(format!("{service}-{copy}"))
+            .display()),
+    ]
+}
+
+/// The gateway's proxy (no app, no inbound port: it listens where its block says), until
+/// `/ready`.
+async fn start_gateway(
+    kids: &mut Children,
+    args: &UpArgs,
+    g: &PlannedGateway,
+) -> Result<(), LabError> {
+    let a = proxy_args(&kids.run, args, (&g.name, 0), g.admin);
+    progress(&format!(
+        "starting the gateway {} on http://{}/",
+        g.name, g.http
+    ));
+    let p = kids.spawn(&format!("{}-0.proxy", g.name), &a)?;
+    wait_ready(&kids.sup, &p, g.admin).await?;
     kids.proxies.push(p);
     Ok(())
 }

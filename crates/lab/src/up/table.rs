@@ -75,7 +75,22 @@ pub fn text(
             "dashboard:     not in this build (hopwise control has no --dashboard yet)\n",
         ),
     }
-    if let Some(l) = load {
+    if let Some(g) = &plan.gateway {
+        out.push_str(&format!(
+            "shop:          http://{}/ (the gateway `{}`, {}: the way in from outside the mesh)\n",
+            g.http,
+            g.name,
+            mesh.identity(&g.name)
+        ));
+    }
+    if let Some(l) = load
+        && let Some(g) = &l.via
+    {
+        out.push_str(&format!(
+            "load:          {} requests/s through {g} into {}\n",
+            l.rate, l.service
+        ));
+    } else if let Some(l) = load {
         let apps: Vec<String> = l.apps.iter().map(ToString::to_string).collect();
         out.push_str(&format!(
             "load:          {} requests/s into {}'s app at {} — directly: the load client is outside the mesh\n",

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use hopwise_model::Mesh;
 
+use super::gateway::Front;
+
 /// What `up` serves, and what it says about spans.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Served {
@@ -26,7 +28,7 @@ fn indent_of(line: &str) -> usize {
 
 /// The line index of a block key `key:` at `indent` (nothing after it but a comment), from
 /// `from` on, before the block ends.
-fn block(lines: &[&str], key: &str, indent: usize, from: usize) -> Option<usize> {
+pub(super) fn block(lines: &[&str], key: &str, indent: usize, from: usize) -> Option<usize> {
     for (i, l) in lines.iter().enumerate().skip(from) {
         let t = l.trim_start();
         if t.is_empty() || t.starts_with('#') {
@@ -46,7 +48,7 @@ fn block(lines: &[&str], key: &str, indent: usize, from: usize) -> Option<usize>
 }
 
 /// The indent of the block under line `at` (its first non-blank line), or `parent + 2`.
-fn child_indent(lines: &[&str], at: usize) -> usize {
+pub(super) fn child_indent(lines: &[&str], at: usize) -> usize {
     lines
         .iter()
         .skip(at + 1)
@@ -57,7 +59,7 @@ fn child_indent(lines: &[&str], at: usize) -> usize {
 }
 
 /// `text` with `insert` after line `at`.
-fn with_lines(lines: &[&str], at: Option<usize>, insert: &[String]) -> String {
+pub(super) fn with_lines(lines: &[&str], at: Option<usize>, insert: &[String]) -> String {
     let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
     match at {
         Some(i) => {
@@ -146,15 +148,23 @@ pub fn served(text: &str, receiver: SocketAddr, ratio: f64) -> Served {
     }
 }
 
-/// Writes the copy of `from` the control plane reads (`to`) now, and returns its note.
-pub fn write(from: &Path, to: &Path, receiver: SocketAddr, ratio: f64) -> std::io::Result<String> {
-    let s = served(&std::fs::read_to_string(from)?, receiver, ratio);
+/// Writes the copy of `from` the control plane reads (`to`) now, with `up`'s gateway in front
+/// ([`super::gateway`]), and returns its note.
+pub fn write(
+    from: &Path,
+    to: &Path,
+    receiver: SocketAddr,
+    ratio: f64,
+    front: &Front,
+) -> std::io::Result<String> {
+    let fronted = front.apply(&std::fs::read_to_string(from)?);
+    let s = served(&fronted.text, receiver, ratio);
     std::fs::write(to, &s.text)?;
-    Ok(s.note)
+    Ok(format!("{}\n{}", s.note, fronted.note))
 }
 
 /// Rewrites `to` whenever `from` changes (every half second), until the runtime ends.
-pub async fn follow(from: PathBuf, to: PathBuf, receiver: SocketAddr, ratio: f64) {
+pub async fn follow(from: PathBuf, to: PathBuf, receiver: SocketAddr, ratio: f64, front: Front) {
     let mut seen = std::fs::read_to_string(&from).ok();
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -163,7 +173,8 @@ pub async fn follow(from: PathBuf, to: PathBuf, receiver: SocketAddr, ratio: f64
             continue;
         };
         if seen.as_deref() != Some(now.as_str()) {
-            let _ = std::fs::write(&to, served(&now, receiver, ratio).text);
+            let fronted = front.apply(&now).text;
+            let _ = std::fs::write(&to, served(&fronted, receiver, ratio).text);
             seen = Some(now);
         }
     }
@@ -185,11 +196,16 @@ pub struct Prepared {
 
 impl Prepared {
     /// `up`'s part when it runs a dashboard: a port for its receiver, `RUN/mesh.yaml` written.
-    pub fn new(file: &Path, run: &Path, ratio: f64) -> Result<Prepared, crate::error::LabError> {
+    pub fn new(
+        file: &Path,
+        run: &Path,
+        ratio: f64,
+        front: &Front,
+    ) -> Result<Prepared, crate::error::LabError> {
         let held = crate::processes::ports::hold(1)?;
         let receiver = held.addrs()[0];
         let served = run.join("mesh.yaml");
-        let note = write(file, &served, receiver, ratio).map_err(|e| {
+        let note = write(file, &served, receiver, ratio, front).map_err(|e| {
             crate::error::LabError::Failed(format!("cannot write {}: {e}", served.display()))
         })?;
         Ok(Prepared {

@@ -56,7 +56,7 @@ pub(super) fn read_rate_limit(r: &mut Reader, n: &Node, p: &str) -> Option<RawRa
     Some(out)
 }
 
-fn read_limit(r: &mut Reader, n: &Node, p: &str) -> Option<RawLimit> {
+pub(super) fn read_limit(r: &mut Reader, n: &Node, p: &str) -> Option<RawLimit> {
     let mut f = r.fields(n, p)?;
     let written = f.has("rate");
     let rate = f.get(r, "rate", positive_u32);

@@ -153,6 +153,7 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             Some(i)
         }),
         fault: f.get(r, "fault", super::fault::read_fault),
+        gateway: f.get(r, "gateway", super::gateway::read_gateway),
         tcp: f.get(r, "tcp", super::tcp::read_tcp),
         upgrade: f.get(r, "upgrade", super::upgrade::read_upgrade),
         carries: f.get(r, "carries", super::carries::read_carries),

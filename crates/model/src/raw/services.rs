@@ -127,6 +127,10 @@ pub struct RawService {
     /// serving it: `trace-context`, `hopwise-headers`, `grpc-deadline`. Default: nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub carries: Option<Vec<super::Carry>>,
+    /// This service is a gateway: a front door for clients outside the mesh, routed by its
+    /// `routes` to the services it `calls` (docs/routes.md, "Gateway").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<super::RawGateway>,
     /// One line per request through this service's proxies, inbound and outbound (opt-in).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_log: Option<RawAccessLog>,

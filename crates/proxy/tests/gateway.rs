@@ -1,0 +1,256 @@
+//! `hopwise gateway`'s front door (issue 29) driven by curl, the outside client: TLS with a
+//! certificate per host name (SNI), each name routed to its own service through the real
+//! proxies over mutual TLS to real apps, HTTP/1.1 and h2; plain HTTP; a path route; the rate
+//! limit at the edge of its burst; forged identity headers; the callee's `allow` against the
+//! gateway's SPIFFE identity. The mesh is `gateway/fixture.rs`'s.
+//!
+//! curl must be installed (scripts/test installs it); without it these tests fail, loudly.
+
+#![allow(clippy::unwrap_used)] // test setup: a failure should fail the test loudly
+
+#[path = "gateway/fixture.rs"]
+mod fixture;
+mod support;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use fixture::*;
+use hopwise_model::rate::Limit;
+
+const EDGE_ID: &str = "spiffe://test.local/service/edge";
+
+/// Two host names on one TLS port, each served its own certificate (checked by curl against
+/// the test CA and read from its `-v` output) and routed to its own service, over h2 and
+/// HTTP/1.1; the apps see the gateway's identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_over_tls_gets_each_hosts_certificate_and_its_service() {
+    let e = edge(None).await;
+    let ca = e.ca().display().to_string();
+    for (name, path, app) in [
+        ("shop.example", "/cart", "web"),
+        ("api.example", "/v1/items", "api"),
+    ] {
+        for (flag, version) in [("--http2", "2"), ("--http1.1", "1.1")] {
+            let [resolve, to, url] = at("https", name, e.https(), path);
+            let got = curl(&["-v", "--cacert", &ca, flag, &resolve, &to, &url]).await;
+            assert!(got.ok, "{name} {flag}: {}", got.err);
+            assert_eq!(got.out, format!("200 {version}"), "{}", got.err);
+            assert_eq!(
+                got.body,
+                format!(
+                    "app={app} path={path} peer={EDGE_ID} forged=- xfcc=- xff=127.0.0.1 xfp=https"
+                )
+            );
+            // The certificate served is the one for the name asked.
+            assert!(
+                got.err.contains(&format!("subject: CN={name}")),
+                "{name}: {}",
+                got.err
+            );
+        }
+    }
+}
+
+/// A name no certificate serves, and no name at all (an IP address sends none), end in the
+/// handshake: no default certificate tells a prober anything. TLS 1.1 is refused; 1.2 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_or_missing_server_name_and_old_tls_are_refused_in_the_handshake() {
+    let e = edge(None).await;
+    let ca = e.ca().display().to_string();
+    let [resolve, to, url] = at("https", "evil.example", e.https(), "/");
+    let got = curl(&["--insecure", &resolve, &to, &url]).await;
+    assert!(!got.ok && got.out.starts_with("000"), "{got:?}");
+    let by_ip = format!("https://{}/", e.https());
+    let got = curl(&["--insecure", &by_ip]).await;
+    assert!(!got.ok && got.out.starts_with("000"), "{got:?}");
+    let [resolve, to, url] = at("https", "shop.example", e.https(), "/");
+    let old = ["--tlsv1.1", "--tls-max", "1.1", "--cacert", &ca];
+    let got = curl(&[&old[..], &[&resolve, &to, &url]].concat()).await;
+    assert!(!got.ok, "TLS 1.1 let through: {got:?}");
+    let tls12 = ["-v", "--tlsv1.2", "--tls-max", "1.2", "--cacert", &ca];
+    let got = curl(&[&tls12[..], &[&resolve, &to, &url]].concat()).await;
+    assert_eq!((got.ok, got.out.as_str()), (true, "200 2"), "{}", got.err);
+    assert!(
+        got.err.contains("SSL connection using TLSv1.2"),
+        "{}",
+        got.err
+    );
+}
+
+/// Plain HTTP: by host and path, HTTP/1.1 and h2 with prior knowledge; a path no rule takes
+/// is the Gateway API's 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_routes_by_host_and_path() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "api.example", e.http(), "/v1/x");
+    let got = curl(&[&r, &t, &url]).await;
+    assert_eq!(got.out, "200 1.1", "{}", got.err);
+    assert!(got.body.starts_with("app=api path=/v1/x "), "{}", got.body);
+    let [r, t, url] = at("http", "shop.example", e.http(), "/x");
+    let got = curl(&["--http2-prior-knowledge", &r, &t, &url]).await;
+    assert_eq!(got.out, "200 2", "{}", got.err);
+    assert!(got.body.starts_with("app=web path=/x "), "{}", got.body);
+    // api.example's only rule is /v1: anything else is no route.
+    let [r, t, url] = at("http", "api.example", e.http(), "/v2");
+    let got = curl(&["-i", &r, &t, &url]).await;
+    assert!(got.out.starts_with("404"), "{got:?}");
+    assert!(
+        got.body.contains("x-hopwise-error: no-route"),
+        "{}",
+        got.body
+    );
+}
+
+/// A client's claim to an identity, or to any of the mesh's headers, never reaches an app; nor
+/// its claim to another address or scheme.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_identity_headers_never_reach_the_app() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/me");
+    let forged = [
+        "-H",
+        "x-hopwise-peer-identity: spiffe://test.local/service/admin",
+        "-H",
+        "x-hopwise-forged: 1",
+        "-H",
+        "x-forwarded-client-cert: By=spiffe://test.local/service/admin",
+        "-H",
+        "x-forwarded-for: 10.1.2.3",
+        "-H",
+        "x-forwarded-proto: https",
+    ];
+    let got = curl(&[&forged[..], &[&r, &t, &url]].concat()).await;
+    assert_eq!(got.out, "200 1.1", "{}", got.err);
+    // The address and scheme the gateway saw, not what the client claimed.
+    assert_eq!(
+        got.body,
+        format!("app=web path=/me peer={EDGE_ID} forged=- xfcc=- xff=127.0.0.1 xfp=http")
+    );
+}
+
+/// The callee's proxy sees the gateway's SPIFFE identity: `admin` allows only `web`, so the
+/// gateway is refused there (403 `forbidden`), while `web`, which allows it, answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_callees_allow_sees_the_gateways_identity_and_refuses_it() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/admin/users");
+    let got = curl(&["-i", &r, &t, &url]).await;
+    assert!(got.out.starts_with("403"), "{got:?}");
+    assert!(
+        got.body.contains("x-hopwise-error: forbidden"),
+        "{}",
+        got.body
+    );
+    assert!(got.body.contains(EDGE_ID), "{}", got.body);
+}
+
+/// At the edge of its burst: 5 through, then 429 with `Retry-After` (rate 1 a second, so
+/// curl's next requests within that second all find the bucket empty); counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_answers_429_with_retry_after_past_its_burst() {
+    let e = edge(Some(Limit { rate: 1, burst: 5 })).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/");
+    // One curl, one connection, eight requests back to back.
+    let urls = [url.as_str(); 8];
+    let mut args = vec!["-i", &r, &t];
+    args.extend(urls.iter().flat_map(|u| ["-w", "\n@%{http_code}\n", *u]));
+    let got = curl(&args).await;
+    let text = format!("{}\n{}", got.body, got.out);
+    let codes: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix('@')).collect();
+    assert_eq!(
+        codes,
+        ["200", "200", "200", "200", "200", "429", "429", "429"],
+        "{text}"
+    );
+    assert!(text.contains("retry-after: 1"), "{text}");
+    assert!(
+        text.contains("x-hopwise-limit: gateway.rate_limit.total"),
+        "{text}"
+    );
+    let m = support::metrics(&e.gateway).await;
+    let line = r#"hopwise_limits_tripped_total{service="edge",limit="gateway.rate_limit.total"} 3"#;
+    assert!(m.contains(line), "{m}");
+}
+
+/// A body declared past `max_body_bytes` is refused before anything is sent on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_past_the_limit_is_refused_with_413() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/upload");
+    let body = "x".repeat(2000);
+    let got = curl(&["--data-binary", &body, &r, &t, &url]).await;
+    assert!(got.out.starts_with("413"), "{got:?}");
+    let small = "x".repeat(1000);
+    let got = curl(&["--data-binary", &small, &r, &t, &url]).await;
+    assert!(got.out.starts_with("200"), "{got:?}");
+}
+
+/// The listeners strangers reach are bounded as every listener: a connection that sends no
+/// request head (plain) or no ClientHello (TLS) is closed at the header-read timeout, and past
+/// the cap on open connections a new one is closed at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_are_closed_and_open_ones_capped() {
+    let e = edge_with(|c| {
+        c.timeouts.header_read = Duration::from_millis(300);
+        c.listeners.max_connections = 2;
+    })
+    .await;
+    for addr in [e.http(), e.https()] {
+        let start = Instant::now();
+        let got = support::raw(addr, b"", Duration::from_secs(5)).await;
+        let waited = start.elapsed();
+        assert!(got.is_empty(), "{got}");
+        assert!(
+            waited >= Duration::from_millis(250) && waited < Duration::from_secs(3),
+            "{addr}: closed after {waited:?}"
+        );
+    }
+    // Two held open (half a request head each); the third is closed before a byte is read.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = tokio::net::TcpStream::connect(e.http()).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut tcp, b"GET / HTTP/1.1\r\n")
+            .await
+            .unwrap();
+        held.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let start = Instant::now();
+    let got = support::raw(
+        e.http(),
+        b"GET / HTTP/1.1\r\nhost: shop.example\r\n\r\n",
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(got.is_empty(), "a third connection was served: {got}");
+    assert!(
+        start.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(held);
+}
+
+/// A WebSocket `Upgrade` is not carried through the front door: no tunnel from outside into
+/// the mesh, and no app reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_switch_is_refused_at_the_front_door() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/ws");
+    let switch = [
+        "-i",
+        "-H",
+        "Connection: Upgrade",
+        "-H",
+        "Upgrade: websocket",
+    ];
+    let got = curl(&[&switch[..], &[&r, &t, &url]].concat()).await;
+    assert!(got.out.starts_with("501"), "{got:?}");
+    assert!(
+        got.body.contains("x-hopwise-error: upgrade-unsupported"),
+        "{}",
+        got.body
+    );
+}
