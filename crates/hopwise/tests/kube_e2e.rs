@@ -358,13 +358,38 @@ async fn the_cluster() {
     let (code, body) = curl(&running["other-1"].net.path(), "api", &api_ip);
     assert_eq!(code, 403, "{body}");
 
+    deleted_pod_leaves(
+        &pods,
+        &web,
+        &api_ip,
+        &running["api-2"],
+        &control_addr,
+        &state,
+    )
+    .await;
+    drop(running.remove("api-2"));
+    split_moves_live(&kube, &web, &api_ip).await;
+    drop(running);
+    api.stop().unwrap();
+}
+
+/// `api-2` is deleted (its processes still running, as while the kubelet stops them): it
+/// leaves web's endpoints, and its token gets no certificate any more.
+async fn deleted_pod_leaves(
+    pods: &Api<Pod>,
+    web: &Path,
+    api_ip: &str,
+    gone: &Running,
+    control_addr: &str,
+    state: &Path,
+) {
     // api-2 is deleted (its processes still running, as while the kubelet stops them): it
     // leaves web's endpoints, and its token gets no certificate any more.
     pods.delete("api-2", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
     let mut alone = 0;
-    calls_until(&web, "api", &api_ip, |(code, body)| {
+    calls_until(web, "api", api_ip, |(code, body)| {
         assert_eq!(*code, 200, "{body}");
         alone = if body.starts_with("api-1 ") {
             alone + 1
@@ -373,9 +398,8 @@ async fn the_cluster() {
         };
         alone == 10
     });
-    let server = client::Server::from_state(&control_addr, &state).unwrap();
+    let server = client::Server::from_state(control_addr, state).unwrap();
     let mut c = client::connect(&server).await.unwrap();
-    let gone = &running["api-2"];
     let t = Instant::now();
     loop {
         match c
@@ -393,9 +417,10 @@ async fn the_cluster() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    drop(running.remove("api-2"));
+}
 
-    // An HTTPRoute moves api's traffic to api-v2 while web calls: no request fails.
+/// An HTTPRoute moves api's traffic to api-v2 while web calls: no request fails.
+async fn split_moves_live(kube: &kube::Client, web: &Path, api_ip: &str) {
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
         "gateway.networking.k8s.io",
         "v1",
@@ -417,9 +442,9 @@ async fn the_cluster() {
         })
     };
     let route: DynamicObject = serde_json::from_value(split(100, 0)).unwrap();
-    routes.create(&post, &route).await.unwrap();
+    routes.create(&PostParams::default(), &route).await.unwrap();
     let caller = std::thread::spawn({
-        let (web, api_ip) = (web.clone(), api_ip.clone());
+        let (web, api_ip) = (web.to_owned(), api_ip.to_owned());
         move || {
             let mut v2 = 0;
             calls_until(&web, "api", &api_ip, |(_, body)| {
@@ -450,6 +475,4 @@ async fn the_cluster() {
         "failed while the split moved: {failed:?}"
     );
     assert!(answers[0].1.starts_with("api-1 "), "{:?}", answers[0]);
-    drop(running);
-    api.stop().unwrap();
 }
