@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use hopwise_api::delta::{apply, diff};
 use hopwise_proxy::config::Target;
-use hopwise_proxy::control::{ControlOptions, Received, Resync, pb};
+use hopwise_proxy::control::{ControlOptions, Received, Resync, Token, pb};
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
@@ -33,13 +33,14 @@ fn options() -> ControlOptions {
     ControlOptions {
         servers: vec!["https://127.0.0.1:7910".to_owned()],
         control_ca: PathBuf::from("/nonexistent/hopwise-fuzz/ca.pem"),
-        token: "token".to_owned(),
+        token: Token::fixed("token"),
         service: "checkout".to_owned(),
         copy: 0,
         name: "checkout-0".to_owned(),
         cache: PathBuf::from("/nonexistent/hopwise-fuzz"),
         health_path: "/".to_owned(),
         lease_ttl: Duration::from_secs(10),
+        advertise: None,
     }
 }
 

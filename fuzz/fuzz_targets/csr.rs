@@ -42,11 +42,20 @@ fuzz_target!(|data: &[u8]| {
             .subject_alternative_name()
             .expect("SAN parses")
             .expect("a SAN");
-        let names: Vec<String> = san.value.general_names.iter().map(|n| format!("{n:?}")).collect();
+        let names: Vec<String> = san
+            .value
+            .general_names
+            .iter()
+            .map(|n| format!("{n:?}"))
+            .collect();
         assert_eq!(names, [format!("URI({IDENTITY:?})")], "{names:?}");
-        let lifetime = cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        let lifetime =
+            cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
         let most = LIFETIME + BACKDATE;
-        assert!(lifetime >= 0 && lifetime as u64 <= most.as_secs(), "valid for {lifetime} s");
+        assert!(
+            lifetime >= 0 && lifetime as u64 <= most.as_secs(),
+            "valid for {lifetime} s"
+        );
     }
 });
 
@@ -58,7 +67,11 @@ fn base64(data: &[u8]) -> String {
         if i > 0 && i % 16 == 0 {
             out.push('\n');
         }
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         for k in 0..4 {
             if k <= chunk.len() {

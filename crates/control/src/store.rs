@@ -29,7 +29,7 @@ mod file;
 mod state;
 
 pub use error::StoreError;
-pub use file::{FileStore, write_atomic};
+pub use file::{FileStore, parse, write_atomic};
 pub use state::{CaState, MeshState, Rotation, Secret, State};
 
 use file::{write_bundle, write_tokens};

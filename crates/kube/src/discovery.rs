@@ -118,11 +118,16 @@ impl Slices {
         self.relist = Some(BTreeMap::new());
     }
 
-    /// A slice of the list in progress.
+    /// A slice of the list in progress. Read as [`Slices::apply`] reads it: the last word on a
+    /// slice stands, so one listed again as not a Service's leaves the list.
     pub fn listed(&mut self, slice: &EndpointSlice) {
-        if let (Some(list), Some(k), Some(read)) = (self.relist.as_mut(), key(slice), read(slice)) {
-            list.insert(k, read);
-        }
+        let (Some(list), Some(k)) = (self.relist.as_mut(), key(slice)) else {
+            return;
+        };
+        match read(slice) {
+            Some(read) => list.insert(k, read),
+            None => list.remove(&k),
+        };
     }
 
     /// The list is complete: it replaces what was seen, and every Service it changed (one

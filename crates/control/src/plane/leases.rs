@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{ApiError, DEFAULT_TTL, MAX_COPIES_PER_SERVICE, MAX_TTL, Plane};
+use super::{ApiError, DEFAULT_TTL, MAX_COPIES_PER_SERVICE, MAX_TTL, Plane, inbound_addr};
 use crate::ca::{Ca, IssueError, Issued};
 use crate::registry::{LeaseId, RegistryError};
 
@@ -206,13 +206,7 @@ impl Plane {
         ttl_ms: u64,
     ) -> Result<(String, SocketAddr, Duration), ApiError> {
         let service = self.proxied_service(token)?;
-        let addr: SocketAddr = inbound
-            .trim()
-            .parse()
-            .map_err(|_| ApiError::BadAddress(inbound.to_owned()))?;
-        if addr.ip().is_unspecified() || addr.port() == 0 {
-            return Err(ApiError::BadAddress(inbound.to_owned()));
-        }
+        let addr = inbound_addr(inbound)?;
         let ttl = if ttl_ms == 0 {
             DEFAULT_TTL
         } else {

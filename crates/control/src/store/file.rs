@@ -111,7 +111,11 @@ impl FileStore {
     }
 }
 
-pub(super) fn parse(path: &Path, bytes: &[u8]) -> Result<State, StoreError> {
+/// The state a `state.json` holds (`bytes`, read from `path`, which errors name): a format this
+/// build reads ([`StoreError::Format`] otherwise, so a newer file is not called corrupt), then
+/// the state ([`StoreError::Corrupt`] when it does not read). Pure: what [`FileStore::open`]
+/// runs on the file, and what the `stored_state` fuzz target feeds.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<State, StoreError> {
     // The format is read first, so a newer layout is reported as such, not as corruption.
     #[derive(Deserialize)]
     struct Head {

@@ -190,3 +190,27 @@ fn a_services_cluster_ip_and_none_for_a_headless_one() {
     assert_eq!(cluster_ip(&with(Some("None"))), None);
     assert_eq!(cluster_ip(&with(None)), None);
 }
+
+/// Found by the `discovery` fuzz target (docs/security.md, "Fuzzing"): a slice listed twice in
+/// one relist, the second time without its Service's label, stayed in the list as the first
+/// said, where `apply` would have dropped it. kube's watcher lists each slice once, and only
+/// labelled ones, so no cluster sent this; `listed` now reads as `apply` does all the same.
+#[test]
+fn a_slice_listed_again_as_no_services_leaves_the_relist() {
+    let mut s = Slices::default();
+    s.apply(&slice(
+        "api-a",
+        "api",
+        vec![endpoint("10.244.0.5", None, None)],
+    ));
+    s.relist();
+    s.listed(&slice(
+        "api-a",
+        "api",
+        vec![endpoint("10.244.0.5", None, None)],
+    ));
+    let mut unlabelled = slice("api-a", "api", vec![]);
+    unlabelled.metadata.labels = None;
+    s.listed(&unlabelled);
+    assert_eq!(told(&s.listed_all()), [("api".into(), None)]);
+}
