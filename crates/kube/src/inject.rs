@@ -174,7 +174,7 @@ pub fn app_port(pod: &Pod) -> Result<Option<u16>, String> {
         .and_then(|a| a.get(APP_PORT));
     if let Some(text) = annotation {
         return match text.trim().parse::<u16>() {
-            Ok(port) if port != 0 => Ok(Some(port)),
+            Ok(port) if port != 0 => not_the_proxys(port, &format!("the annotation {APP_PORT}")),
             _ => Err(format!(
                 "the annotation {APP_PORT}: `{text}` is not a port (1 to 65535)"
             )),
@@ -186,9 +186,25 @@ pub fn app_port(pod: &Pod) -> Result<Option<u16>, String> {
         .into_iter()
         .flatten()
         .find(|p| p.protocol.as_deref().is_none_or(|p| p == "TCP"));
-    Ok(tcp
+    match tcp
         .and_then(|p| u16::try_from(p.container_port).ok())
-        .filter(|p| *p != 0))
+        .filter(|p| *p != 0)
+    {
+        Some(port) => not_the_proxys(port, "the first container's first TCP port"),
+        None => Ok(None),
+    }
+}
+
+/// `port`, unless the proxy listens there in the pod: handing inbound requests to it would send
+/// them back to the proxy.
+fn not_the_proxys(port: u16, what: &str) -> Result<Option<u16>, String> {
+    if [CAPTURE_PORT, INBOUND_PORT, ADMIN_PORT].contains(&port) {
+        return Err(format!(
+            "{what}, {port}, is one of the proxy's ({CAPTURE_PORT}, {INBOUND_PORT}, \
+             {ADMIN_PORT}): set {APP_PORT} to the port the app serves on"
+        ));
+    }
+    Ok(Some(port))
 }
 
 /// The mark, or any name of ours among the containers and volumes.

@@ -340,8 +340,17 @@ fn the_proxy_hands_inbound_requests_to_the_apps_first_tcp_port_or_the_annotated_
     // The annotation wins.
     v["metadata"]["annotations"] = json!({ APP_PORT: "9090" });
     assert_eq!(has(v.clone()), Some("9090".into()));
-    // One that is no port refuses the pod, naming it.
-    for bad in ["0", "http", "70000", ""] {
+    // The proxy's own ports are refused, declared or annotated: requests would loop to it.
+    let mut own = app();
+    own["spec"]["containers"][0]["ports"] = json!([{ "containerPort": 4143 }]);
+    match decide(&pod(own.clone()), &inject()) {
+        Decision::Refuse(why) => assert!(why.contains("4143") && why.contains(APP_PORT), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    own["metadata"]["annotations"] = json!({ APP_PORT: "8080" });
+    assert_eq!(has(own), Some("8080".into()));
+    // One that is no port, or the proxy's, refuses the pod, naming it.
+    for bad in ["0", "http", "70000", "", "4191"] {
         v["metadata"]["annotations"] = json!({ APP_PORT: bad });
         match decide(&pod(v.clone()), &inject()) {
             Decision::Refuse(why) => assert!(why.contains(APP_PORT), "{why}"),
