@@ -601,16 +601,26 @@ fn the_dashboard_of_hopwise_up_in_a_real_browser() {
     // Its output is read to the end (so it never blocks on a full pipe); "ready" once it says so.
     let (ready_tx, ready) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        let mut shop = None;
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { return };
+            // The one URL of the shop: its gateway's.
+            if let Some(url) = line.strip_prefix("shop:") {
+                shop = url.split_whitespace().next().map(str::to_owned);
+            }
             if line == "Ctrl-C stops everything." {
-                let _ = ready_tx.send(());
+                let _ = ready_tx.send(shop.take());
             }
         }
     });
-    ready
+    let shop = ready
         .recv_timeout(Duration::from_secs(120))
-        .expect("hopwise up never said it was running");
+        .expect("hopwise up never said it was running")
+        .expect("hopwise up printed no URL for the shop");
+    let gateway = shop
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
     let run = std::fs::read_dir(cwd.path().join(".hopwise"))
         .unwrap()
         .next()
@@ -640,15 +650,15 @@ fn the_dashboard_of_hopwise_up_in_a_real_browser() {
         .map(|e| json!([e["from"], e["to"]]))
         .collect();
     assert!(edges.len() >= 3, "the shop's calls: {edges:?}");
-    // The load goes into frontend's app (outside the mesh, as up's --load does); the fault is
-    // set on inventory, at the bottom.
+    // The load goes in by the shop's one URL, its gateway (as up's --load does), so every edge
+    // from the front door down carries it; the fault is set on inventory, at the bottom.
     run_browser(
         &json!({
             "url": format!("http://{dashboard}/"),
             "proxies": proxies,
             "edges": edges,
             "fault": {"service": "inventory", "copy": 0, "knobs": services["inventory"]["copies"][0]["knobs"]},
-            "traffic": services["frontend"]["copies"][0]["app"],
+            "traffic": gateway,
             "warmup": 30,
             // Not the alphabet's order (checkout, frontend, pricing): the chain's.
             "chain": [["frontend", "checkout"], ["checkout", "pricing"], ["pricing", "inventory"]],

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! A user's own service has `"sample": null` and no `knobs`; the fee (outside the mesh) has no
-//! `admin` or `inbound`.
+//! `admin` or `inbound`; the gateway `up` runs has only `admin`.
 
 use std::path::Path;
 
@@ -33,12 +33,29 @@ pub fn from_plan(mesh: &Path, plan: &Plan) -> SamplesFile {
             })
             .collect(),
     };
+    // The gateway has no app; its admin port is listed so the dashboard reads its /metrics (the
+    // front door's edge into the entry), as it never registers a copy with the control plane.
+    let gateway = plan.gateway.iter().map(|g| {
+        let copy = SampleCopy {
+            copy: 0,
+            app: None,
+            knobs: None,
+            admin: Some(g.admin),
+            inbound: None,
+        };
+        let front = SampleService {
+            sample: None,
+            copies: vec![copy],
+        };
+        (g.name.clone(), front)
+    });
     SamplesFile {
         mesh: mesh.to_owned(),
         services: plan
             .services
             .iter()
             .map(|s| (s.name.clone(), service(s)))
+            .chain(gateway)
             .collect(),
     }
 }
