@@ -79,7 +79,7 @@ impl ServerArgs {
     }
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ControlArgs {
     #[command(subcommand)]
@@ -152,7 +152,7 @@ pub struct ControlArgs {
     pub kubernetes: bool,
 }
 
-#[derive(Debug, clap::Subcommand)]
+#[derive(Debug, Clone, clap::Subcommand)]
 pub enum ControlAction {
     /// Send a new mesh file to a running control plane. It is checked first: a file with error
     /// findings is refused with them (exit 1); an invalid file with its problems (exit 2).

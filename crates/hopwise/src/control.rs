@@ -77,7 +77,14 @@ fn serve(args: ControlArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let serving = match cli::serve::start_with(args, reviewer) {
+    let started = if kubernetes && args.config.is_none() {
+        // The `Mesh` resource's file (waited for, its refusals in its status): not the
+        // refusal below, which ends the process.
+        Ok(crate::kube::mesh::start(args, reviewer)?)
+    } else {
+        cli::serve::start_with(args, reviewer, None)
+    };
+    let serving = match started {
         Ok(s) => s,
         Err(CliError::Start(StartError::Refused { name, findings })) => {
             show(&cli::serve::refusal(&name, &findings))?;
@@ -88,6 +95,7 @@ fn serve(args: ControlArgs) -> anyhow::Result<ExitCode> {
     if kubernetes {
         serving.spawn(crate::kube::discovery);
         serving.spawn(crate::kube::routes);
+        serving.spawn(crate::kube::mesh::watch);
     }
     show(serving.summary())?;
     serving.run_until(hopwise_proxy::server::shutdown_signal())?;

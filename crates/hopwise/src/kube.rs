@@ -18,6 +18,8 @@ use hopwise_kube::install::{self, Install};
 use hopwise_kube::routes::Outcome;
 use hopwise_kube::webhook::{self, Limits};
 
+pub mod mesh;
+
 /// The image `install` names when none is given: this version's.
 const IMAGE: &str = concat!("hopwise:", env!("CARGO_PKG_VERSION"));
 
@@ -29,6 +31,10 @@ pub struct InstallArgs {
     /// The image holding `hopwise` and `hopwise-proxy` (the control plane's and the sidecars').
     #[arg(long, default_value = IMAGE)]
     image: String,
+    /// Print instead the `Mesh` resource holding this mesh file (checked first, as `hopwise
+    /// control apply` checks it), for a second `kubectl apply` once the CRD is in.
+    #[arg(long, value_name = "MESH.yaml")]
+    mesh: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -56,6 +62,9 @@ pub struct WebhookArgs {
 
 /// Prints the manifests: `hopwise install | kubectl apply --server-side -f -`.
 pub fn install(args: &InstallArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.mesh {
+        return mesh::print_resource(path);
+    }
     let install = Install::new(&args.namespace, &args.image)
         .context("making the webhook's serving certificate")?;
     let list = install::manifests(&install)?;

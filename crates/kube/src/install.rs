@@ -2,11 +2,11 @@
 //! and its injection webhook, as one `v1` `List` (JSON, which `kubectl apply --server-side -f -`
 //! reads as it reads YAML). The namespace (never injected itself), the control plane's
 //! ServiceAccount and its ClusterRole (TokenReviews to check proxies' tokens; Services,
-//! EndpointSlices, Pods and Namespaces to watch; HTTPRoutes and GRPCRoutes and their status),
-//! the webhook's serving certificate as a Secret, the control plane's Deployment (the control
-//! plane and the webhook, one container each, from one image) and Service, and the
-//! `MutatingWebhookConfiguration` of `registration.rs`. No CRDs yet: none is defined. Pure but
-//! for the certificate's fresh key.
+//! EndpointSlices, Pods and Namespaces to watch; HTTPRoutes, GRPCRoutes and the `Mesh` and their
+//! status), the webhook's serving certificate as a Secret, the control plane's Deployment (the
+//! control plane and the webhook, one container each, from one image) and Service, the
+//! `MutatingWebhookConfiguration` of `registration.rs`, and the `Mesh` CRD of `mesh_resource.rs`.
+//! Pure but for the certificate's fresh key.
 
 use std::collections::BTreeMap;
 
@@ -80,7 +80,9 @@ pub fn manifests(install: &Install) -> Result<Value, serde_json::Error> {
         port: 443,
     };
     let ca = &install.webhook_cert.ca_pem;
+    let schema = serde_json::to_value(hopwise_model::schema())?;
     let items = vec![
+        crate::mesh_resource::definition(&schema),
         serde_json::to_value(namespace(install))?,
         serde_json::to_value(ServiceAccount {
             metadata: meta(CONTROL, Some(&install.namespace)),
@@ -145,6 +147,13 @@ fn cluster_role() -> ClusterRole {
             rule(
                 &[gateway],
                 &["httproutes/status", "grpcroutes/status"],
+                &["patch", "update"],
+            ),
+            // The mesh file as a resource (mesh_resource.rs), and what was made of it.
+            rule(&[crate::mesh_resource::GROUP], &["meshes"], &watch),
+            rule(
+                &[crate::mesh_resource::GROUP],
+                &["meshes/status"],
                 &["patch", "update"],
             ),
         ]),

@@ -231,7 +231,7 @@ pub fn status(route: &Value, outcome: &Outcome) -> Value {
     json!({ "status": { "parents": parents } })
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     k8s_openapi::jiff::Timestamp::now()
         .round(k8s_openapi::jiff::Unit::Second)
         .map(|t| t.to_string())

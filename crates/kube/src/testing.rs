@@ -11,6 +11,7 @@
 
 mod certs;
 mod controllers;
+mod crds;
 mod process;
 mod route_crds;
 

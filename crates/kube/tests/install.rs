@@ -5,8 +5,6 @@
 // Test helpers: a failure should fail the test loudly, and the timings go to its output.
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
-use std::io::Write;
-use std::process::Stdio;
 use std::time::Instant;
 
 use hopwise_kube::install::{self, CONTROL, Install, WEBHOOK_SECRET};
@@ -22,21 +20,7 @@ use kube::Api;
 
 /// kubectl with `args`, `stdin` written to it; its stdout, or a panic with its stderr.
 fn kubectl(server: &ApiServer, args: &[&str], stdin: &str) -> String {
-    let mut child = server
-        .kubectl()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = server.kubectl_with(args, stdin).unwrap();
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr),
@@ -62,7 +46,7 @@ async fn the_manifests_apply_server_side_and_read_back() {
         let t = Instant::now();
         let out = kubectl(&server, &apply, &text);
         println!("{round} apply: {:?}\n{out}", t.elapsed());
-        assert_eq!(out.lines().count(), 9, "{out}");
+        assert_eq!(out.lines().count(), 10, "{out}");
     }
 
     let client = server.client().unwrap();

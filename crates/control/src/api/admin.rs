@@ -39,21 +39,11 @@ pub(super) async fn apply(
 ) -> Result<Response<pb::ApplyResponse>, Status> {
     svc.admin(&request)?;
     let r = request.into_inner();
-    let shared = svc.shared.clone();
-    // Reading and checking a large file, and the store's fsync, stay off the async threads.
-    let response = tokio::task::spawn_blocking(move || {
-        let prepared = plane::prepare(&r.mesh_yaml, &r.file_name);
-        shared.plane().commit(prepared, SystemTime::now())
-    })
-    .await
-    .map_err(|e| Status::internal(format!("apply failed: {e}")))?
-    .map_err(|e| api_status(&e))?;
-    if response.applied && !response.unchanged {
-        tracing::info!(version = response.version, "{}", response.message);
-        svc.shared.publish();
-    } else if !response.applied {
-        tracing::warn!("{}", response.message);
-    }
+    let handle = super::PlaneHandle::of(svc.shared.clone());
+    let response = handle
+        .apply(r.mesh_yaml, r.file_name)
+        .await
+        .map_err(|e| api_status(&e))?;
     Ok(Response::new(wire::applied(response)))
 }
 

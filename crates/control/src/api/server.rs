@@ -48,6 +48,10 @@ impl std::fmt::Debug for PlaneHandle {
 }
 
 impl PlaneHandle {
+    pub(super) fn of(shared: Arc<Shared>) -> PlaneHandle {
+        PlaneHandle { shared }
+    }
+
     /// Runs `f` on the plane, under its lock (keep `f` short: the gRPC API waits meanwhile).
     pub fn read<R>(&self, f: impl FnOnce(&Plane) -> R) -> R {
         f(&self.shared.plane())
@@ -98,6 +102,30 @@ impl PlaneHandle {
             self.shared.publish();
         }
         verdict
+    }
+
+    /// A new mesh file, applied as `hopwise control apply` applies one (read and checked off
+    /// the async threads, refused whole on an error); the streams woken when it changed.
+    /// `Err` only when the state could not be saved.
+    pub async fn apply(
+        &self,
+        text: String,
+        file_name: String,
+    ) -> Result<crate::plane::Applied, crate::plane::ApiError> {
+        let shared = self.shared.clone();
+        let applied = tokio::task::spawn_blocking(move || {
+            let prepared = crate::plane::prepare(&text, &file_name);
+            shared.plane().commit(prepared, SystemTime::now())
+        })
+        .await
+        .map_err(|e| crate::plane::ApiError::Store(format!("apply failed: {e}")))??;
+        if applied.applied && !applied.unchanged {
+            tracing::info!(version = applied.version, "{}", applied.message);
+            self.shared.publish();
+        } else if !applied.applied {
+            tracing::warn!("{}", applied.message);
+        }
+        Ok(applied)
     }
 
     /// What was last made of route `namespace/name` ([`Plane::kube_route_verdict`]).

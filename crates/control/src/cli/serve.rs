@@ -76,14 +76,16 @@ pub fn refusal(name: &str, findings: &[Finding]) -> String {
 
 /// Starts the control plane of `args` and serves it in the background.
 pub fn start(args: ControlArgs) -> Result<Serving, CliError> {
-    start_with(args, None)
+    start_with(args, None, None)
 }
 
-/// [`start`], with `reviewer` vouching for tokens that are not join tokens (`--kubernetes`:
-/// the binary makes it, so this crate links no Kubernetes client).
+/// [`start`], with `reviewer` vouching for tokens that are not join tokens, and `mesh` the
+/// mesh file to start on when no `--config` is given (`--kubernetes`: the binary makes both,
+/// the `Mesh` resource's file the second, so this crate links no Kubernetes client).
 pub fn start_with(
     args: ControlArgs,
     reviewer: Option<std::sync::Arc<dyn crate::review::TokenReviewer>>,
+    mesh: Option<ConfigFile>,
 ) -> Result<Serving, CliError> {
     let Some(state) = args.state.clone() else {
         return Err(CliError::Usage(
@@ -107,7 +109,10 @@ pub fn start_with(
              loopback address only"
         )));
     }
-    let options = options(&args)?;
+    let mut options = options(&args)?;
+    if options.config.is_none() {
+        options.config = mesh;
+    }
     let spec = shared_store(&args)?;
     // The runtime comes first: the etcd store is opened on it, and `Plane::start` (on this
     // thread, outside it) blocks on it to write.

@@ -8,7 +8,7 @@ use crate::client;
 use crate::store::write_atomic;
 
 /// `hopwise control token …`.
-#[derive(Debug, clap::Subcommand)]
+#[derive(Debug, Clone, clap::Subcommand)]
 pub enum TokenAction {
     /// A new token for SERVICE, written to the control plane's `<state>/tokens/SERVICE` (and to
     /// --out FILE here, owner-only).

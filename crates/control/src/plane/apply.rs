@@ -40,7 +40,7 @@ pub fn prepare(text: &str, file_name: &str) -> Prepared {
 impl Prepared {
     /// Why it would be refused as a mesh file: it does not read, or `hopwise check` finds an
     /// error (the first one's text).
-    pub(super) fn refusal(&self) -> Option<String> {
+    pub fn refusal(&self) -> Option<String> {
         match &self.result {
             Err(diags) => Some(
                 diags

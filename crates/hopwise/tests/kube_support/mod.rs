@@ -99,24 +99,44 @@ pub fn control_on(
     kubeconfig: &Path,
     log: &Path,
 ) -> (Proc, String) {
+    let (process, stdout) = spawn_control(listen, state, Some(mesh), kubeconfig, log);
+    (process, listening(stdout, log))
+}
+
+/// `hopwise control --kubernetes` started (`mesh`: its `--config`, if any); its stdout, whose
+/// first line says where it listens once it does ([`listening`]).
+pub fn spawn_control(
+    listen: &str,
+    state: &Path,
+    mesh: Option<&Path>,
+    kubeconfig: &Path,
+    log: &Path,
+) -> (Proc, BufReader<std::process::ChildStdout>) {
     let bin = std::env::var("HOPWISE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_hopwise").into());
-    let mut child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args(["control", "--listen", listen, "--kubernetes"])
         .arg("--state")
-        .arg(state)
-        .arg("--config")
-        .arg(mesh)
+        .arg(state);
+    if let Some(mesh) = mesh {
+        command.arg("--config").arg(mesh);
+    }
+    let mut child = command
         .env("KUBECONFIG", kubeconfig)
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let reader = BufReader::new(child.stdout.take().unwrap());
+    (Proc(child), reader)
+}
+
+/// Where a control plane started by [`spawn_control`] listens, once it says so (blocking).
+pub fn listening(mut reader: BufReader<std::process::ChildStdout>, log: &Path) -> String {
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
     std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    let addr = line
-        .split_whitespace()
+    line.split_whitespace()
         .skip_while(|w| *w != "on")
         .nth(1)
         .unwrap_or_else(|| {
@@ -125,8 +145,7 @@ pub fn control_on(
                 std::fs::read_to_string(log).unwrap_or_default()
             )
         })
-        .to_owned();
-    (Proc(child), addr)
+        .to_owned()
 }
 
 /// An app's pod as its Deployment would make it: one container, running as `account`.

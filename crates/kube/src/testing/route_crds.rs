@@ -3,43 +3,16 @@
 //! standard-install), with a schema that keeps every field rather than the official
 //! validation — what the control plane reads and refuses is its own to test.
 
-use std::time::Duration;
-
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PostParams};
-
 use super::{ApiServer, Error};
 
 impl ApiServer {
     /// Creates the HTTPRoute and GRPCRoute CRDs and waits until the API server serves them.
     pub async fn install_route_crds(&self) -> Result<(), Error> {
-        let crds = Api::<CustomResourceDefinition>::all(self.client()?);
-        for (kind, plural) in [("HTTPRoute", "httproutes"), ("GRPCRoute", "grpcroutes")] {
-            let crd: CustomResourceDefinition = serde_json::from_value(definition(kind, plural))
-                .map_err(|e| Error::io("the route CRD", std::io::Error::other(e)))?;
-            crds.create(&PostParams::default(), &crd).await?;
-        }
-        let served = |crd: &CustomResourceDefinition| {
-            crd.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                })
-        };
-        for _ in 0..200 {
-            let http = crds.get("httproutes.gateway.networking.k8s.io").await?;
-            let grpc = crds.get("grpcroutes.gateway.networking.k8s.io").await?;
-            if served(&http) && served(&grpc) {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Err(Error::io(
-            "the route CRDs",
-            std::io::Error::other("not established within 10 s"),
-        ))
+        self.install_crds(&[
+            definition("HTTPRoute", "httproutes"),
+            definition("GRPCRoute", "grpcroutes"),
+        ])
+        .await
     }
 }
 
