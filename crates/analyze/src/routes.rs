@@ -1,12 +1,17 @@
 //! A service's own routes (`services.<name>.routes`, docs/routes.md) as `check` reads them:
 //! which route, rule and backends a given request takes ([`take`], `hopwise check --request`),
 //! and which rules can never take one because an earlier rule of higher or equal precedence
-//! always takes their requests first ([`shadowed`], `shadow.rs`: `shadowed-rule` findings).
+//! always takes their requests first ([`shadowed`], `shadow.rs`: `shadowed-rule` findings),
+//! and which regular expressions can never match ([`never_matching`], `never.rs`:
+//! `regex-never-matches` findings).
 //!
 //! The rule is `model`'s `find`, the walk the proxy's `Table::find` is held to, so `check`
 //! answers what the proxy does. Pure: a request written on a line ([`Probe`], `probe.rs`) in,
 //! a value out; printing is the binary's (`render::routing`).
 
+mod never;
+#[cfg(test)]
+mod never_tests;
 mod policy;
 #[cfg(test)]
 mod policy_tests;
@@ -21,6 +26,7 @@ use hopwise_model::route::{self, Filter, Matcher, Route, ServiceRoutes};
 use indexmap::IndexMap;
 use serde::Serialize;
 
+pub use never::never_matching;
 pub use policy::under_rules;
 pub use probe::{Probe, ProbeError};
 pub use reach::unreachable;
