@@ -1,6 +1,7 @@
 //! Timeout budgets: for every call, what happens when everything below it hangs — how many tries
 //! the proxy makes (per its retry list), how long the call can take, how much of it fits in the
-//! time its caller gives, and the per-try timeout that would fit.
+//! time its caller gives, and the per-try timeout that would fit. A delay a service's proxies
+//! inject (`fault.delay`) adds to the time it takes to answer.
 
 use std::time::Duration;
 
@@ -144,7 +145,7 @@ impl Analysis<'_> {
                 marked: false,
             };
         };
-        let hung = if service.calls.is_empty() {
+        let mut hung = if service.calls.is_empty() {
             // A leaf: this is what hangs.
             Hung {
                 time: None,
@@ -154,6 +155,11 @@ impl Analysis<'_> {
         } else {
             self.slowest(service)
         };
+        // A delay its own proxies inject (`fault`) comes before its app sees the request; at
+        // worst a request is one delayed (any percent above 0, a header-only fault too).
+        if let Some(d) = (service.fault.as_ref().and_then(|f| f.delay)).filter(|d| d.percent > 0) {
+            hung.time = hung.time.map(|t| t.saturating_add(d.time));
+        }
         self.hung.insert(name.to_owned(), hung);
         hung
     }
@@ -303,3 +309,6 @@ impl Analysis<'_> {
             .map_or(hopwise_model::Backoff::ENVOY, |c| c.policy.retry.backoff)
     }
 }
+
+#[cfg(test)]
+mod tests;
