@@ -122,11 +122,7 @@ fn take_in<M: Matcher + Clone>(
             service: b.target.service.clone(),
             subset: b.target.subset.clone(),
             weight: b.weight,
-            percent: if total == 0 {
-                0.0
-            } else {
-                100.0 * f64::from(b.weight) / total as f64
-            },
+            percent: percent(b.weight, total),
         })
         .collect();
     let redirect = rule.filters.iter().find_map(|f| match f {
@@ -143,6 +139,15 @@ fn take_in<M: Matcher + Clone>(
         redirect,
         backends,
     })
+}
+
+/// Per cent of a rule's requests a backend of `weight` takes, of `total` (0 when all are 0).
+pub(crate) fn percent(weight: u32, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        100.0 * f64::from(weight) / total as f64
+    }
 }
 
 /// The service an authority names, as the proxy reads a `Host`: the name, with or without a

@@ -74,11 +74,7 @@ struct Analysis<'m> {
 }
 
 pub fn analyze(mesh: &Mesh) -> Timeouts {
-    let mut a = Analysis {
-        mesh,
-        hung: IndexMap::new(),
-        calls: IndexMap::new(),
-    };
+    let mut a = Analysis::new(mesh);
     for name in mesh.services.keys() {
         a.service(name);
     }
@@ -133,7 +129,22 @@ pub fn analyze(mesh: &Mesh) -> Timeouts {
     Timeouts { calls, entries }
 }
 
-impl Analysis<'_> {
+/// One call under exactly its policy (a split's backend under its rule's: `splits.rs`), when
+/// everything below it hangs; the calls below are counted as the table counts them.
+pub fn timing(mesh: &Mesh, call: &Call) -> CallTiming {
+    let mut a = Analysis::new(mesh);
+    a.under(call).1
+}
+
+impl<'m> Analysis<'m> {
+    fn new(mesh: &'m Mesh) -> Self {
+        Analysis {
+            mesh,
+            hung: IndexMap::new(),
+            calls: IndexMap::new(),
+        }
+    }
+
     fn service(&mut self, name: &str) -> Hung {
         if let Some(h) = self.hung.get(name) {
             return *h;
