@@ -189,13 +189,14 @@ fn splits(splits: &[crate::Split]) -> String {
                     format!("0 ({} does not call it)", s.caller),
                 ),
             };
-            let subset = (b.subset.iter()).map(|(k, v)| format!("{k}={v}"));
-            let backend = std::iter::once(b.service.clone()).chain(subset);
+            let share = &b.share;
+            let subset = (share.subset.iter()).map(|(k, v)| format!("{k}={v}"));
+            let backend = std::iter::once(share.service.clone()).chain(subset);
             rows.push(vec![
                 format!("{} → {}", s.caller, s.service),
                 s.rule.clone(),
                 backend.collect::<Vec<_>>().join(" "),
-                format!("{:.1} %", b.percent),
+                format!("{:.1} %", share.percent),
                 tries,
                 worst,
                 attempts,

@@ -22,7 +22,7 @@ mod shadow;
 use std::collections::BTreeMap;
 
 use hopwise_model::Mesh;
-use hopwise_model::route::{self, Filter, Matcher, Route, ServiceRoutes};
+use hopwise_model::route::{self, Backend, Filter, Matcher, Route, ServiceRoutes};
 use indexmap::IndexMap;
 use serde::Serialize;
 
@@ -114,17 +114,7 @@ fn take_in<M: Matcher + Clone>(
     let (Some((name, _)), Some(u)) = (r.and_then(|r| routes.get_index(r)), u) else {
         return Routing::NoMatch { service };
     };
-    let total: u64 = rule.backends.iter().map(|b| u64::from(b.weight)).sum();
-    let backends = rule
-        .backends
-        .iter()
-        .map(|b| Share {
-            service: b.target.service.clone(),
-            subset: b.target.subset.clone(),
-            weight: b.weight,
-            percent: percent(b.weight, total),
-        })
-        .collect();
+    let backends = shares(&rule.backends);
     let redirect = rule.filters.iter().find_map(|f| match f {
         Filter::RequestRedirect(r) => Some(r.status.code()),
         _ => None,
@@ -141,13 +131,21 @@ fn take_in<M: Matcher + Clone>(
     })
 }
 
-/// Per cent of a rule's requests a backend of `weight` takes, of `total` (0 when all are 0).
-pub(crate) fn percent(weight: u32, total: u64) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        100.0 * f64::from(weight) / total as f64
-    }
+/// A rule's backends and their parts of its requests (weight over the sum of weights).
+pub(crate) fn shares(backends: &[Backend]) -> Vec<Share> {
+    let total: u64 = backends.iter().map(|b| u64::from(b.weight)).sum();
+    (backends.iter())
+        .map(|b| Share {
+            service: b.target.service.clone(),
+            subset: b.target.subset.clone(),
+            weight: b.weight,
+            percent: if total == 0 {
+                0.0
+            } else {
+                100.0 * f64::from(b.weight) / total as f64
+            },
+        })
+        .collect()
 }
 
 /// The service an authority names, as the proxy reads a `Host`: the name, with or without a

@@ -10,7 +10,6 @@
 //! Worst cases are not averaged: a request can take the slowest backend, so a split's budget is
 //! its slowest weighted backend's, read off the rows. Pure: the mesh in, rows out.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hopwise_model::route::{Backend, Route, RulePolicy, ServiceRoutes};
@@ -19,6 +18,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use crate::fanout::{self, Failure};
+use crate::routes::Share;
 
 /// One rule with several backends, as one caller's proxy sends to it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,12 +37,9 @@ pub struct Split {
 /// One backend of a split.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BackendCount {
-    pub service: String,
-    /// The labels its copies must carry; empty: every copy.
-    pub subset: BTreeMap<String, String>,
-    pub weight: u32,
-    /// Per cent of the rule's requests.
-    pub percent: f64,
+    /// The backend, its weight and part of the rule's requests.
+    #[serde(flatten)]
+    pub share: Share,
     /// `None` when the caller does not call it (`backend-not-called`: answered 404 at once).
     pub count: Option<Counted>,
 }
@@ -102,18 +99,15 @@ fn split_rules<M>(routes: &IndexMap<String, Route<M>>) -> Vec<SplitRule<'_>> {
 }
 
 fn split(mesh: &Mesh, caller: &Service, service: &str, rule: &SplitRule<'_>) -> Split {
-    let total: u64 = rule.backends.iter().map(|b| u64::from(b.weight)).sum();
-    let backends: Vec<BackendCount> = (rule.backends.iter())
-        .map(|b| BackendCount {
-            service: b.target.service.clone(),
-            subset: b.target.subset.clone(),
-            weight: b.weight,
-            percent: crate::routes::percent(b.weight, total),
-            count: calls(caller, &b.target.service).map(|call| count(mesh, call, rule.policy)),
+    let backends: Vec<BackendCount> = (crate::routes::shares(rule.backends).into_iter())
+        .map(|share| BackendCount {
+            count: calls(caller, &share.service).map(|call| count(mesh, call, rule.policy)),
+            share,
         })
         .collect();
+    let total: u64 = backends.iter().map(|b| u64::from(b.share.weight)).sum();
     let weighted: f64 = (backends.iter())
-        .map(|b| f64::from(b.weight) * b.count.as_ref().map_or(0.0, |c| c.attempts as f64))
+        .map(|b| f64::from(b.share.weight) * b.count.as_ref().map_or(0.0, |c| c.attempts as f64))
         .sum();
     Split {
         caller: caller.name.clone(),

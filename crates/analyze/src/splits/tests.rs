@@ -47,7 +47,7 @@ fn rows(s: &Split) -> Vec<Row> {
         .map(|b| {
             let count = (b.count.as_ref())
                 .map(|c| (c.tries, c.worst_case, c.attempts, c.attempts_at.clone()));
-            (b.service.clone(), b.percent, count)
+            (b.share.service.clone(), b.share.percent, count)
         })
         .collect()
 }
