@@ -145,15 +145,7 @@ pub fn analyze(mesh: &Mesh) -> Vec<FanoutRow> {
 pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<FanoutRow> {
     let e = mesh.services.get(entry)?.entry;
     let window = e.and_then(|e| e.timeout).map(|d| d.get());
-    let mut s = Scenario {
-        mesh,
-        target,
-        failure,
-        memo: HashMap::new(),
-        reaches: HashMap::new(),
-        tries: IndexMap::new(),
-        wait: window,
-    };
+    let mut s = Scenario::new(mesh, target, failure, window);
     if !s.reaches(entry) {
         return None;
     }
@@ -179,7 +171,31 @@ pub fn row(mesh: &Mesh, entry: &str, target: &str, failure: Failure) -> Option<F
     })
 }
 
-impl Scenario<'_> {
+/// Attempts at `target`, failing as `failure`, for one request the caller's app makes on
+/// `call` under exactly its policy (a split's backend: `splits.rs`), with no deadline from
+/// above: the worst case below the caller.
+pub fn through(mesh: &Mesh, call: &Call, target: &str, failure: Failure) -> u64 {
+    let mut s = Scenario::new(mesh, target, failure, None);
+    if !s.reaches(&call.to) {
+        return 0;
+    }
+    let r = s.call(call, None, None);
+    r.received.get(target).copied().unwrap_or(0)
+}
+
+impl<'m> Scenario<'m> {
+    fn new(mesh: &'m Mesh, target: &'m str, failure: Failure, wait: Option<Duration>) -> Self {
+        Scenario {
+            mesh,
+            target,
+            failure,
+            memo: HashMap::new(),
+            reaches: HashMap::new(),
+            tries: IndexMap::new(),
+            wait,
+        }
+    }
+
     fn reaches(&mut self, from: &str) -> bool {
         if from == self.target {
             return true;

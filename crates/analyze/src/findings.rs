@@ -63,7 +63,8 @@ impl Default for Options {
 }
 
 /// Every finding of the mesh, errors first (within a severity, in the order they are found:
-/// entries, then each call family by family, then fan-out, then shadowed route rules, then route targets a caller cannot reach).
+/// entries, then each call family by family, then fan-out, then shadowed route rules, then
+/// route patterns that can never match, then route targets a caller cannot reach).
 pub fn find(
     mesh: &Mesh,
     timeouts: &Timeouts,
@@ -91,6 +92,7 @@ pub fn find(
         retry_fanout(&mut out, mesh, row, opts);
     }
     out.0.extend(crate::routes::shadowed(mesh));
+    out.0.extend(crate::routes::never_matching(mesh));
     out.0.extend(crate::routes::unreachable(mesh));
     out.0.extend(fault::findings(mesh));
     let mut out = out.0;

@@ -1,6 +1,7 @@
 //! hopwise's static analysis of a mesh: timeout budgets that must nest, retries that multiply,
 //! defaults that queue without limit, retries of calls that are not safe to repeat, route rules
-//! that can never match; and which rule a given request takes (`routes`).
+//! that can never match, each backend of a weighted split counted on its own (`splits`); and
+//! which rule a given request takes (`routes`).
 //!
 //! Pure: `&Mesh → Report`. No I/O; rendering returns strings. All arithmetic comes from
 //! `hopwise-model`, the same functions the proxy runs.
@@ -12,6 +13,7 @@ pub mod findings;
 pub mod fix;
 pub mod render;
 pub mod routes;
+pub mod splits;
 pub mod timeouts;
 
 use hopwise_model::Mesh;
@@ -19,6 +21,7 @@ use serde::Serialize;
 
 pub use fanout::{Failure, FanoutRow};
 pub use findings::{Finding, Options, Severity};
+pub use splits::Split;
 pub use timeouts::{CallTiming, EntryTiming, Timeouts};
 
 /// Everything `hopwise check` knows about a mesh.
@@ -27,6 +30,8 @@ pub struct Report {
     pub mesh: String,
     pub timeouts: Timeouts,
     pub fanout: Vec<FanoutRow>,
+    /// Each rule with several backends, per backend (`splits.rs`).
+    pub splits: Vec<Split>,
     pub findings: Vec<Finding>,
 }
 
@@ -44,6 +49,7 @@ pub fn check(mesh: &Mesh, opts: &Options) -> Report {
         mesh: mesh.name.clone(),
         timeouts,
         fanout,
+        splits: splits::analyze(mesh),
         findings,
     }
 }

@@ -162,7 +162,63 @@ pub fn tables(report: &Report) -> String {
         ],
         &rows,
     ));
+    if !report.splits.is_empty() {
+        out.push_str(&splits(&report.splits));
+    }
+    out
+}
 
+/// Each split, a row per backend, then the weighted expectation.
+fn splits(splits: &[crate::Split]) -> String {
+    let mut out = String::from(
+        "\nSplits: each backend of a rule as its caller's proxy sends to it, everything below \
+         failing at its worst\n",
+    );
+    let mut rows = Vec::new();
+    for s in splits {
+        for b in &s.backends {
+            let (tries, worst, attempts) = match &b.count {
+                Some(c) => (
+                    c.tries.to_string(),
+                    opt(c.worst_case, "never"),
+                    format!("{} when {}", c.attempts, c.attempts_at),
+                ),
+                None => (
+                    "-".into(),
+                    "-".into(),
+                    format!("0 ({} does not call it)", s.caller),
+                ),
+            };
+            let share = &b.share;
+            let subset = (share.subset.iter()).map(|(k, v)| format!("{k}={v}"));
+            let backend = std::iter::once(share.service.clone()).chain(subset);
+            rows.push(vec![
+                format!("{} → {}", s.caller, s.service),
+                s.rule.clone(),
+                backend.collect::<Vec<_>>().join(" "),
+                format!("{:.1} %", share.percent),
+                tries,
+                worst,
+                attempts,
+            ]);
+        }
+        let expected = s
+            .expected_attempts
+            .map_or("none (every weight 0)".into(), |e| format!("{e:.2}"));
+        let mut mean = vec![String::new(); 7];
+        (mean[2], mean[6]) = ("expected, by weight".into(), expected);
+        rows.push(mean);
+    }
+    let header = [
+        "call",
+        "rule",
+        "backend",
+        "share",
+        "tries when hung",
+        "worst case",
+        "most attempts at one service",
+    ];
+    out.push_str(&table(&header, &rows));
     out
 }
 

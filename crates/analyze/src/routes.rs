@@ -1,12 +1,17 @@
 //! A service's own routes (`services.<name>.routes`, docs/routes.md) as `check` reads them:
 //! which route, rule and backends a given request takes ([`take`], `hopwise check --request`),
 //! and which rules can never take one because an earlier rule of higher or equal precedence
-//! always takes their requests first ([`shadowed`], `shadow.rs`: `shadowed-rule` findings).
+//! always takes their requests first ([`shadowed`], `shadow.rs`: `shadowed-rule` findings),
+//! and which regular expressions can never match ([`never_matching`], `never.rs`:
+//! `regex-never-matches` findings).
 //!
 //! The rule is `model`'s `find`, the walk the proxy's `Table::find` is held to, so `check`
 //! answers what the proxy does. Pure: a request written on a line ([`Probe`], `probe.rs`) in,
 //! a value out; printing is the binary's (`render::routing`).
 
+mod never;
+#[cfg(test)]
+mod never_tests;
 mod policy;
 #[cfg(test)]
 mod policy_tests;
@@ -17,10 +22,11 @@ mod shadow;
 use std::collections::BTreeMap;
 
 use hopwise_model::Mesh;
-use hopwise_model::route::{self, Filter, Matcher, Route, ServiceRoutes};
+use hopwise_model::route::{self, Backend, Filter, Matcher, Route, ServiceRoutes};
 use indexmap::IndexMap;
 use serde::Serialize;
 
+pub use never::never_matching;
 pub use policy::under_rules;
 pub use probe::{Probe, ProbeError};
 pub use reach::unreachable;
@@ -108,21 +114,7 @@ fn take_in<M: Matcher + Clone>(
     let (Some((name, _)), Some(u)) = (r.and_then(|r| routes.get_index(r)), u) else {
         return Routing::NoMatch { service };
     };
-    let total: u64 = rule.backends.iter().map(|b| u64::from(b.weight)).sum();
-    let backends = rule
-        .backends
-        .iter()
-        .map(|b| Share {
-            service: b.target.service.clone(),
-            subset: b.target.subset.clone(),
-            weight: b.weight,
-            percent: if total == 0 {
-                0.0
-            } else {
-                100.0 * f64::from(b.weight) / total as f64
-            },
-        })
-        .collect();
+    let backends = shares(&rule.backends);
     let redirect = rule.filters.iter().find_map(|f| match f {
         Filter::RequestRedirect(r) => Some(r.status.code()),
         _ => None,
@@ -137,6 +129,23 @@ fn take_in<M: Matcher + Clone>(
         redirect,
         backends,
     })
+}
+
+/// A rule's backends and their parts of its requests (weight over the sum of weights).
+pub(crate) fn shares(backends: &[Backend]) -> Vec<Share> {
+    let total: u64 = backends.iter().map(|b| u64::from(b.weight)).sum();
+    (backends.iter())
+        .map(|b| Share {
+            service: b.target.service.clone(),
+            subset: b.target.subset.clone(),
+            weight: b.weight,
+            percent: if total == 0 {
+                0.0
+            } else {
+                100.0 * f64::from(b.weight) / total as f64
+            },
+        })
+        .collect()
 }
 
 /// The service an authority names, as the proxy reads a `Host`: the name, with or without a

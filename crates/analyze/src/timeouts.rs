@@ -1,6 +1,7 @@
 //! Timeout budgets: for every call, what happens when everything below it hangs — how many tries
 //! the proxy makes (per its retry list), how long the call can take, how much of it fits in the
-//! time its caller gives, and the per-try timeout that would fit.
+//! time its caller gives, and the per-try timeout that would fit. A delay a service's proxies
+//! inject (`fault.delay`) adds to the time it takes to answer.
 
 use std::time::Duration;
 
@@ -73,11 +74,7 @@ struct Analysis<'m> {
 }
 
 pub fn analyze(mesh: &Mesh) -> Timeouts {
-    let mut a = Analysis {
-        mesh,
-        hung: IndexMap::new(),
-        calls: IndexMap::new(),
-    };
+    let mut a = Analysis::new(mesh);
     for name in mesh.services.keys() {
         a.service(name);
     }
@@ -132,7 +129,22 @@ pub fn analyze(mesh: &Mesh) -> Timeouts {
     Timeouts { calls, entries }
 }
 
-impl Analysis<'_> {
+/// One call under exactly its policy (a split's backend under its rule's: `splits.rs`), when
+/// everything below it hangs; the calls below are counted as the table counts them.
+pub fn timing(mesh: &Mesh, call: &Call) -> CallTiming {
+    let mut a = Analysis::new(mesh);
+    a.under(call).1
+}
+
+impl<'m> Analysis<'m> {
+    fn new(mesh: &'m Mesh) -> Self {
+        Analysis {
+            mesh,
+            hung: IndexMap::new(),
+            calls: IndexMap::new(),
+        }
+    }
+
     fn service(&mut self, name: &str) -> Hung {
         if let Some(h) = self.hung.get(name) {
             return *h;
@@ -144,7 +156,7 @@ impl Analysis<'_> {
                 marked: false,
             };
         };
-        let hung = if service.calls.is_empty() {
+        let mut hung = if service.calls.is_empty() {
             // A leaf: this is what hangs.
             Hung {
                 time: None,
@@ -154,6 +166,11 @@ impl Analysis<'_> {
         } else {
             self.slowest(service)
         };
+        // A delay its own proxies inject (`fault`) comes before its app sees the request; at
+        // worst a request is one delayed (any percent above 0, a header-only fault too).
+        if let Some(d) = (service.fault.as_ref().and_then(|f| f.delay)).filter(|d| d.percent > 0) {
+            hung.time = hung.time.map(|t| t.saturating_add(d.time));
+        }
         self.hung.insert(name.to_owned(), hung);
         hung
     }
@@ -303,3 +320,6 @@ impl Analysis<'_> {
             .map_or(hopwise_model::Backoff::ENVOY, |c| c.policy.retry.backoff)
     }
 }
+
+#[cfg(test)]
+mod tests;

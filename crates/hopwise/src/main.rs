@@ -298,7 +298,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let report = hopwise_analyze::check(&mesh, &opts);
             match format {
-                Format::Text => print!("{}", render::text(&report)),
+                Format::Text => print!("{}", report_text(&name, &mesh, &report)),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
             Ok(if report.has_errors() {
@@ -470,6 +470,16 @@ fn read_or_report(name: &str, text: &str, done: &str) -> Option<Mesh> {
     }
 }
 
+/// `check`'s report as text, each finding's place as a file's problems are given: the file,
+/// then the line and column its path is written at (or its nearest written parent), the path.
+fn report_text(name: &str, mesh: &Mesh, report: &hopwise_analyze::Report) -> String {
+    let place = |f: &hopwise_analyze::Finding| match mesh.locations.of(&f.path) {
+        Some(at) => format!("{name}:{}:{}: {}", at.line, at.column, f.path),
+        None => f.path.clone(),
+    };
+    render::tables(report) + &render::findings(report, place)
+}
+
 /// `hopwise up`: the file is read and checked as `check` does (refused with its problems or
 /// error findings), then the lab runs it.
 #[allow(clippy::print_stdout, clippy::print_stderr)]
@@ -484,7 +494,7 @@ fn run_up(a: &hopwise_lab::up::UpArgs) -> anyhow::Result<ExitCode> {
     };
     let report = hopwise_analyze::check(&mesh, &Options::default());
     if report.has_errors() {
-        eprint!("{}", render::text(&report));
+        eprint!("{}", report_text(&name, &mesh, &report));
         eprintln!("hopwise: {name}: `hopwise check` finds errors; nothing was started");
         return Ok(ExitCode::from(EXIT_FINDINGS));
     }

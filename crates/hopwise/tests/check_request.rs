@@ -1,6 +1,7 @@
 //! `hopwise check FILE --request LINE` end to end, the real binary on a real file: the rule and
 //! backends a request takes (text and JSON, exit 0), no rule (exit 1), a line or host that names
-//! nothing (exit 2, the reason on stderr); and the report's `shadowed-rule` warning.
+//! nothing (exit 2, the reason on stderr); the report's `shadowed-rule` and
+//! `regex-never-matches` warnings, the latter at its file, line and column; and its splits.
 
 use std::process::Output;
 use std::time::Duration;
@@ -20,6 +21,8 @@ services:
           - matches: [{ path: { value: /quote } }]
             backends: [{ service: pricing }]
           - matches: [{ path: { value: /quote/ } }]
+            backends: [{ service: pricing-v2 }]
+          - matches: [{ path: { type: RegularExpression, value: "quote/[0-9]+" } }]
             backends: [{ service: pricing-v2 }]
   pricing-v2: {}
 "#;
@@ -107,4 +110,72 @@ fn the_report_warns_of_a_shadowed_rule() {
         "services.pricing.routes.canary.rules[2]"
     );
     assert_eq!(shadowed[0]["severity"], "warning");
+}
+
+#[test]
+fn the_report_warns_of_a_path_pattern_that_no_path_matches_at_its_line() {
+    let (out, _) = check(&[], 0);
+    let line = out
+        .lines()
+        .position(|l| l.contains("regex-never-matches"))
+        .unwrap_or_else(|| panic!("no regex-never-matches in\n{out}"));
+    let (finding, fix) = (
+        out.lines().nth(line).unwrap_or_default(),
+        out.lines().nth(line + 1),
+    );
+    assert!(finding.starts_with("warning"), "{out}");
+    assert!(
+        finding.contains("`quote/[0-9]+`") && finding.contains("starts with `/`"),
+        "{out}"
+    );
+    // The place: the file, the pattern's line and column, its path.
+    let fix = fix.unwrap_or_default();
+    assert!(
+        fix.contains(
+            "mesh.yaml:15:58: services.pricing.routes.canary.rules[3].matches[0].path.value)"
+        ),
+        "{out}"
+    );
+    let (out, _) = check(&["--format", "json"], 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let found: Vec<&serde_json::Value> = (v["findings"].as_array().expect("findings").iter())
+        .filter(|f| f["code"] == "regex-never-matches")
+        .collect();
+    assert_eq!(found.len(), 1, "{out}");
+    assert_eq!(found[0]["severity"], "warning");
+}
+
+#[test]
+fn the_report_counts_each_backend_of_the_split() {
+    let (out, _) = check(&[], 0);
+    assert!(
+        out.contains("Splits:") && out.contains("expected, by weight"),
+        "{out}"
+    );
+    let (out, _) = check(&["--format", "json"], 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let splits = v["splits"].as_array().expect("splits");
+    assert_eq!(splits.len(), 1, "{out}");
+    let s = &splits[0];
+    assert_eq!(
+        (&s["caller"], &s["rule"]),
+        (
+            &"a".into(),
+            &"services.pricing.routes.canary.rules[0]".into()
+        )
+    );
+    let backends: Vec<(&str, f64)> = (s["backends"].as_array().expect("backends").iter())
+        .map(|b| {
+            (
+                b["service"].as_str().unwrap_or_default(),
+                b["percent"].as_f64().unwrap_or(-1.0),
+            )
+        })
+        .collect();
+    assert_eq!(backends, [("pricing-v2", 90.0), ("pricing", 10.0)]);
+    assert!(
+        s["backends"][0]["count"]["attempts"].as_u64().is_some(),
+        "{out}"
+    );
+    assert!(s["expected_attempts"].as_f64().is_some(), "{out}");
 }

@@ -5,8 +5,10 @@
 //! make matching slow or large. A pattern matches a whole value (it is anchored at both ends),
 //! as Envoy's `safe_regex` does.
 //!
-//! Only compilation and the one question asked of a pattern; which value it is asked about is
-//! `find.rs`'s.
+//! Only compilation, the one question asked of a pattern, and what it can never match
+//! (`never.rs`, which `check` asks); which value it is asked about is `find.rs`'s.
+
+mod never;
 
 use std::fmt;
 
@@ -64,6 +66,12 @@ impl Pattern {
     /// Whether the whole of `value` matches.
     pub fn matches(&self, value: &str) -> bool {
         self.regex.is_match(value)
+    }
+
+    /// Whether it is proved that no value starting with `prefix` matches (`""`: that no value
+    /// at all does). `false` also when it cannot be told (`never.rs`): never a false alarm.
+    pub fn never_matches_starting(&self, prefix: &str) -> bool {
+        never::proved(self.regex.as_str(), prefix.as_bytes())
     }
 
     /// The pattern as written.
