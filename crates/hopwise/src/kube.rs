@@ -96,8 +96,15 @@ pub fn webhook(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
-        let running = webhook::spawn(listener, tls, inject, Limits::default())?;
-        tracing::info!("injection webhook on https://{}/inject", running.addr());
+        let handlers = webhook::Handlers {
+            inject: Arc::new(inject),
+            mesh: Some(Arc::new(mesh::judge)),
+        };
+        let running = webhook::spawn_with(listener, tls, handlers, Limits::default())?;
+        tracing::info!(
+            "admission webhook on https://{0}/inject and https://{0}/validate-mesh",
+            running.addr()
+        );
         hopwise_proxy::server::shutdown_signal().await;
         anyhow::Ok(())
     })?;

@@ -177,3 +177,103 @@ async fn the_mesh_resource_is_the_mesh_file_and_its_status_says_what_was_made_of
         }
     }
 }
+
+/// `hopwise webhook` judging `Mesh`es, registered by URL with the test's API server (as
+/// `hopwise install` registers it by Service); returns once a refused file is refused.
+async fn validating_webhook(api: &ApiServer, dir: &Path) -> kube_support::Proc {
+    let listen = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let cert = hopwise_kube::cert::serving(&["127.0.0.1"]).unwrap();
+    let (cert_file, key_file, ca_file) =
+        (dir.join("tls.crt"), dir.join("tls.key"), dir.join("ca.pem"));
+    std::fs::write(&cert_file, &cert.cert_pem).unwrap();
+    std::fs::write(&key_file, &cert.key_pem).unwrap();
+    // Any CA will do: injection is not asked here.
+    std::fs::write(&ca_file, &cert.ca_pem).unwrap();
+    let process = kube_support::Proc(
+        std::process::Command::new(env!("CARGO_BIN_EXE_hopwise"))
+            .args([
+                "webhook",
+                "--listen",
+                &listen,
+                "--control",
+                "https://127.0.0.1:1",
+            ])
+            .arg("--cert")
+            .arg(&cert_file)
+            .arg("--key")
+            .arg(&key_file)
+            .arg("--control-ca")
+            .arg(&ca_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("webhook.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    kube_support::kubelet::wait_for("the webhook listening", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(&listen).is_ok()
+    });
+    let url = format!("https://{listen}{}", mesh_resource::admission::PATH);
+    let target = hopwise_kube::registration::Target::Url(url);
+    let config = hopwise_kube::registration::mesh_validation(&target, &cert.ca_pem);
+    Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
+        api.client().unwrap(),
+    )
+    .create(&PostParams::default(), &config)
+    .await
+    .unwrap();
+    // The registration takes a moment to reach the API server's admission chain.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while apply(api, REFUSED, true).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "the webhook never refused a file"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    process
+}
+
+/// `text` applied as `Mesh/default` with kubectl (`dry`: a server-side dry run): its stderr
+/// (warnings) when applied, else its error.
+fn apply(api: &ApiServer, text: &str, dry: bool) -> Result<String, String> {
+    let object = mesh_resource::object(spec(text)).to_string();
+    api.kubectl_apply(&object, if dry { &["--dry-run=server"] } else { &[] })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_itself_refuses_a_mesh_check_refuses_and_shows_its_warnings() {
+    let api = ApiServer::start().await.unwrap();
+    let schema = serde_json::to_value(hopwise_model::schema()).unwrap();
+    api.install_crds(&[mesh_resource::definition(&schema)])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _webhook = validating_webhook(&api, dir.path()).await;
+
+    let refused = apply(&api, REFUSED, false).unwrap_err();
+    assert!(refused.contains("mesh.validate.hopwise.dev"), "{refused}");
+    assert!(refused.contains("exceeds-client"), "{refused}");
+    let none = api
+        .kubectl_with(&["get", "meshes", "-o", "name"], "")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&none.stdout).trim().is_empty(),
+        "stored anyway"
+    );
+
+    let warned = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
+services:
+  web: { calls: { api: { timeout: none } } }
+  api: {}
+";
+    let warnings = apply(&api, warned, false).unwrap();
+    assert!(
+        warnings.contains("Warning: hopwise check: no-timeout")
+            && warnings.contains("services.web.calls.api.timeout"),
+        "{warnings}"
+    );
+    apply(&api, kube_support::MESH, false).unwrap();
+}

@@ -13,7 +13,8 @@ mod sidecar;
 
 use k8s_openapi::api::core::v1::Pod;
 
-pub use review::{BadReview, answer};
+pub use crate::review::BadReview;
+pub use review::answer;
 pub use sidecar::{CACHE_DIR, CONTROL_CA_ENV, DOWNWARD_ENV, TOKEN_DIR, TOKEN_FILE};
 
 /// The label (on a namespace or a pod) that opts in with `enabled`, and out with `disabled`;

@@ -5,7 +5,8 @@
 //! EndpointSlices, Pods and Namespaces to watch; HTTPRoutes, GRPCRoutes and the `Mesh` and their
 //! status), the webhook's serving certificate as a Secret, the control plane's Deployment (the
 //! control plane and the webhook, one container each, from one image) and Service, the
-//! `MutatingWebhookConfiguration` of `registration.rs`, and the `Mesh` CRD of `mesh_resource.rs`.
+//! `MutatingWebhookConfiguration` of `registration.rs` and its `Mesh` validation, and the `Mesh`
+//! CRD of `mesh_resource.rs`.
 //! Pure but for the certificate's fresh key.
 
 use std::collections::BTreeMap;
@@ -95,6 +96,7 @@ pub fn manifests(install: &Install) -> Result<Value, serde_json::Error> {
         serde_json::to_value(deployment(install))?,
         serde_json::to_value(service(install))?,
         serde_json::to_value(registration::configuration(&target, ca, &install.namespace))?,
+        serde_json::to_value(registration::mesh_validation(&target, ca))?,
     ];
     Ok(json!({ "apiVersion": "v1", "kind": "List", "items": items }))
 }

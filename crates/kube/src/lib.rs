@@ -18,6 +18,7 @@ pub mod inject;
 pub mod install;
 pub mod mesh_resource;
 pub mod registration;
+pub mod review;
 pub mod routes;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+pub mod admission;
 pub mod schema;
 mod watch;
 pub use watch::{get, watch, write_status};

@@ -5,14 +5,15 @@
 //! `enabled` in any other namespace. The system namespaces and the control plane's are never
 //! sent. Pod creation only; the webhook has no side effects; a webhook that cannot answer fails
 //! the pod's creation (`Fail`), since a pod that opted in must not run outside the mesh unseen.
-//! `hopwise install` and the tests build it here, so both register the same thing.
+//! `hopwise install` and the tests build it here, so both register the same thing; and the
+//! `ValidatingWebhookConfiguration` that sends `Mesh`es to be judged ([`mesh_validation`]).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    WebhookClientConfig,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
@@ -22,6 +23,8 @@ use crate::inject::{DISABLED, ENABLED, INJECT};
 
 /// The configuration's name.
 pub const NAME: &str = "hopwise-inject";
+/// The `Mesh` validation's configuration name.
+pub const MESH_VALIDATION: &str = "hopwise-validate-mesh";
 /// The path the webhook answers on.
 pub const PATH: &str = "/inject";
 /// Namespaces never injected, besides the control plane's.
@@ -49,26 +52,7 @@ pub fn configuration(
     ca_pem: &str,
     control_namespace: &str,
 ) -> MutatingWebhookConfiguration {
-    let client = WebhookClientConfig {
-        ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
-        url: match target {
-            Target::Url(url) => Some(url.clone()),
-            Target::Service { .. } => None,
-        },
-        service: match target {
-            Target::Url(_) => None,
-            Target::Service {
-                namespace,
-                name,
-                port,
-            } => Some(ServiceReference {
-                namespace: namespace.clone(),
-                name: name.clone(),
-                path: Some(PATH.to_owned()),
-                port: Some(*port),
-            }),
-        },
-    };
+    let client = client(target, ca_pem, PATH);
     let mut skipped: Vec<String> = SYSTEM_NAMESPACES.map(str::to_owned).into();
     skipped.push(control_namespace.to_owned());
     let not_skipped = requirement("kubernetes.io/metadata.name", "NotIn", skipped);
@@ -115,6 +99,65 @@ pub fn configuration(
                 requirement(INJECT, "In", one(ENABLED)),
             ),
         ]),
+    }
+}
+
+/// Where the API server reaches a webhook at `path` of `target`, trusting `ca_pem`.
+fn client(target: &Target, ca_pem: &str, path: &str) -> WebhookClientConfig {
+    WebhookClientConfig {
+        ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
+        url: match target {
+            Target::Url(url) => Some(url.clone()),
+            Target::Service { .. } => None,
+        },
+        service: match target {
+            Target::Url(_) => None,
+            Target::Service {
+                namespace,
+                name,
+                port,
+            } => Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(path.to_owned()),
+                port: Some(*port),
+            }),
+        },
+    }
+}
+
+/// The `ValidatingWebhookConfiguration` that sends `Mesh` creations and updates to the webhook
+/// (`mesh_resource/admission.rs`; `target` as for [`configuration`], its path
+/// `/validate-mesh`). `Ignore` on failure: the control plane judges every generation again, so
+/// a webhook that cannot answer only loses the early refusal, never lets a bad file in force.
+pub fn mesh_validation(target: &Target, ca_pem: &str) -> ValidatingWebhookConfiguration {
+    let group = crate::mesh_resource::GROUP.to_owned();
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(MESH_VALIDATION.to_owned()),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/part-of".to_owned(),
+                "hopwise".to_owned(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        webhooks: Some(vec![ValidatingWebhook {
+            name: "mesh.validate.hopwise.dev".to_owned(),
+            admission_review_versions: vec!["v1".to_owned()],
+            client_config: client(target, ca_pem, crate::mesh_resource::admission::PATH),
+            failure_policy: Some("Ignore".to_owned()),
+            match_policy: Some("Equivalent".to_owned()),
+            rules: Some(vec![RuleWithOperations {
+                api_groups: Some(vec![group]),
+                api_versions: Some(vec![crate::mesh_resource::VERSION.to_owned()]),
+                operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
+                resources: Some(vec![crate::mesh_resource::PLURAL.to_owned()]),
+                scope: Some("Cluster".to_owned()),
+            }]),
+            side_effects: "None".to_owned(),
+            timeout_seconds: Some(TIMEOUT_SECONDS),
+            ..ValidatingWebhook::default()
+        }]),
     }
 }
 

@@ -1,10 +1,11 @@
-//! The injection webhook's HTTPS server: `POST /inject` with an `AdmissionReview`, answered by
-//! `inject::answer`. Bounded like every hopwise listener: open connections (past the cap a new
+//! The admission webhooks' HTTPS server: `POST /inject` with an `AdmissionReview`, answered by
+//! `inject::answer`, and, when given a judge, `POST /validate-mesh` by
+//! `mesh_resource::admission::answer`. Bounded like every hopwise listener: open connections (past the cap a new
 //! one is closed at accept), the TLS handshake's time, a request head's time, a body's size
 //! and time, and a connection's life (then closed gracefully: the request in flight finishes).
 //! TLS 1.2 or 1.3 (the API server's Go client offers both), HTTP/1.1 only. A body that is not a
 //! review gets a 400 with the reason; anything else but `POST /inject` with JSON a 404, 405 or
-//! 415. Knows nothing of pods: `inject` decides.
+//! 415. Knows nothing of pods or meshes: `inject` and the judge decide.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,8 +25,25 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::inject::{Inject, answer};
+use crate::inject::{self, Inject};
+use crate::mesh_resource::admission::{self, Judge};
 use crate::registration::PATH;
+
+/// What the server answers: pods to inject, and `Mesh`es to judge when a judge is given.
+#[derive(Clone)]
+pub struct Handlers {
+    pub inject: Arc<Inject>,
+    pub mesh: Option<Arc<Judge>>,
+}
+
+impl std::fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handlers")
+            .field("inject", &self.inject)
+            .field("mesh", &self.mesh.is_some())
+            .finish()
+    }
+}
 
 /// What one server allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,16 +126,29 @@ impl Drop for Running {
     }
 }
 
-/// Serves the webhook on `listener` (needs a Tokio runtime).
+/// Serves the injection webhook on `listener` (needs a Tokio runtime).
 pub fn spawn(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
     inject: Inject,
     limits: Limits,
 ) -> Result<Running, WebhookError> {
+    let handlers = Handlers {
+        inject: Arc::new(inject),
+        mesh: None,
+    };
+    spawn_with(listener, tls, handlers, limits)
+}
+
+/// Serves `handlers` on `listener` (needs a Tokio runtime).
+pub fn spawn_with(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    handlers: Handlers,
+    limits: Limits,
+) -> Result<Running, WebhookError> {
     let addr = listener.local_addr()?;
     let acceptor = TlsAcceptor::from(tls);
-    let inject = Arc::new(inject);
     let open = Arc::new(Semaphore::new(limits.connections));
     let task = tokio::spawn(async move {
         loop {
@@ -136,9 +167,9 @@ pub fn spawn(
                 );
                 continue;
             };
-            let (acceptor, inject) = (acceptor.clone(), inject.clone());
+            let (acceptor, handlers) = (acceptor.clone(), handlers.clone());
             tokio::spawn(async move {
-                serve(tcp, acceptor, inject, limits).await;
+                serve(tcp, acceptor, handlers, limits).await;
                 drop(slot);
             });
         }
@@ -147,7 +178,7 @@ pub fn spawn(
 }
 
 /// One connection: the handshake, then HTTP/1.1 until the peer closes it or its life ends.
-async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, inject: Arc<Inject>, limits: Limits) {
+async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, handlers: Handlers, limits: Limits) {
     let _ = tcp.set_nodelay(true);
     let tls = match tokio::time::timeout(limits.handshake, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
@@ -155,8 +186,8 @@ async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, inject: Arc<Inject>, limit
         Err(_) => return tracing::info!("webhook: TLS handshake took too long"),
     };
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-        let inject = inject.clone();
-        async move { Ok::<_, Infallible>(handle(req, &inject, limits).await) }
+        let handlers = handlers.clone();
+        async move { Ok::<_, Infallible>(handle(req, &handlers, limits).await) }
     });
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -172,10 +203,22 @@ async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, inject: Arc<Inject>, limit
     let _ = tokio::time::timeout(limits.request, conn).await;
 }
 
-async fn handle(req: Request<Incoming>, inject: &Inject, limits: Limits) -> Response<Full<Bytes>> {
-    if req.uri().path() != PATH {
-        return plain(StatusCode::NOT_FOUND, format!("only {PATH} is served here"));
-    }
+async fn handle(
+    req: Request<Incoming>,
+    handlers: &Handlers,
+    limits: Limits,
+) -> Response<Full<Bytes>> {
+    let judge = match (req.uri().path(), &handlers.mesh) {
+        (PATH, _) => None,
+        (admission::PATH, Some(judge)) => Some(judge.clone()),
+        _ => {
+            let served = match handlers.mesh {
+                Some(_) => format!("only {PATH} and {} are served here", admission::PATH),
+                None => format!("only {PATH} is served here"),
+            };
+            return plain(StatusCode::NOT_FOUND, served);
+        }
+    };
     if req.method() != Method::POST {
         return plain(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -209,7 +252,11 @@ async fn handle(req: Request<Incoming>, inject: &Inject, limits: Limits) -> Resp
             );
         }
     };
-    match answer(&body, inject) {
+    let answered = match judge {
+        None => inject::answer(&body, &handlers.inject),
+        Some(judge) => admission::answer(&body, &*judge),
+    };
+    match answered {
         Ok(review) => {
             tracing::debug!("webhook: answered a review in {:?}", started.elapsed());
             let mut resp = Response::new(Full::new(Bytes::from(review)));

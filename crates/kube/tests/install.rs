@@ -46,7 +46,7 @@ async fn the_manifests_apply_server_side_and_read_back() {
         let t = Instant::now();
         let out = kubectl(&server, &apply, &text);
         println!("{round} apply: {:?}\n{out}", t.elapsed());
-        assert_eq!(out.lines().count(), 10, "{out}");
+        assert_eq!(out.lines().count(), 11, "{out}");
     }
 
     let client = server.client().unwrap();

@@ -83,24 +83,9 @@ fn examples() -> Vec<(String, String)> {
     files
 }
 
-const APPLY: &[&str] = &[
-    "apply",
-    "--server-side",
-    "--field-manager",
-    "test",
-    "-f",
-    "-",
-];
-
-/// `spec` applied as `Mesh/default`: kubectl's stdout, or its stderr as the error.
+/// `spec` applied as `Mesh/default`, or kubectl's error.
 fn apply(server: &ApiServer, spec: Value) -> Result<String, String> {
-    let object = mesh_resource::object(spec).to_string();
-    let out = server.kubectl_with(APPLY, &object).unwrap();
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
+    server.kubectl_apply(&mesh_resource::object(spec).to_string(), &[])
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -58,6 +58,14 @@ impl Prepared {
         }
     }
 
+    /// `hopwise check`'s findings (none when it did not read).
+    pub fn findings(&self) -> &[Finding] {
+        match &self.result {
+            Ok((_, report)) => &report.findings,
+            Err(_) => &[],
+        }
+    }
+
     pub(super) fn text(&self) -> &str {
         &self.text
     }

@@ -6,45 +6,15 @@
 //! of anything but a Pod's creation is admitted unchanged. Never panics; pure.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::Status;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde_json::Value;
 
 use super::{Decision, Inject, decide};
-
-const API_VERSION: &str = "admission.k8s.io/v1";
-const KIND: &str = "AdmissionReview";
-
-/// A body that no review answer can be written for.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum BadReview {
-    #[error("the body is not JSON: {0}")]
-    NotJson(String),
-    #[error("the body is not an {API_VERSION} {KIND} (apiVersion {api_version:?}, kind {kind:?})")]
-    NotAReview { api_version: String, kind: String },
-    #[error("the review has no request uid to answer")]
-    NoUid,
-    #[error("writing the answer: {0}")]
-    Answer(String),
-}
+use crate::review::{BadReview, admitted, envelope, finish, refusal};
 
 /// The answer to one review: the JSON of an `AdmissionReview` holding the response.
 pub fn answer(body: &[u8], inject: &Inject) -> Result<Vec<u8>, BadReview> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| BadReview::NotJson(e.to_string()))?;
-    let text = |key: &str| value.get(key).and_then(Value::as_str).unwrap_or_default();
-    if text("apiVersion") != API_VERSION || text("kind") != KIND {
-        return Err(BadReview::NotAReview {
-            api_version: text("apiVersion").to_owned(),
-            kind: text("kind").to_owned(),
-        });
-    }
-    let uid = value
-        .pointer("/request/uid")
-        .and_then(Value::as_str)
-        .filter(|u| !u.is_empty())
-        .ok_or(BadReview::NoUid)?
-        .to_owned();
+    let (value, uid) = envelope(body)?;
     let kind = |key: &str| {
         value
             .pointer(&format!("/request/kind/{key}"))
@@ -64,10 +34,7 @@ pub fn answer(body: &[u8], inject: &Inject) -> Result<Vec<u8>, BadReview> {
         (Some(_), Some(_), Some(_)) => unchanged(&uid),
         _ => refusal(&uid, "the review's request names no kind".to_owned()),
     };
-    let mut review = response.into_review();
-    review.types.api_version = API_VERSION.to_owned();
-    review.types.kind = KIND.to_owned();
-    serde_json::to_vec(&review).map_err(|e| BadReview::Answer(e.to_string()))
+    finish(response)
 }
 
 fn respond(request: &AdmissionRequest<Pod>, inject: &Inject) -> AdmissionResponse {
@@ -89,19 +56,8 @@ fn respond(request: &AdmissionRequest<Pod>, inject: &Inject) -> AdmissionRespons
     }
 }
 
-fn refusal(uid: &str, message: String) -> AdmissionResponse {
-    let mut response = AdmissionResponse::invalid(&message);
-    response.uid = uid.to_owned();
-    response.result = Status::failure(&message, "BadRequest").with_code(400);
-    response
-}
-
 fn unchanged(uid: &str) -> AdmissionResponse {
-    let mut response = AdmissionResponse::invalid("");
-    response.uid = uid.to_owned();
-    response.allowed = true;
-    response.result = Status::success();
-    with_warning(response, "hopwise injects pods at their creation only")
+    with_warning(admitted(uid), "hopwise injects pods at their creation only")
 }
 
 fn with_warning(mut response: AdmissionResponse, warning: &str) -> AdmissionResponse {

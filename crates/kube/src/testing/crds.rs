@@ -46,6 +46,30 @@ impl ApiServer {
         ))
     }
 
+    /// `objects` (JSON or YAML) applied as a user applies them: kubectl's server-side apply,
+    /// strict field validation, with `extra` arguments (`--dry-run=server`). Its stderr (where
+    /// warnings go) when applied, else its stderr as the error.
+    pub fn kubectl_apply(&self, objects: &str, extra: &[&str]) -> Result<String, String> {
+        let mut args = vec![
+            "apply",
+            "--server-side",
+            "--field-manager",
+            "test",
+            "-f",
+            "-",
+        ];
+        args.extend_from_slice(extra);
+        let out = self
+            .kubectl_with(&args, objects)
+            .map_err(|e| format!("running kubectl: {e}"))?;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() {
+            Ok(stderr)
+        } else {
+            Err(stderr)
+        }
+    }
+
     /// Runs kubectl with `args`, `stdin` written to it.
     pub fn kubectl_with(&self, args: &[&str], stdin: &str) -> std::io::Result<Output> {
         let mut child = self
