@@ -57,13 +57,9 @@ pub(super) async fn subscribe(
         plane
             .shared_snapshot(&service, Instant::now())
             .map_err(|e| api_status(&e))?;
-        if let Some(admin) = admin {
-            plane.set_proxy_admin(&service, &r.proxy, admin);
-        }
         plane
-            .admit_proxy(&service, &r.proxy)
+            .subscriber_joined(&service, &r.proxy, admin)
             .map_err(|e| api_status(&e))?;
-        plane.stream_opened(&service, &r.proxy);
         service
     };
     tracing::info!(service = %service, proxy = %r.proxy, "subscriber joined");
@@ -150,7 +146,7 @@ pub(super) async fn ack(
     svc: &ControlService,
     request: Request<pb::AckRequest>,
 ) -> Result<Response<pb::AckResponse>, Status> {
-    let r = wire::ack(request.into_inner());
+    let r = wire::ack(request.into_inner()).map_err(|e| api_status(&e))?;
     svc.shared
         .plane()
         .ack_request(&r, SystemTime::now())
