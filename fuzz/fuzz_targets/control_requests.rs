@@ -14,15 +14,17 @@
 //!   written out here), one path segment under the token directory; its answer sends the token
 //!   only when not revoked and names the service and the file;
 //! - the admin token is matched exactly when `authorization` is `Bearer ` and it (spaces
-//!   around it aside).
+//!   around it aside);
+//! - `RotateCa`'s stage (the service's text) is read exactly when it is `add`, `reissue` or
+//!   `retire` (`plane::RotateStage::parse`), and its name prints back to it.
 #![no_main]
 
 use std::path::{Component, Path};
 
 use hopwise_control::api::wire;
 use hopwise_control::pb;
-use hopwise_control::plane::ApiError;
 use hopwise_control::plane::request::{self, MAX_FILE_NAME, MAX_PROXY_NAME, MAX_REASON};
+use hopwise_control::plane::{ApiError, RotateStage};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -36,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
     label(file, &request::file_name(file), MAX_FILE_NAME);
     token(service, reason.is_empty());
     admin(reason, service);
+    stage(service);
 });
 
 /// Each character as a label writes it.
@@ -159,4 +162,15 @@ fn admin(authorization: &str, admin: &str) {
         expected
     );
     assert!(!hopwise_control::token::is_admin(admin, None));
+}
+
+fn stage(text: &str) {
+    match RotateStage::parse(text) {
+        Ok(stage) => assert_eq!(stage.name(), text),
+        Err(ApiError::BadStage(t)) => {
+            assert!(!["add", "reissue", "retire"].contains(&text));
+            assert_eq!(t, text);
+        }
+        Err(e) => panic!("{e}"),
+    }
 }

@@ -34,23 +34,29 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn values(data: &[u8]) {
-    if let Some(v) = CopyValue::decode(data) {
-        let written = v.encode();
-        assert_eq!(CopyValue::decode(&written).as_ref(), Some(&v), "copy");
-        assert_eq!(
-            CopyValue::decode(&written).map(|v| v.encode()),
-            Some(written)
-        );
+    if let Some(v) = round_trip(data, CopyValue::decode, CopyValue::encode) {
         let _ = v.ttl();
     }
-    if let Some(v) = ProxyValue::decode(data) {
-        let written = v.encode();
-        assert_eq!(ProxyValue::decode(&written).as_ref(), Some(&v), "proxy");
-        assert_eq!(
-            ProxyValue::decode(&written).map(|v| v.encode()),
-            Some(written)
-        );
-    }
+    round_trip(data, ProxyValue::decode, ProxyValue::encode);
+}
+
+/// A value that decodes is written back to bytes that decode to it and write back to themselves.
+fn round_trip<T: PartialEq + std::fmt::Debug>(
+    data: &[u8],
+    decode: fn(&[u8]) -> Option<T>,
+    encode: fn(&T) -> Vec<u8>,
+) -> Option<T> {
+    let v = decode(data)?;
+    let written = encode(&v);
+    let again = decode(&written);
+    assert_eq!(
+        again.as_ref(),
+        Some(&v),
+        "{}",
+        String::from_utf8_lossy(data)
+    );
+    assert_eq!(again.map(|a| encode(&a)), Some(written));
+    Some(v)
 }
 
 fn key_read(layout: &Layout, text: &str) {
