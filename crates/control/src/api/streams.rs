@@ -46,6 +46,8 @@ pub(super) async fn subscribe(
     svc.shared.serving()?;
     let from = caller(&request);
     let r = request.into_inner();
+    // Read before anything logs it (`admin_of` names the proxy in a warning).
+    crate::plane::request::proxy_name(&r.proxy).map_err(|e| api_status(&e))?;
     let admin = admin_of(&r.admin_addr, from, &r.proxy)?;
     svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     let service = {
