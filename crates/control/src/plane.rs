@@ -42,6 +42,7 @@ mod mode;
 pub mod proxies;
 mod records;
 mod replicas;
+pub mod request;
 mod rotation;
 mod snapshot;
 mod start;
@@ -164,6 +165,11 @@ pub enum ApiError {
     BadStage(String),
     #[error("the CA: {0}")]
     Ca(String),
+    #[error(
+        "`{0}` is not a proxy name: at most {max} bytes, no control characters",
+        max = request::MAX_PROXY_NAME
+    )]
+    BadProxyName(String),
     #[error(
         "the token is `{0}`'s, and no service of the mesh file in force runs as it (`kubernetes: \
          {{ namespace, service_account }}`)"

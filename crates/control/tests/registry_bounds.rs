@@ -132,7 +132,14 @@ async fn copies_and_proxy_names_per_service_are_capped() {
         proxy: "b-one-more".into(),
         ..Default::default()
     };
-    let refused = c.subscribe(subscribe).await.unwrap_err();
+    let refused = c.subscribe(subscribe.clone()).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    // Naming an admin address made the record before the cap was asked, and passed it.
+    let with_admin = pb::SubscribeRequest {
+        admin_addr: "127.0.0.1:9901".into(),
+        ..subscribe
+    };
+    let refused = c.subscribe(with_admin).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
     // A name already known goes on.
     c.ack(ack("b-3".into())).await.unwrap();

@@ -32,10 +32,11 @@
 //!
 //! Files by job: `session.rs` (bootstrap, and the run over the replicas: failover, back-off,
 //! the goodbye), `stream.rs` (one session with one replica: the snapshot stream, renewals, the
-//! acknowledgements), `identity.rs` (the key and the CSR), `snapshot.rs` (a snapshot made the
-//! proxy's configuration, and put in force), `lease.rs` (registration, lease and the app's
-//! health), `cache.rs` (what is kept on disk), `token.rs` (the credential, read again at every
-//! call), `channel.rs` and `delta.rs`.
+//! acknowledgements), `identity.rs` (the key and the CSR), `issued.rs` (an `IssueResponse`
+//! taken before anything is written, and the renewal's time; pure), `snapshot.rs` (a snapshot
+//! made the proxy's configuration, and put in force), `lease.rs` (registration, lease and the
+//! app's health), `cache.rs` (what is kept on disk), `token.rs` (the credential, read again at
+//! every call), `channel.rs` and `delta.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ mod cache;
 mod channel;
 mod delta;
 mod identity;
+pub mod issued;
 mod lease;
 mod session;
 mod snapshot;

@@ -39,9 +39,11 @@ pub(super) async fn apply(
 ) -> Result<Response<pb::ApplyResponse>, Status> {
     svc.admin(&request)?;
     let r = request.into_inner();
+    // The name is printed in answers and logs: escaped and bounded first.
+    let file_name = plane::request::file_name(&r.file_name);
     let handle = super::PlaneHandle::of(svc.shared.clone());
     let response = handle
-        .apply(r.mesh_yaml, r.file_name)
+        .apply(r.mesh_yaml, file_name)
         .await
         .map_err(|e| api_status(&e))?;
     Ok(Response::new(wire::applied(response)))
@@ -61,38 +63,18 @@ pub(super) async fn token(
     request: Request<pb::TokenRequest>,
 ) -> Result<Response<pb::TokenResponse>, Status> {
     svc.admin(&request)?;
-    let r = request.into_inner();
+    let ask = wire::token(request.into_inner()).map_err(|e| api_status(&e))?;
     let shared = svc.shared.clone();
-    let service = r.service.clone();
+    let service = ask.service.clone();
     // Random bytes and the store's fsync stay off the async threads.
     let (token, file) = tokio::task::spawn_blocking(move || shared.plane().rotate_token(&service))
         .await
         .map_err(|e| Status::internal(format!("token failed: {e}")))?
         .map_err(|e| api_status(&e))?;
     svc.shared.publish();
-    let what = if r.revoke { "revoked" } else { "rotated" };
-    tracing::warn!(service = %r.service, "join token {what}; the old one is refused from now on");
-    let file = file.display().to_string();
-    let message = if r.revoke {
-        format!(
-            "`{}`'s join token is revoked: refused from the next call on, and its open \
-             streams end. A new token is in {file} on the control plane's host only; its \
-             proxies need it (or `token rotate`) to connect again",
-            r.service
-        )
-    } else {
-        format!(
-            "`{}`'s join token is replaced: the old one is refused from the next call on, \
-             and its open streams end. The new one is in {file} on the control plane's host",
-            r.service
-        )
-    };
-    Ok(Response::new(pb::TokenResponse {
-        service: r.service,
-        token: if r.revoke { String::new() } else { token },
-        token_file: file,
-        message,
-    }))
+    let what = if ask.revoke { "revoked" } else { "rotated" };
+    tracing::warn!(service = %ask.service, "join token {what}; the old one is refused from now on");
+    Ok(Response::new(wire::token_response(ask, token, &file)))
 }
 
 pub(super) async fn rotate_ca(

@@ -46,6 +46,8 @@ pub(super) async fn subscribe(
     svc.shared.serving()?;
     let from = caller(&request);
     let r = request.into_inner();
+    // Read before anything logs it (`admin_of` names the proxy in a warning).
+    crate::plane::request::proxy_name(&r.proxy).map_err(|e| api_status(&e))?;
     let admin = admin_of(&r.admin_addr, from, &r.proxy)?;
     svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     let service = {
@@ -57,13 +59,9 @@ pub(super) async fn subscribe(
         plane
             .shared_snapshot(&service, Instant::now())
             .map_err(|e| api_status(&e))?;
-        if let Some(admin) = admin {
-            plane.set_proxy_admin(&service, &r.proxy, admin);
-        }
         plane
-            .admit_proxy(&service, &r.proxy)
+            .subscriber_joined(&service, &r.proxy, admin)
             .map_err(|e| api_status(&e))?;
-        plane.stream_opened(&service, &r.proxy);
         service
     };
     tracing::info!(service = %service, proxy = %r.proxy, "subscriber joined");
@@ -150,7 +148,7 @@ pub(super) async fn ack(
     svc: &ControlService,
     request: Request<pb::AckRequest>,
 ) -> Result<Response<pb::AckResponse>, Status> {
-    let r = wire::ack(request.into_inner());
+    let r = wire::ack(request.into_inner()).map_err(|e| api_status(&e))?;
     svc.shared
         .plane()
         .ack_request(&r, SystemTime::now())

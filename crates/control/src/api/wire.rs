@@ -1,16 +1,19 @@
 //! The plane's results as the wire sends them, and the wire's requests as the plane takes
 //! them: plain field-by-field mappings between `plane`'s domain types and the generated `pb`
-//! types, so the plane knows nothing of the protocol. A whole snapshot here is what the
+//! types, so the plane knows nothing of the protocol. A request's text is read by
+//! [`plane::request`]'s rules here (names and labels bounded and printable), before a handler
+//! locks the plane; pure, fuzzed (`fuzz/fuzz_targets/control_requests.rs`). A whole snapshot here is what the
 //! deltas (`plane::delta`) are computed on.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use hopwise_analyze::Finding;
 
 use crate::pb;
 use crate::plane::{
-    self, Ack, Applied, CopyStatus, PendingProxy, ProxyStatus, Rotated, ServiceStatus, Snapshot,
-    Status, Upstream,
+    self, Ack, ApiError, Applied, CopyStatus, PendingProxy, ProxyStatus, Rotated, ServiceStatus,
+    Snapshot, Status, Upstream,
 };
 
 /// A finding as the API sends it.
@@ -181,19 +184,66 @@ fn pending(p: PendingProxy) -> pb::PendingProxy {
     }
 }
 
-/// An acknowledgement as the plane takes it.
-pub fn ack(r: pb::AckRequest) -> Ack {
-    Ack {
+/// An acknowledgement as the plane takes it: the proxy's name refused when it is not one
+/// ([`plane::request::proxy_name`]), the reason kept bounded and printable.
+pub fn ack(r: pb::AckRequest) -> Result<Ack, ApiError> {
+    plane::request::proxy_name(&r.proxy)?;
+    Ok(Ack {
+        reason: plane::request::reason(&r.reason),
         token: r.token,
         service: r.service,
         proxy: r.proxy,
         version: r.version,
         accepted: r.accepted,
-        reason: r.reason,
         cert_ca_generation: r.cert_ca_generation,
         trust_bundle_applied: r.trust_bundle_applied,
+    })
+}
+
+/// What a `Token` call asks: a new join token for `service`, sent back unless `revoke`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenAsk {
+    pub service: String,
+    pub revoke: bool,
+}
+
+/// A `Token` call as the plane takes it: a service name the mesh file could hold
+/// ([`plane::request::token_service`]; whether it does is the plane's to say).
+pub fn token(r: pb::TokenRequest) -> Result<TokenAsk, ApiError> {
+    plane::request::token_service(&r.service)?;
+    Ok(TokenAsk {
+        service: r.service,
+        revoke: r.revoke,
+    })
+}
+
+/// The answer to `ask` once the plane made `token`, written to `file` on its own host: the
+/// token only when not revoked.
+pub fn token_response(ask: TokenAsk, token: String, file: &Path) -> pb::TokenResponse {
+    let file = file.display().to_string();
+    let service = &ask.service;
+    let message = if ask.revoke {
+        format!(
+            "`{service}`'s join token is revoked: refused from the next call on, and its open \
+             streams end. A new token is in {file} on the control plane's host only; its \
+             proxies need it (or `token rotate`) to connect again"
+        )
+    } else {
+        format!(
+            "`{service}`'s join token is replaced: the old one is refused from the next call \
+             on, and its open streams end. The new one is in {file} on the control plane's host"
+        )
+    };
+    pb::TokenResponse {
+        token: if ask.revoke { String::new() } else { token },
+        service: ask.service,
+        token_file: file,
+        message,
     }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod request_tests;

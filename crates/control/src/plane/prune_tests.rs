@@ -96,3 +96,49 @@ fn a_dropped_name_frees_its_place_under_the_cap() {
     p.prune_proxies(t0 + PROXY_RECORD_TTL, wall);
     p.admit_proxy("b", "b-new").unwrap();
 }
+
+#[test]
+fn a_new_name_at_the_cap_is_refused_even_with_an_admin_address() {
+    // `Subscribe` recorded the admin address before it admitted the name, so the name was
+    // known by then and passed: a join token could grow its records without end.
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plane(dir.path());
+    let now = Instant::now();
+    for i in 0..MAX_PROXY_NAMES_PER_SERVICE {
+        p.subscriber_joined("b", &format!("b-{i}"), None).unwrap();
+    }
+    let admin = Some("127.0.0.1:9901".parse().unwrap());
+    assert!(matches!(
+        p.subscriber_joined("b", "b-new", admin),
+        Err(ApiError::TooManyProxies { .. })
+    ));
+    assert!(
+        !names(&p, now).contains(&"b-new".to_owned()),
+        "no record kept"
+    );
+    assert_eq!(p.subscribed_admins().len(), 0);
+    // A known name joins again with its admin address.
+    p.subscriber_joined("b", "b-1", admin).unwrap();
+    assert_eq!(p.subscribed_admins().len(), 1);
+}
+
+#[test]
+fn a_name_no_log_or_terminal_should_see_is_refused_before_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plane(dir.path());
+    let now = Instant::now();
+    let token = p.token("b").unwrap().to_owned();
+    let long = "p".repeat(request::MAX_PROXY_NAME + 1);
+    for bad in ["b-1\nforged line", "\u{1b}[2J", long.as_str()] {
+        let admin = Some("127.0.0.1:9901".parse().unwrap());
+        assert!(matches!(
+            p.subscriber_joined("b", bad, admin),
+            Err(ApiError::BadProxyName(_))
+        ));
+        assert!(matches!(
+            p.ack(&token, "b", bad, 1, true, "", SystemTime::now()),
+            Err(ApiError::BadProxyName(_))
+        ));
+    }
+    assert!(names(&p, now).is_empty());
+}

@@ -105,10 +105,13 @@ impl Plane {
         }
     }
 
-    /// Refuses a proxy name that `service` has not used yet once it has used
+    /// Refuses a name [`request::proxy_name`](super::request::proxy_name) refuses, and a proxy
+    /// name that `service` has not used yet once it has used
     /// [`MAX_PROXY_NAMES_PER_SERVICE`] (records a join-token holder could otherwise grow
     /// without end).
     pub fn admit_proxy(&self, service: &str, proxy: &str) -> Result<(), ApiError> {
+        // Every call that names a proxy comes here before its name is kept.
+        super::request::proxy_name(proxy)?;
         let key = (service.to_owned(), proxy.to_owned());
         if self.proxies.contains_key(&key) {
             return Ok(());
@@ -131,6 +134,23 @@ impl Plane {
         self.proxies
             .entry((service.to_owned(), proxy.to_owned()))
             .or_default()
+    }
+
+    /// A `Subscribe` stream of `proxy` opens: the name admitted first ([`Plane::admit_proxy`]),
+    /// then its admin endpoint (if it named one) and the stream recorded. Admitting after a
+    /// record was made would find the name known and pass it over the cap.
+    pub fn subscriber_joined(
+        &mut self,
+        service: &str,
+        proxy: &str,
+        admin: Option<SocketAddr>,
+    ) -> Result<(), ApiError> {
+        self.admit_proxy(service, proxy)?;
+        if let Some(admin) = admin {
+            self.set_proxy_admin(service, proxy, admin);
+        }
+        self.stream_opened(service, proxy);
+        Ok(())
     }
 
     /// A subscriber's stream opened.

@@ -219,9 +219,11 @@ impl Layout {
     }
 }
 
-/// A lease id as keys write it: 16 hex digits.
+/// A lease id as keys write it: 16 lower-case hex digits. Only that: `from_str_radix` also
+/// takes capitals and a `+`, which would name one lease by several keys, each seen apart.
 fn lease_id(text: &str) -> Option<u64> {
-    if text.len() != 16 {
+    let digits = text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if text.len() != 16 || !digits {
         return None;
     }
     u64::from_str_radix(text, 16).ok()

@@ -1,11 +1,12 @@
 //! The proxy's identity from the control plane: a key made here (it never leaves this
-//! process), a certificate request, and what comes back written for the
-//! [`crate::tls::CertStore`]; renewal planned at about 70 % of the certificate's life.
+//! process), a certificate request, and what comes back — once [`issued::read`] takes it —
+//! written for the [`crate::tls::CertStore`]; renewal planned at about 70 % of the
+//! certificate's life ([`issued::renewal_at`]).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use super::cache::write_file;
-use super::{Client, ControlError, ControlOptions, pb};
+use super::{Client, ControlError, ControlOptions, issued, pb};
 
 /// A certificate just issued.
 #[derive(Debug, Clone, Copy)]
@@ -42,24 +43,26 @@ impl ControlOptions {
             source,
         })?;
         let files = self.cert_files();
-        // Key first: a certificate on disk without its key would be picked up half-made.
-        write_file(&files.key, &key.serialize_pem(), true)?;
+        let key_pem = key.serialize_pem();
         // Snapshots keep the trust bundle current (an answer here may be older than the last
         // snapshot); this copy only fills a cache that has none, for the TLS store to start.
-        if !files.ca.exists() {
-            write_file(&files.ca, &resp.trust_bundle_pem, false)?;
+        // Nothing is written unless the store could load all of it.
+        let issued = issued::read(resp, &key_pem, !files.ca.exists())
+            .map_err(|e| ControlError::Refused(e.to_string()))?;
+        // Key first: a certificate on disk without its key would be picked up half-made.
+        write_file(&files.key, &key_pem, true)?;
+        if let Some(bundle) = &issued.trust_bundle_pem {
+            write_file(&files.ca, bundle, false)?;
         }
-        write_file(&files.cert, &resp.cert_chain_pem, false)?;
+        write_file(&files.cert, &issued.cert_chain_pem, false)?;
         Ok(Cert {
-            not_after: UNIX_EPOCH + Duration::from_secs(resp.not_after_unix.max(0) as u64),
-            generation: resp.ca_generation,
+            not_after: issued.not_after,
+            generation: issued.generation,
         })
     }
 }
 
 /// Around 70 % of the certificate's life, with ±5 % jitter so a fleet does not renew at once.
 pub(super) fn renewal_time(now: SystemTime, not_after: SystemTime) -> SystemTime {
-    let life = not_after.duration_since(now).unwrap_or_default();
-    let share = 0.65 + fastrand::f64() * 0.10;
-    now + life.mul_f64(share)
+    issued::renewal_at(now, not_after, fastrand::f64())
 }
