@@ -58,12 +58,22 @@ impl Prepared {
         }
     }
 
-    /// `hopwise check`'s findings (none when it did not read).
-    pub fn findings(&self) -> &[Finding] {
-        match &self.result {
-            Ok((_, report)) => &report.findings,
-            Err(_) => &[],
+    /// What an admission webhook answers of it (`hopwise webhook`'s `/validate-mesh`): refused
+    /// with [`Prepared::refusal`]'s words, or admitted with `hopwise check`'s warnings, each
+    /// with its place in the file.
+    pub fn admission(&self) -> Result<Vec<String>, String> {
+        if let Some(why) = self.refusal() {
+            return Err(why);
         }
+        let Ok((_, report)) = &self.result else {
+            return Ok(Vec::new());
+        };
+        Ok(report
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .map(|f| format!("hopwise check: {}: {} ({})", f.code, f.message, f.path))
+            .collect())
     }
 
     pub(super) fn text(&self) -> &str {
@@ -226,5 +236,35 @@ impl Plane {
             findings,
             message: format!("{file_name}: applied as config version {version}{tokens_note}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepare;
+
+    const WARNED: &str = "mesh: { name: shop, trust_domain: shop.local }
+services:
+  web: { calls: { api: { timeout: none } } }
+  api: {}
+";
+
+    #[test]
+    fn an_admission_refuses_as_apply_does_and_admits_with_the_warnings_placed() {
+        let refused = "services: { web: { entry: { timeout: 1s }, calls: { api: { timeout: 5s } } }, api: {} }";
+        let why = prepare(refused, "Mesh/default").admission().unwrap_err();
+        assert!(why.contains("exceeds-"), "{why}");
+        let unreadable = prepare("services: [", "Mesh/default")
+            .admission()
+            .unwrap_err();
+        assert!(unreadable.contains("Mesh/default"), "{unreadable}");
+        let warnings = prepare(WARNED, "Mesh/default").admission().unwrap();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("hopwise check: no-timeout")
+                    && w.ends_with("(services.web.calls.api.timeout)")),
+            "{warnings:?}"
+        );
     }
 }

@@ -157,18 +157,9 @@ fn outcome(applied: Result<Applied, ApiError>) -> Outcome {
 
 /// `hopwise webhook`'s judge of a `Mesh` (`/validate-mesh`): refused as `hopwise control apply`
 /// would refuse its file, with the same words; otherwise admitted with `hopwise check`'s
-/// warnings, each with its place.
+/// warnings, each with its place ([`hopwise_control::plane::Prepared::admission`]).
 pub fn judge(text: &str) -> Result<Vec<String>, String> {
-    let prepared = hopwise_control::plane::prepare(text, SOURCE);
-    if let Some(why) = prepared.refusal() {
-        return Err(why);
-    }
-    Ok(prepared
-        .findings()
-        .iter()
-        .filter(|f| f.severity == hopwise_analyze::Severity::Warning)
-        .map(|f| format!("hopwise check: {}: {} ({})", f.code, f.message, f.path))
-        .collect())
+    hopwise_control::plane::prepare(text, SOURCE).admission()
 }
 
 /// `hopwise install --mesh FILE`: the `Mesh` resource holding `path`, once it reads and
