@@ -80,6 +80,7 @@ fn install_prints_every_object_with_the_image_named() {
     assert_eq!(
         kinds,
         [
+            "CustomResourceDefinition",
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
@@ -88,10 +89,11 @@ fn install_prints_every_object_with_the_image_named() {
             "PersistentVolumeClaim",
             "Deployment",
             "Service",
-            "MutatingWebhookConfiguration"
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration"
         ]
     );
-    let deployment = &list["items"][6];
+    let deployment = &list["items"][7];
     let containers = &deployment["spec"]["template"]["spec"]["containers"];
     for c in containers.as_array().unwrap() {
         assert_eq!(c["image"], "registry.example/hopwise:1");
@@ -100,4 +102,48 @@ fn install_prints_every_object_with_the_image_named() {
     let args = containers[1]["args"].as_array().unwrap();
     let at = args.iter().position(|a| a == "--image").unwrap();
     assert_eq!(args[at + 1], "registry.example/hopwise:1");
+}
+
+#[test]
+fn install_mesh_prints_the_mesh_resource_of_a_file_check_takes_and_refuses_one_it_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good, bad) = (dir.path().join("good.yaml"), dir.path().join("bad.yaml"));
+    std::fs::write(
+        &good,
+        "mesh: { trust_domain: shop.local }\nservices:\n  web: { calls: { api: {} } }\n  api:\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &bad,
+        "services:\n  web: { entry: { timeout: 1s }, calls: { api: { timeout: 5s } } }\n  api: {}\n",
+    )
+    .unwrap();
+    let run = |file: &std::path::Path| {
+        Command::new(HOPWISE)
+            .args(["install", "--mesh"])
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let out = run(&good);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mesh: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(mesh["apiVersion"], "hopwise.dev/v1alpha1");
+    assert_eq!(mesh["kind"], "Mesh");
+    assert_eq!(mesh["metadata"]["name"], "default");
+    assert_eq!(mesh["spec"]["mesh"]["trust_domain"], "shop.local");
+    // `api:` with nothing, as the file wrote it: the reader's empty mapping.
+    assert!(mesh["spec"]["services"]["api"].is_null(), "{mesh}");
+    let out = run(&bad);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is refused") && err.contains("exceeds-client"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
 }
