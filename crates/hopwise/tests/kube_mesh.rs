@@ -26,8 +26,7 @@ services:
 
 /// A mesh file as the JSON a `Mesh`'s spec holds.
 fn spec(text: &str) -> Value {
-    let tree = hopwise_model::yaml::parse(text).unwrap();
-    serde_json::from_str(&hopwise_model::yaml::json::write(&tree, &|_| Vec::new())).unwrap()
+    mesh_resource::spec_of(text, "mesh.yaml").unwrap()
 }
 
 fn meshes(kube: &kube::Client) -> Api<DynamicObject> {

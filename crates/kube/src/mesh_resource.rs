@@ -66,6 +66,14 @@ pub fn definition(schema: &Value) -> Value {
     })
 }
 
+/// A mesh file's text as the JSON a `Mesh`'s `spec` holds (keys in the file's order); `Err`
+/// with the YAML reader's problem (`file` names it).
+pub fn spec_of(text: &str, file: &str) -> Result<Value, String> {
+    let tree = hopwise_model::yaml::parse(text).map_err(|d| d.render(file))?;
+    let json = hopwise_model::yaml::json::write(&tree, &|_| Vec::new());
+    serde_json::from_str(&json).map_err(|e| format!("{file} as JSON: {e}"))
+}
+
 /// A `Mesh` named [`NAME`] holding `spec` (a mesh file as JSON).
 pub fn object(spec: Value) -> Value {
     json!({
@@ -163,6 +171,21 @@ mod tests {
         let read = hopwise_model::Mesh::from_yaml(&text).unwrap();
         assert!(read.services.contains_key("web"), "{text}");
         assert!(mesh_text(&json!({ "metadata": {} })).is_err());
+    }
+
+    #[test]
+    fn a_spec_is_the_files_tree_and_a_file_that_does_not_read_says_where() {
+        let spec = spec_of(
+            "services:\n  web: { calls: { api: {} } }\n  api:\n",
+            "m.yaml",
+        )
+        .unwrap();
+        assert_eq!(
+            spec,
+            json!({ "services": { "web": { "calls": { "api": {} } }, "api": null } })
+        );
+        let err = spec_of("services: [", "m.yaml").unwrap_err();
+        assert!(err.contains("m.yaml"), "{err}");
     }
 
     #[test]

@@ -47,8 +47,7 @@ services:
 
 /// A mesh file as the JSON the API server holds.
 fn json_of(text: &str) -> Value {
-    let tree = hopwise_model::yaml::parse(text).unwrap();
-    serde_json::from_str(&hopwise_model::yaml::json::write(&tree, &|_| Vec::new())).unwrap()
+    mesh_resource::spec_of(text, "mesh.yaml").unwrap()
 }
 
 /// `v` with every empty mapping as null: server-side apply keeps `api: {}` as `api: null`,

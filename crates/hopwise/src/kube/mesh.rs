@@ -172,10 +172,7 @@ pub fn print_resource(path: &std::path::Path) -> anyhow::Result<std::process::Ex
     if let Some(why) = prepared.refusal() {
         anyhow::bail!("{name} is refused: {why}");
     }
-    let tree = hopwise_model::yaml::parse(&text).map_err(|d| anyhow::anyhow!(d.render(&name)))?;
-    let spec: serde_json::Value =
-        serde_json::from_str(&hopwise_model::yaml::json::write(&tree, &|_| Vec::new()))
-            .with_context(|| format!("{name} as JSON"))?;
+    let spec = mesh_resource::spec_of(&text, &name).map_err(|e| anyhow::anyhow!(e))?;
     let object = mesh_resource::object(spec);
     #[allow(clippy::print_stdout)] // the binary's output
     {
