@@ -7,8 +7,10 @@
 //! - a patch comes only for a Pod's creation, applies (RFC 6902, `json-patch`) to the pod as the
 //!   review sent it, and gives a pod Kubernetes' types still read: marked as injected, our two
 //!   init containers first and the pod's own after them in their order, its containers as they
-//!   were, its volumes first and ours after, and one that `decide` now leaves alone
-//!   (injection is idempotent).
+//!   were but for probes moved to the proxy's admin port (`httpGet` of
+//!   `/app-health/<container>/<kind>` on 4191, every other field of the probe kept, moved only
+//!   from an `httpGet`, `tcpSocket` or `grpc` probe), its volumes first and ours after, and one
+//!   that `decide` now leaves alone (injection is idempotent).
 #![no_main]
 
 #[path = "review_common.rs"]
@@ -81,10 +83,10 @@ fuzz_target!(|data: &[u8]| {
     let mut init = vec![INIT_CONTAINER.to_owned(), PROXY_CONTAINER.to_owned()];
     init.extend(names(was_spec.init_containers.as_ref()));
     assert_eq!(names(spec.init_containers.as_ref()), init);
-    assert_eq!(
-        spec.containers, was_spec.containers,
-        "the pod's containers changed"
-    );
+    assert_eq!(spec.containers.len(), was_spec.containers.len());
+    for (now, was) in spec.containers.iter().zip(&was_spec.containers) {
+        assert_eq!(&moved_back(now, was), was, "the pod's containers changed");
+    }
     let volumes = |vs: &Option<Vec<k8s_openapi::api::core::v1::Volume>>| {
         vs.iter()
             .flatten()
@@ -96,3 +98,46 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(volumes(&spec.volumes), want);
     assert_eq!(decide(&pod, &inject), Decision::Skip(Skip::Injected));
 });
+
+/// `now` with each probe injection moved put back as `was` had it, after checking the move:
+/// an `httpGet` of `/app-health/<container>/<kind>` on the admin port in place of an `httpGet`,
+/// `tcpSocket` or `grpc` probe (not one naming a `host`), every other field the same.
+fn moved_back(
+    now: &k8s_openapi::api::core::v1::Container,
+    was: &k8s_openapi::api::core::v1::Container,
+) -> k8s_openapi::api::core::v1::Container {
+    use k8s_openapi::api::core::v1::Probe;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let mut back = now.clone();
+    let slots = [
+        ("startupz", &mut back.startup_probe, &was.startup_probe),
+        ("livez", &mut back.liveness_probe, &was.liveness_probe),
+        ("readyz", &mut back.readiness_probe, &was.readiness_probe),
+    ];
+    for (kind, probe, original) in slots {
+        if probe == original {
+            continue;
+        }
+        let (Some(moved), Some(original)) = (probe.as_ref(), original.as_ref()) else {
+            panic!("a probe added or removed: {probe:?} / {original:?}");
+        };
+        let get = moved.http_get.as_ref().expect("moved to an httpGet");
+        assert_eq!(get.port, IntOrString::Int(4191));
+        assert_eq!(get.path.as_deref(), Some(format!("/app-health/{}/{kind}", now.name).as_str()));
+        let host = |h: &Option<String>| h.as_deref().is_some_and(|h| !h.is_empty());
+        let movable = original.http_get.as_ref().is_some_and(|g| !host(&g.host))
+            || original.tcp_socket.as_ref().is_some_and(|t| !host(&t.host))
+            || original.grpc.is_some();
+        assert!(movable, "moved from {original:?}");
+        let rest = |p: &Probe| Probe {
+            http_get: None,
+            tcp_socket: None,
+            grpc: None,
+            exec: None,
+            ..p.clone()
+        };
+        assert_eq!(rest(moved), rest(original), "a probe's other fields changed");
+        *probe = Some(original.clone());
+    }
+    back
+}

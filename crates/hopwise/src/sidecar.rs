@@ -186,6 +186,29 @@ fn app_at_port(a: &ProxyArgs) -> Option<std::net::SocketAddr> {
     a.app_port.map(|port| std::net::SocketAddr::new(ip, port))
 }
 
+/// The app's kubelet probes an injected pod's proxy runs (`$HOPWISE_APP_PROBES`, written by
+/// injection), at the app's IP as the kubelet would have probed it: `--advertise`, else
+/// loopback. A variable that cannot be read stops the proxy: a pod whose probes cannot run
+/// would never be ready, and saying why beats a probe failing for no reason the kubelet shows.
+fn app_probes(a: &ProxyArgs) -> anyhow::Result<Option<hopwise_proxy::app_probe::AppProbeTarget>> {
+    use hopwise_model::app_probe::{AppProbes, ENV};
+    let Some(text) = std::env::var_os(ENV) else {
+        return Ok(None);
+    };
+    let text = text
+        .into_string()
+        .map_err(|_| anyhow::anyhow!("${ENV} is not UTF-8"))?;
+    let probes = AppProbes::parse(&text)?;
+    if probes.is_empty() {
+        return Ok(None);
+    }
+    let ip = a.advertise.unwrap_or(std::net::Ipv4Addr::LOCALHOST.into());
+    Ok(Some(hopwise_proxy::app_probe::AppProbeTarget {
+        ip,
+        probes,
+    }))
+}
+
 /// The capture listener the command line asks for, mapping by `destinations`.
 fn capture(
     a: &ProxyArgs,
@@ -302,6 +325,12 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
     config.app = a.app.or(app_at_port(&a)).or(config.app);
     config.admin = a.admin.or(config.admin);
     config.outbound = a.outbound.or(config.outbound);
+    config.app_probes = app_probes(&a)?;
+    anyhow::ensure!(
+        config.app_probes.is_none() || config.admin.is_some(),
+        "${} names the app's probes, which the admin port runs: give --admin",
+        hopwise_model::app_probe::ENV
+    );
     for (name, addr) in &a.upstream {
         anyhow::ensure!(
             config.clusters.contains_key(name),

@@ -56,15 +56,7 @@ services:
 
 #[test]
 fn curl_in_a_pod_calls_a_service_by_name_through_injected_proxies() {
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
-        .expect("a network namespace of the test's own, the node (needs root)");
-    kube_support::kubelet::node(NODE);
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(the_cluster());
+    kube_support::kubelet::on_a_node(NODE, the_cluster());
 }
 
 fn meta(name: &str) -> ObjectMeta {

@@ -5,9 +5,11 @@
 //! label, in the `MutatingWebhookConfiguration`'s selectors (`registration.rs`) — so a pod that
 //! reaches [`decide`] has opted in; what is left here is what selectors cannot say: the opt-out
 //! annotation, a pod injected already (idempotence), a pod whose injection would be unsafe
-//! (host network, an app running as the proxy's uid). Nothing here reads a socket or a clock.
+//! (host network, an app running as the proxy's uid). The app's kubelet probes are moved to the
+//! proxy's admin port (`probes.rs`), which runs them. Nothing here reads a socket or a clock.
 
 mod patch;
+mod probes;
 mod review;
 mod sidecar;
 
@@ -138,8 +140,12 @@ pub fn decide(pod: &Pod, inject: &Inject) -> Decision {
         Ok(port) => port,
         Err(why) => return Decision::Refuse(why),
     };
-    let additions = sidecar::Additions::new(inject, &service_of(pod), app_port);
-    match patch::patch(pod, &additions) {
+    let (rewrites, probes) = match probes::rewrite(pod) {
+        Ok(moved) => moved,
+        Err(why) => return Decision::Refuse(why),
+    };
+    let additions = sidecar::Additions::new(inject, &service_of(pod), app_port, &probes);
+    match patch::patch(pod, &additions, &rewrites) {
         Ok(patch) => Decision::Inject(patch),
         Err(e) => Decision::Refuse(format!("writing the patch: {e}")),
     }

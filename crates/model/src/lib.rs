@@ -6,6 +6,7 @@
 //! Reading is two-staged: YAML → [`raw`] (as written) → [`Mesh`] (presets applied, validated),
 //! and every problem is reported at once with its path and line.
 
+pub mod app_probe;
 pub mod attempt;
 pub mod backoff;
 pub mod browser_guard;

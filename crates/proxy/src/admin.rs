@@ -1,6 +1,7 @@
 //! The admin endpoint (bind it to localhost): `/metrics` (Prometheus text), `/ready` (200 once
 //! every worker listens, 503 while draining), `/live`, `/config` (the effective configuration),
-//! `/tap[?route=R]` (the live tap's stream of JSON lines, `tap.rs`). Every request passes
+//! `/tap[?route=R]` (the live tap's stream of JSON lines, `tap.rs`), `/app-health/…` (the app's
+//! kubelet probes in an injected pod, run at the app: `app_probe.rs`). Every request passes
 //! `hopwise_model::browser_guard` first, as the dashboard's do: `Host` must name this port by a
 //! loopback name (or, bound off loopback, by its own address), so a web page that re-binds its
 //! name to 127.0.0.1 cannot read the tap's live requests or the topology (DNS rebinding).
@@ -14,6 +15,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 
 use hyper::body::Incoming;
 
+use crate::app_probe;
 use crate::body::Body;
 use crate::state::State;
 use crate::tap;
@@ -86,7 +88,7 @@ fn tap(state: &State, query: Option<&str>) -> Response<Reply> {
 }
 
 /// The answer to `req`, which arrived at `local` (the accepted socket's own address).
-pub fn handle(state: &State, local: SocketAddr, req: Request<Incoming>) -> Response<Reply> {
+pub async fn handle(state: &State, local: SocketAddr, req: Request<Incoming>) -> Response<Reply> {
     if req.method() != Method::GET {
         return text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -120,10 +122,31 @@ pub fn handle(state: &State, local: SocketAddr, req: Request<Incoming>) -> Respo
                 format!("cannot render the configuration: {e}\n"),
             ),
         },
+        path if path.starts_with(app_probe::PREFIX) => probe(state, path, &req).await,
         _ => text(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
             "not found; try /metrics, /ready, /live, /config or /tap\n".to_owned(),
+        ),
+    }
+}
+
+/// `GET /app-health/<container>/<kind>`: the app's probe run at the app; 404 when injection
+/// wrote none there.
+async fn probe<B>(state: &State, path: &str, req: &Request<B>) -> Response<Reply> {
+    let plain = "text/plain; charset=utf-8";
+    let config = state.config();
+    let user_agent = req.headers().get(header::USER_AGENT).cloned();
+    let ran = match &config.app_probes {
+        Some(target) => app_probe::run(target, path, user_agent).await,
+        None => None,
+    };
+    match ran {
+        Some(v) => text(v.status, plain, v.message + "\n"),
+        None => text(
+            StatusCode::NOT_FOUND,
+            plain,
+            format!("no probe of the app at {path}\n"),
         ),
     }
 }

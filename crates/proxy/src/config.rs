@@ -242,6 +242,9 @@ pub struct ProxyConfig {
     pub plaintext: bool,
     /// Connection caps and which listeners may bind non-loopback addresses (command line).
     pub listeners: ListenerPolicy,
+    /// The app's kubelet probes this proxy runs on the admin port (an injected pod's, from
+    /// its environment: [`crate::app_probe`]).
+    pub app_probes: Option<crate::app_probe::AppProbeTarget>,
 }
 
 impl ProxyConfig {
@@ -370,6 +373,7 @@ impl ProxyConfig {
             timeouts: ListenerTimeouts::default(),
             plaintext: false,
             listeners: ListenerPolicy::default(),
+            app_probes: None,
         })
     }
 

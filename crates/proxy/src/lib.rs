@@ -14,6 +14,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod app_probe;
 pub mod attempts;
 pub mod balance;
 pub mod body;

@@ -232,6 +232,7 @@ pub fn next_config(
         timeouts: running.timeouts,
         plaintext: running.plaintext,
         listeners: running.listeners,
+        app_probes: running.app_probes.clone(),
         ..new
     })
 }

@@ -341,7 +341,7 @@ impl Conn {
         let Ok(local) = tcp.local_addr() else { return };
         let svc = service_fn(move |req| {
             let state = state.clone();
-            async move { Ok::<_, Infallible>(admin::handle(&state, local, req)) }
+            async move { Ok::<_, Infallible>(admin::handle(&state, local, req).await) }
         });
         let svc = guard.track(svc);
         let servers = &self.servers;

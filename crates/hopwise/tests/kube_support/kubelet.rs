@@ -218,10 +218,25 @@ impl Drop for PodNet {
     }
 }
 
+/// Runs `test` on a node of its own: this thread moved into a network namespace of the test's
+/// own (needs root), set up as the node ([`node`], `addr` on its loopback), then `test` on a
+/// two-thread runtime. What `kube_e2e.rs` and `kube_probes.rs` run their pods beside.
+pub fn on_a_node(addr: &str, test: impl std::future::Future<Output = ()>) {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        .expect("a network namespace of the test's own, the node (needs root)");
+    node(addr);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(test);
+}
+
 /// The node's part of the network, in the caller thread's namespace (one of the test's own):
 /// forwarding between pods, and `addr` on its loopback for what pods reach on the node (the
 /// control plane).
-pub fn node(addr: &str) {
+fn node(addr: &str) {
     ip_ok(&["link", "set", "lo", "up"]);
     ip_ok(&["addr", "add", &format!("{addr}/32"), "dev", "lo"]);
     // /proc/sys/net is the calling thread's namespace's.

@@ -1,25 +1,40 @@
 //! The JSON patch (RFC 6902) that injects one pod: our two init containers put first (the
 //! capture rules before anything runs, the proxy before the app's own init containers, whose
 //! connections are captured too), our volumes appended, the injected mark set, and the
-//! ServiceAccount `default` named when the pod names none (the token is projected from it). Each list or
-//! map is added whole when the pod has none, else extended, so the patch never replaces what
-//! the pod had; so is `metadata` when the pod has none. Pure.
+//! ServiceAccount `default` named when the pod names none (the token is projected from it), and
+//! the app's probes replaced by the admin port's (`probes.rs`). Each list or
+//! map is added whole when the pod has none, else extended, so the patch replaces nothing the
+//! pod had but those probes; so is `metadata` when the pod has none. Pure.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Value, json};
 
 use super::INJECTED;
+use super::probes::Rewrite;
 use super::sidecar::Additions;
 
 /// The mark's value: the version that injected the pod.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-pub(super) fn patch(pod: &Pod, add: &Additions) -> Result<Patch, serde_json::Error> {
+pub(super) fn patch(
+    pod: &Pod,
+    add: &Additions,
+    probes: &[Rewrite],
+) -> Result<Patch, serde_json::Error> {
     let spec = pod.spec.as_ref();
     let mut ops = Vec::new();
+    // The app's probes replaced first: the indices are the pod's own, before ours go in front
+    // of its init containers.
+    for r in probes {
+        let index = r.index.to_string();
+        ops.push(PatchOperation::Replace(ReplaceOperation {
+            path: PointerBuf::from_tokens(["spec", r.list, &index, r.field]),
+            value: to_value(&r.probe)?,
+        }));
+    }
     let (init, proxy) = (to_value(&add.init)?, to_value(&add.proxy)?);
     let has_init = spec.and_then(|s| s.init_containers.as_ref());
     if has_init.is_some_and(|c| !c.is_empty()) {

@@ -8,6 +8,7 @@
 //! token for the `hopwise` audience, an in-memory directory for its key and cache). Pure data,
 //! the same for every pod.
 
+use hopwise_model::app_probe::{self, AppProbes};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, Probe, ProjectedVolumeSource, SecurityContext,
@@ -45,11 +46,17 @@ pub(super) struct Additions {
 }
 
 impl Additions {
-    /// What a copy of `service` gets, its app serving on `app_port`.
-    pub fn new(inject: &Inject, service: &str, app_port: Option<u16>) -> Additions {
+    /// What a copy of `service` gets, its app serving on `app_port`, its proxy running the
+    /// app's `probes` (`probes.rs`).
+    pub fn new(
+        inject: &Inject,
+        service: &str,
+        app_port: Option<u16>,
+        probes: &AppProbes,
+    ) -> Additions {
         Additions {
             init: init(inject),
-            proxy: proxy(inject, service, app_port),
+            proxy: proxy(inject, service, app_port, probes),
             volumes: volumes(inject),
         }
     }
@@ -87,7 +94,7 @@ fn init(inject: &Inject) -> Container {
     }
 }
 
-fn proxy(inject: &Inject, service: &str, app_port: Option<u16>) -> Container {
+fn proxy(inject: &Inject, service: &str, app_port: Option<u16>, probes: &AppProbes) -> Container {
     // `$(VAR)` is the kubelet's: it puts the container's variable in the argument.
     let mut args = vec![
         "--service".to_owned(),
@@ -134,6 +141,12 @@ fn proxy(inject: &Inject, service: &str, app_port: Option<u16>) -> Container {
         value: Some(pem.clone()),
         value_from: None,
     });
+    // The app's probes the kubelet now asks the admin port for, as the proxy runs them.
+    let probes = (!probes.is_empty()).then(|| EnvVar {
+        name: app_probe::ENV.to_owned(),
+        value: Some(probes.to_json()),
+        value_from: None,
+    });
     let ready = Probe {
         http_get: Some(HTTPGetAction {
             path: Some("/ready".to_owned()),
@@ -155,7 +168,7 @@ fn proxy(inject: &Inject, service: &str, app_port: Option<u16>) -> Container {
         image: Some(inject.image.clone()),
         command: Some(vec!["hopwise-proxy".to_owned()]),
         args: Some(args),
-        env: Some(env.chain(ca).collect()),
+        env: Some(env.chain(ca).chain(probes).collect()),
         // A native sidecar: started before the app's containers, stopped after them.
         restart_policy: Some("Always".to_owned()),
         ports: Some(vec![
