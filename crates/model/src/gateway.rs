@@ -9,9 +9,11 @@
 //! and which certificate answers a TLS client's server name ([`Https::certificate_for`]).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::Dur;
 use crate::diag::Diagnostic;
 use crate::mesh::Mesh;
 use crate::policy::Protocol;
@@ -22,6 +24,9 @@ use crate::route::{Hostname, ServiceRoutes};
 
 /// The largest request body a gateway takes unless `max_body_bytes` says otherwise (10 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
+
+/// How long a request's body may stall unless `body_timeout` says otherwise.
+pub const DEFAULT_BODY_TIMEOUT: Dur = Dur(Duration::from_secs(30));
 
 /// A gateway, resolved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -34,8 +39,10 @@ pub struct Gateway {
     pub total: Option<Limit>,
     /// Each client address.
     pub per_client: Option<Limit>,
-    /// Larger bodies (by `Content-Length`) are refused with 413.
+    /// Larger bodies are refused with 413 (by `Content-Length`, or cut where they stream past).
     pub max_body_bytes: u64,
+    /// A body that goes this long without a byte is answered 408.
+    pub body_timeout: Dur,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -152,6 +159,7 @@ pub fn resolve(
         total: limits.total.map(crate::rate::limit),
         per_client: limits.per_client.map(crate::rate::limit),
         max_body_bytes: raw.max_body_bytes.map_or(DEFAULT_MAX_BODY_BYTES, u64::from),
+        body_timeout: raw.body_timeout.unwrap_or(DEFAULT_BODY_TIMEOUT),
     })
 }
 

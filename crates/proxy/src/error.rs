@@ -74,6 +74,8 @@ pub enum ProxyError {
     Fault(hopwise_model::fault::Answer),
     #[error("the request's body is larger than {0} bytes, the most this gateway takes")]
     BodyTooLarge(u64),
+    #[error("the request's body stalled: nothing arrived for {0} s, the most this gateway waits")]
+    BodyTimeout(u64),
     #[error("{limit} is reached for this service: try again in {retry_after_secs}s")]
     RateLimited {
         limit: &'static str,
@@ -109,6 +111,7 @@ impl ProxyError {
             ProxyError::NoBackend(_) => "no-backend",
             ProxyError::RateLimited { .. } => "rate-limited",
             ProxyError::BodyTooLarge(_) => "body-too-large",
+            ProxyError::BodyTimeout(_) => "body-timeout",
             ProxyError::Fault(_) => "fault",
         }
     }
@@ -138,6 +141,7 @@ impl ProxyError {
             | ProxyError::NoBackend(_)
             | ProxyError::RateLimited { .. }
             | ProxyError::BodyTooLarge(_)
+            | ProxyError::BodyTimeout(_)
             | ProxyError::Overflow(_) => Outcome::http(self.status().as_u16()),
             ProxyError::Fault(Answer::Http(s)) => Outcome::http(*s),
             ProxyError::Fault(Answer::Grpc(c)) => Outcome::grpc(*c),
@@ -155,6 +159,7 @@ impl ProxyError {
             ProxyError::BadPath(_) => StatusCode::BAD_REQUEST,
             ProxyError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ProxyError::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             // 200–599, checked when the mesh was read; a gRPC code answered as HTTP: 503.
             ProxyError::Fault(Answer::Http(s)) => {
                 StatusCode::from_u16(*s).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
@@ -192,7 +197,9 @@ impl ProxyError {
             ProxyError::BadPath(_) => 3,     // INVALID_ARGUMENT
             ProxyError::AppTimeout => GrpcCode::DeadlineExceeded.number(),
             ProxyError::PerTryTimeout | ProxyError::RouteTimeout => on_timeout.number(),
-            ProxyError::DeadlineExceeded => GrpcCode::DeadlineExceeded.number(),
+            ProxyError::DeadlineExceeded | ProxyError::BodyTimeout(_) => {
+                GrpcCode::DeadlineExceeded.number()
+            }
             ProxyError::Overflow(_)
             | ProxyError::InboundOverflow(_)
             | ProxyError::RateLimited { .. }

@@ -11,7 +11,10 @@
 //! hop-by-hop ones go on the outbound path); `X-Forwarded-For` and `-Proto` set to what the
 //! gateway saw (a client's own, and `Forwarded`, dropped); a body declared larger than `max_body_bytes`
 //! refused (413); the rate limits (every client together, each client address; 429 with
-//! `Retry-After`). Then [`crate::outbound`] takes it as [`crate::outbound::Dispatch::Gateway`].
+//! `Retry-After`). Then [`crate::outbound`] takes it as [`crate::outbound::Dispatch::Gateway`],
+//! its body bounded as it streams ([`crate::replay::BodyCap`]: `max_body_bytes` however it is
+//! framed, 413; `body_timeout` between frames, 408). A refusal here is recorded as any answer
+//! of the outbound path is ([`crate::outbound::Outbound::refuse`]: access log, span, tap).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -25,6 +28,7 @@ use crate::error::ProxyError;
 use crate::inbound::limits::CallerKey;
 use crate::inbound::rate::{self, RateLimiter};
 use crate::metrics::Metrics;
+use crate::replay::BodyCap;
 use crate::tls::TlsError;
 use crate::upgrade::Switch;
 
@@ -95,6 +99,8 @@ pub struct Front {
     service: String,
     rates: Option<Arc<RateLimiter>>,
     max_body: u64,
+    /// What the outbound path bounds an admitted request's body by as it streams.
+    body: BodyCap,
     /// The TLS listener's acceptor (its certificates by server name), if it has one.
     pub acceptor: Option<TlsAcceptor>,
 }
@@ -128,6 +134,10 @@ impl Front {
             service: config.service.clone(),
             rates: RateLimiter::of(limits, std::iter::empty()),
             max_body: g.gateway.max_body_bytes,
+            body: BodyCap {
+                max: g.gateway.max_body_bytes,
+                idle: g.gateway.body_timeout.0,
+            },
             acceptor,
         })))
     }
@@ -175,6 +185,8 @@ impl Front {
                 retry_after_secs: l.retry_after_secs,
             }));
         }
+        // A chunked body declares no length, and any body may stall: bounded as it streams.
+        req.extensions_mut().insert(self.body);
         Ok(())
     }
 }

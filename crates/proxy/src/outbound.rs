@@ -36,7 +36,7 @@ use crate::metrics::{Direction, Metrics, RouteMetrics};
 use crate::mirror;
 use crate::otlp::{self, Recording};
 use crate::recorded::Recorded;
-use crate::replay::Replay;
+use crate::replay::{BodyCap, Replay};
 use crate::route::{self, Decision, HeaderView, RouteTable};
 use crate::tls::{CertStore, TlsError};
 use crate::trace::ProxySpan;
@@ -151,19 +151,45 @@ impl Outbound {
 
     pub async fn handle(&self, dispatch: &Dispatch, mut req: Request<Incoming>) -> Response<Body> {
         let version = req.version();
-        let tracing = self.by_host.tracing.as_ref();
-        let sink = self.metrics.span_sink();
-        let direction = otlp::Direction::Outbound;
-        let traced = otlp::begin(tracing, sink, direction, &self.service, "http", &mut req);
-        let span = traced.span.as_ref();
-        let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
-        let log = access_log::begin(&self.by_host, logs, tap, "outbound", None, span, &req);
-        // Finished with the answer, or with how it ended if the app goes first.
-        let recorded = Recorded::new(traced.recording, log, req.headers());
-        let resp = self.forward(dispatch, span, recorded.log(), req).await;
+        let (span, recorded) = self.record(&mut req);
+        let resp = self
+            .forward(dispatch, span.as_ref(), recorded.log(), req)
+            .await;
         let mut resp = recorded.finish(resp);
         *resp.version_mut() = version;
         resp
+    }
+
+    /// A request a gateway's front door refused (`gateway::Front::admit`), answered `err` and
+    /// recorded as every answer of this path is: its span, access-log line and tap line.
+    pub fn refuse(&self, mut req: Request<Incoming>, err: ProxyError) -> Response<Body> {
+        let (version, grpc) = (req.version(), is_grpc(req.headers()));
+        let (_, recorded) = self.record(&mut req);
+        let mut resp = recorded.finish(local(err, grpc, GrpcCode::Unavailable));
+        *resp.version_mut() = version;
+        resp
+    }
+
+    /// The request's records begun: its span (the trace context continued or started), and
+    /// what finishes them with the answer, or with how it ended if the caller goes first.
+    #[inline]
+    fn record(&self, req: &mut Request<Incoming>) -> (Option<ProxySpan>, Recorded<'_>) {
+        let tracing = self.by_host.tracing.as_ref();
+        let sink = self.metrics.span_sink();
+        let direction = otlp::Direction::Outbound;
+        let traced = otlp::begin(tracing, sink, direction, &self.service, "http", req);
+        let span = traced.span;
+        let (logs, tap) = (self.metrics.log_sink(), self.metrics.tap());
+        let log = access_log::begin(
+            &self.by_host,
+            logs,
+            tap,
+            "outbound",
+            None,
+            span.as_ref(),
+            req,
+        );
+        (span, Recorded::new(traced.recording, log, req.headers()))
     }
 
     /// The lifecycle, one step per line of the chart.
@@ -270,7 +296,11 @@ impl Outbound {
         } else {
             mirror::BODY_LIMIT
         };
-        let replay = Replay::keeping(body, replay_bound(policy), keep);
+        // A gateway's request body is bounded as it streams (`gateway::Front::admit` says how).
+        let replay = match head.extensions.get::<BodyCap>() {
+            Some(cap) => Replay::capped(body, *cap, replay_bound(policy), keep),
+            None => Replay::keeping(body, replay_bound(policy), keep),
+        };
         for m in mirrors {
             mirror::spawn(m, &head, replay.follower());
         }

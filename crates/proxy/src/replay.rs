@@ -14,6 +14,8 @@
 //! never the source itself, so it cannot slow or take anything from the request. It waits for
 //! the tries to pull; if the body outgrows the limit, the follower fails and the mirror ends.
 
+mod cap;
+
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -23,9 +25,40 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
+pub use cap::{BodyCap, BodyRefused};
+
+/// Where the tries pull from: the caller's body as it comes, or a stranger's under a gateway's
+/// bounds ([`cap`]).
+#[derive(Debug)]
+enum Source {
+    Plain(Incoming),
+    Capped(cap::Capped<Incoming>),
+}
+
+impl Source {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self {
+            Source::Plain(b) => match Pin::new(b).poll_frame(cx) {
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+                Poll::Ready(Some(Ok(f))) => Poll::Ready(Some(Ok(f))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            Source::Capped(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Source::Plain(b) => b.is_end_stream(),
+            Source::Capped(b) => b.is_end_stream(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Shared {
-    source: Option<Incoming>,
+    source: Option<Source>,
     /// Copies of what was pulled so far, in order (empty once `overflowed`).
     frames: Vec<Bytes>,
     trailers: Option<HeaderMap>,
@@ -95,12 +128,30 @@ impl Replay {
     /// As [`Replay::new`], keeping up to `keep` bytes for a follower while the tries may resend
     /// at most `retry_limit` (their policy's bound, which a mirror must not widen).
     pub fn keeping(body: Incoming, retry_limit: usize, keep: usize) -> Replay {
+        Replay::from_source(body, None, retry_limit, keep)
+    }
+
+    /// As [`Replay::keeping`], the body bounded by `cap` as it streams (a gateway's).
+    pub fn capped(body: Incoming, cap: BodyCap, retry_limit: usize, keep: usize) -> Replay {
+        Replay::from_source(body, Some(cap), retry_limit, keep)
+    }
+
+    fn from_source(
+        body: Incoming,
+        cap: Option<BodyCap>,
+        retry_limit: usize,
+        keep: usize,
+    ) -> Replay {
         let limit = keep.max(retry_limit);
         let hint = body.size_hint();
         let empty = body.is_end_stream();
+        let source = match cap {
+            Some(cap) => Source::Capped(cap::Capped::new(body, cap)),
+            None => Source::Plain(body),
+        };
         Replay {
             shared: Arc::new(Mutex::new(Shared {
-                source: Some(body),
+                source: Some(source),
                 frames: Vec::new(),
                 trailers: None,
                 kept: 0,
@@ -252,7 +303,7 @@ impl Body for ReplayBody {
             let Some(source) = s.source.as_mut() else {
                 return Poll::Ready(None);
             };
-            let frame = match Pin::new(source).poll_frame(cx) {
+            let frame = match source.poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
                     s.done = true;
@@ -264,7 +315,7 @@ impl Body for ReplayBody {
                     // The follower cannot have the whole body either.
                     s.failed = true;
                     s.wake_follower();
-                    return Poll::Ready(Some(Err(Box::new(e))));
+                    return Poll::Ready(Some(Err(e)));
                 }
                 Poll::Ready(Some(Ok(frame))) => frame,
             };

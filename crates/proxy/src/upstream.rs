@@ -17,7 +17,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::error::ProxyError;
-use crate::replay::ReplayBody;
+use crate::replay::{BodyRefused, ReplayBody};
 
 pub use connect::{ConnectError, Connector, Stream};
 pub use h1::{Failed, H1Pool};
@@ -72,12 +72,33 @@ pub(crate) fn classify_connect(c: &ConnectError) -> ProxyError {
 }
 
 fn classify_hyper(h: &hyper::Error) -> Option<ProxyError> {
+    // A gateway's bounds ended the request's body (`replay::BodyCap`): the client's doing.
+    if h.is_user()
+        && let Some(refused) = body_refused(h)
+    {
+        return Some(match refused {
+            BodyRefused::TooLarge(max) => ProxyError::BodyTooLarge(max),
+            BodyRefused::Stalled(idle) => ProxyError::BodyTimeout(idle.as_secs()),
+        });
+    }
     // The pooled connection closed before our request went out: nothing was sent.
     if h.is_canceled() {
         return Some(ProxyError::ResetBeforeRequest);
     }
     if h.is_parse() || h.is_parse_status() || h.is_user() {
         return Some(ProxyError::Protocol);
+    }
+    None
+}
+
+/// The bound that ended the request's body, if one did.
+fn body_refused(h: &hyper::Error) -> Option<BodyRefused> {
+    let mut source = std::error::Error::source(h);
+    while let Some(e) = source {
+        if let Some(r) = e.downcast_ref::<BodyRefused>() {
+            return Some(*r);
+        }
+        source = e.source();
     }
     None
 }

@@ -187,6 +187,99 @@ async fn a_body_past_the_limit_is_refused_with_413() {
     assert!(got.out.starts_with("200"), "{got:?}");
 }
 
+/// A chunked body declares no length: one streaming past `max_body_bytes` is cut where it
+/// crosses it and, no answer having begun, refused with 413; one within it passes whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_past_the_limit_is_cut_and_refused_with_413() {
+    let e = edge(None).await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/upload");
+    let chunked = ["-i", "-H", "Transfer-Encoding: chunked", "--data-binary"];
+    let (big, small) = ("x".repeat(2000), "x".repeat(1000));
+    let got = curl(&[&chunked[..], &[&big, &r, &t, &url]].concat()).await;
+    assert!(got.out.starts_with("413"), "{got:?}");
+    assert!(
+        got.body.contains("x-hopwise-error: body-too-large"),
+        "{}",
+        got.body
+    );
+    let got = curl(&[&chunked[..], &[&small, &r, &t, &url]].concat()).await;
+    assert!(got.out.starts_with("200"), "{got:?}");
+}
+
+/// A client that sends its head and part of its body, then nothing, is answered 408 once the
+/// body has stalled for `body_timeout` (before the route's own 2 s timeout), and the app's
+/// connection is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_is_answered_408_at_its_allowance() {
+    let e = edge_with(|c| {
+        if let Some(g) = c.gateway.as_mut() {
+            g.gateway.body_timeout = hopwise_model::Dur(Duration::from_millis(300));
+        }
+    })
+    .await;
+    let head =
+        b"POST /upload HTTP/1.1\r\nhost: shop.example\r\ncontent-length: 100\r\n\r\n0123456789";
+    let got = support::raw(e.http(), head, Duration::from_secs(5)).await;
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("x-hopwise-error: body-timeout"), "{got}");
+}
+
+/// The front door's own refusals are recorded as any answer: a line in the gateway's access
+/// log naming the local reply, for a body declared too large and for a protocol switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_front_doors_refusals_are_in_the_access_log() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let file = log.path().display().to_string();
+    let e = edge_with(|c| {
+        c.access_log = Some(hopwise_model::observe::AccessLog {
+            format: hopwise_model::raw::LogFormat::Json,
+            file: Some(file.clone()),
+            max_bytes: 10 * 1024 * 1024,
+            routes: None,
+            query: false,
+            queue: 1024,
+        });
+    })
+    .await;
+    let [r, t, url] = at("http", "shop.example", e.http(), "/upload");
+    let got = curl(&["--data-binary", &"x".repeat(2000), &r, &t, &url]).await;
+    assert!(got.out.starts_with("413"), "{got:?}");
+    let [r, t, url] = at("http", "shop.example", e.http(), "/ws");
+    let switch = ["-H", "Connection: Upgrade", "-H", "Upgrade: websocket"];
+    let got = curl(&[&switch[..], &[&r, &t, &url]].concat()).await;
+    assert!(got.out.starts_with("501"), "{got:?}");
+    let start = Instant::now();
+    let lines = loop {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if text.lines().count() >= 2 || start.elapsed() > Duration::from_secs(5) {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let lines: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(u64, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["status"].as_u64().unwrap(),
+                l["local_reply"].as_str().unwrap_or("-"),
+                l["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (413, "body-too-large", "/upload"),
+            (501, "upgrade-unsupported", "/ws")
+        ],
+        "{lines:?}"
+    );
+}
+
 /// The listeners strangers reach are bounded as every listener: a connection that sends no
 /// request head (plain) or no ClientHello (TLS) is closed at the header-read timeout, and past
 /// the cap on open connections a new one is closed at once.

@@ -44,6 +44,7 @@ fn a_gateway_reads_with_its_listeners_certificates_and_limits() {
     );
     assert_eq!(g.per_client, Some(Limit { rate: 5, burst: 5 }));
     assert_eq!(g.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+    assert_eq!(g.body_timeout, DEFAULT_BODY_TIMEOUT);
     // Its identity is a service's, which `allow` names.
     assert_eq!(mesh.identity("edge"), "spiffe://shop.local/service/edge");
     assert!(mesh.services["web"].gateway.is_none());
@@ -92,6 +93,29 @@ fn cert(names: &[&str]) -> Certificate {
         hostnames: names.iter().map(|n| Hostname::new(n).unwrap()).collect(),
         cert: String::new(),
         key: String::new(),
+    }
+}
+
+#[test]
+fn a_body_timeout_is_a_duration_longer_than_zero() {
+    let with = |value: &str| {
+        EDGE.replace(
+            "      rate_limit:",
+            &format!("      body_timeout: {value}\n      rate_limit:"),
+        )
+    };
+    let mesh = Mesh::from_yaml(&with("5s")).expect("valid");
+    let g = mesh.services["edge"].gateway.as_ref().expect("a gateway");
+    assert_eq!(
+        g.body_timeout,
+        crate::Dur(std::time::Duration::from_secs(5))
+    );
+    for (bad, says) in [("0s", "longer than zero"), ("30", "has no unit")] {
+        let errors = Mesh::from_yaml(&with(bad)).expect_err(bad).0;
+        let (line, message) =
+            crate::diag::problem_at(&errors, "services.edge.gateway.body_timeout");
+        assert_eq!(line, Some(12), "{bad}");
+        assert!(message.contains(says), "{bad}: {message}");
     }
 }
 

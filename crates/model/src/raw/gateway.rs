@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::RawLimit;
 use super::rate_limit::read_limit;
-use super::values::positive_u32;
+use super::values::{positive_duration, positive_u32};
+use crate::Dur;
 use crate::read::Reader;
 use crate::yaml::Node;
 
@@ -30,10 +31,15 @@ pub struct RawGateway {
     /// over it, 429 with `Retry-After`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RawGatewayRateLimit>,
-    /// The largest request body accepted, in bytes, by its `Content-Length` (default 10485760,
-    /// 10 MiB); larger: 413.
+    /// The largest request body accepted, in bytes (default 10485760, 10 MiB): a
+    /// `Content-Length` past it is answered 413 before anything is sent on, and a body that
+    /// streams past it (chunked) is cut there and answered 413 if no answer has begun.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_body_bytes: Option<u32>,
+    /// How long a request's body may go without a byte arriving (default `30s`, as a slow
+    /// client's allowance); past it the request is answered 408 and what was sent on is ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_timeout: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
@@ -106,6 +112,7 @@ pub(super) fn read_gateway(r: &mut Reader, n: &Node, p: &str) -> Option<RawGatew
             Some(limit)
         }),
         max_body_bytes: f.get(r, "max_body_bytes", positive_u32),
+        body_timeout: f.get(r, "body_timeout", positive_duration),
     };
     f.finish(r);
     Some(out)

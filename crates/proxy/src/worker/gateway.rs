@@ -6,7 +6,6 @@
 use std::cell::RefCell;
 use std::convert::Infallible;
 
-use hopwise_model::GrpcCode;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use tokio::net::TcpStream;
@@ -14,9 +13,7 @@ use tokio::sync::watch;
 
 use super::Conn;
 use crate::conn::Guard;
-use crate::error::local;
 use crate::gateway::Client;
-use crate::headers::is_grpc;
 use crate::http_conn::Proto;
 use crate::metrics::{Direction, Metrics};
 use crate::outbound::Dispatch;
@@ -76,11 +73,10 @@ impl Conn {
             let admitted = front.admit(&mut req, &client, &metrics);
             let live = live.borrow_mut().load().clone();
             async move {
-                if let Err(err) = admitted {
-                    let grpc = is_grpc(req.headers());
-                    return Ok::<_, Infallible>(local(err, grpc, GrpcCode::Unavailable));
-                }
                 let outbound = &live.worker(w).outbound;
+                if let Err(err) = admitted {
+                    return Ok::<_, Infallible>(outbound.refuse(req, err));
+                }
                 Ok(outbound.handle(&Dispatch::Gateway, req).await)
             }
         });

@@ -50,10 +50,13 @@ services:
 
 /// An app that names itself and tells what reached it: path, HTTP version, the identity its
 /// proxy vouched for, the forged headers a client tried (`-` when none arrived), and what the
-/// gateway told of the client (`X-Forwarded-For`, `-Proto`).
+/// gateway told of the client (`X-Forwarded-For`, `-Proto`). It reads the whole body first, as an upload handler would.
 fn named(name: &'static str) -> Handler {
     Arc::new(move |req: Request<Incoming>| {
         Box::pin(async move {
+            let (head, body) = req.into_parts();
+            let _ = http_body_util::BodyExt::collect(body).await;
+            let req = Request::from_parts(head, ());
             let h = req.headers();
             let get = |n: &str| h.get(n).and_then(|v| v.to_str().ok()).unwrap_or("-");
             let text = format!(
