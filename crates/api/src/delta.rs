@@ -4,9 +4,11 @@
 //! generated types, so "what changed" means the same on both. Pure: no I/O, no clock.
 //!
 //! `apply(prev, diff(prev, next)) == next` for whole snapshots whose optional strings are
-//! present and whose endpoint lists are sorted as text, each once (as the control plane sends
-//! them). The set arithmetic underneath is in [`sets`].
+//! present and whose endpoint lists are sorted as text, each once, with each labelled endpoint's
+//! labels once, sorted by endpoint (as the control plane sends them). The set arithmetic
+//! underneath is in [`sets`]; endpoints' labels in `labels.rs`.
 
+mod labels;
 pub mod sets;
 
 pub use sets::DeltaError;
@@ -52,15 +54,25 @@ pub fn diff(prev: &pb::Snapshot, next: &pb::Snapshot) -> pb::Snapshot {
     }
 }
 
-/// One upstream's change from `before` (absent: new), or `None` when nothing changed.
+/// One upstream's change from `before` (absent: new), or `None` when nothing changed. An
+/// endpoint is its address and its labels: one whose labels changed is removed and added again.
 fn upstream_diff(before: Option<&pb::Upstream>, u: &pb::Upstream) -> Option<pb::Upstream> {
-    let none = Vec::new();
-    let (added, removed) = sets::set_diff(before.map_or(&none, |p| &p.endpoints), &u.endpoints);
+    let none = pb::Upstream::default();
+    let b = before.unwrap_or(&none);
+    let (mut added, mut removed) = sets::set_diff(&b.endpoints, &u.endpoints);
+    let relabelled = labels::relabelled(b, u);
+    if !relabelled.is_empty() {
+        added.extend(relabelled.iter().cloned());
+        added.sort_unstable();
+        removed.extend(relabelled);
+        removed.sort_unstable();
+    }
     let same =
         before.is_some_and(|p| p.identity == u.identity) && added.is_empty() && removed.is_empty();
     (!same).then(|| pb::Upstream {
         service: u.service.clone(),
         identity: u.identity.clone(),
+        labelled: labels::of_added(u, &added),
         endpoints: added,
         removed_endpoints: removed,
     })
@@ -81,9 +93,11 @@ pub fn apply(base: &pb::Snapshot, d: pb::Snapshot) -> Result<pb::Snapshot, Delta
         |u| &u.service,
         |c| &c.service,
         |old, c| {
-            let held = old.map(|o| o.endpoints).unwrap_or_default();
+            let held = old.unwrap_or_default();
+            let endpoints = sets::set_apply(&held.endpoints, &c.endpoints, &c.removed_endpoints)?;
             Ok(pb::Upstream {
-                endpoints: sets::set_apply(&held, &c.endpoints, &c.removed_endpoints)?,
+                labelled: labels::apply(held.labelled, &c)?,
+                endpoints,
                 removed_endpoints: Vec::new(),
                 service: c.service,
                 identity: c.identity,

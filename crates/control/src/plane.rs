@@ -170,6 +170,8 @@ pub enum ApiError {
         max = request::MAX_PROXY_NAME
     )]
     BadProxyName(String),
+    #[error("the copy's labels: {0}")]
+    BadLabel(String),
     #[error(
         "the token is `{0}`'s, and no service of the mesh file in force runs as it (`kubernetes: \
          {{ namespace, service_account }}`)"

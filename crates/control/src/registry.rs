@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use hopwise_model::kubernetes::Endpoints;
+use hopwise_model::labels::Labels;
 use serde::Serialize;
 
 mod index;
@@ -40,6 +41,9 @@ pub struct Copy {
     pub healthy: bool,
     /// Its proxy's admin endpoint (`/metrics`), when the proxy said where it is.
     pub admin: Option<SocketAddr>,
+    /// The labels it registered with (`RegisterRequest.labels`), which route subsets select by.
+    #[serde(skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
     #[serde(skip)]
     pub expires: Instant,
     #[serde(skip)]
@@ -156,6 +160,7 @@ impl Registry {
                 inbound,
                 healthy: false,
                 admin: None,
+                labels: Labels::new(),
                 expires: now + ttl,
                 ttl,
             },
@@ -174,6 +179,12 @@ impl Registry {
         ttl: Duration,
         expires: Instant,
     ) -> bool {
+        // A lease's labels are set once, after its first `put` (`set_labels`): kept here.
+        let labels = self
+            .copies
+            .get(&id)
+            .map(|c| c.labels.clone())
+            .unwrap_or_default();
         let (changed, old_service) = match self.copies.get(&id) {
             None => (healthy, None),
             Some(old) => (
@@ -191,6 +202,7 @@ impl Registry {
                 healthy,
                 // The shared record's admin address is set by the caller (`set_admin`).
                 admin: None,
+                labels,
                 expires,
                 ttl,
             },
@@ -211,6 +223,24 @@ impl Registry {
             .get_mut(&id)
             .ok_or(RegistryError::UnknownLease(id))?;
         copy.admin = Some(admin);
+        Ok(())
+    }
+
+    /// Records the labels a copy carries. Changes its service's endpoint set only when the copy
+    /// serves and its labels are new (a subset's copies changed).
+    pub fn set_labels(&mut self, id: LeaseId, labels: Labels) -> Result<(), RegistryError> {
+        let copy = self
+            .copies
+            .get_mut(&id)
+            .ok_or(RegistryError::UnknownLease(id))?;
+        if copy.labels == labels {
+            return Ok(());
+        }
+        copy.labels = labels;
+        if copy.healthy {
+            let service = copy.service.clone();
+            self.changed(&service);
+        }
         Ok(())
     }
 
@@ -278,7 +308,7 @@ impl Registry {
     /// The copies of `service` that may receive traffic: leased, unexpired and healthy; each
     /// address once, in order.
     pub fn endpoints(&self, service: &str, now: Instant) -> Vec<SocketAddr> {
-        self.live(service, now).map(|(addr, _)| addr).collect()
+        self.live(service, now).map(|(addr, _, _)| addr).collect()
     }
 
     /// Sets what Kubernetes lists of `service`'s addresses (`None`: it knows no Service of
@@ -308,13 +338,14 @@ impl Registry {
 
     /// Each address of `service` that may receive traffic, in order, with the moment the last
     /// of its live leases expires (the list holds until the earliest of these, unless
-    /// [`Registry::changed_at`] moves). Where Kubernetes knows the service, only addresses it
-    /// lists as ready.
+    /// [`Registry::changed_at`] moves) and that lease's labels (two live leases at one address
+    /// are a copy registered again, the later its own). Where Kubernetes knows the service,
+    /// only addresses it lists as ready.
     pub fn live<'a>(
         &'a self,
         service: &'a str,
         now: Instant,
-    ) -> impl Iterator<Item = (SocketAddr, Instant)> + 'a {
+    ) -> impl Iterator<Item = (SocketAddr, Instant, &'a Labels)> + 'a {
         let gate = self.discovered.get(service);
         self.index
             .by_address(service)
@@ -323,9 +354,8 @@ impl Registry {
                 ids.iter()
                     .filter_map(|id| self.copies.get(id))
                     .filter(|c| c.healthy && c.expires > now)
-                    .map(|c| c.expires)
-                    .max()
-                    .map(|until| (*addr, until))
+                    .max_by_key(|c| c.expires)
+                    .map(|c| (*addr, c.expires, &c.labels))
             })
     }
 

@@ -209,6 +209,7 @@ async fn the_dashboard_api_over_real_http() {
             inbound_addr: "127.0.0.1:7001".into(),
             ttl_ms: 0,
             admin_addr: "not-an-address".into(),
+            labels: Default::default(),
         })
         .await
         .unwrap_err();
@@ -218,6 +219,7 @@ async fn the_dashboard_api_over_real_http() {
         inbound_addr: "127.0.0.1:7001".into(),
         ttl_ms: 0,
         admin_addr: admin.to_string(),
+        labels: Default::default(),
     })
     .await
     .unwrap();

@@ -205,6 +205,7 @@ async fn the_control_plane_over_grpc() {
         inbound_addr: addr.into(),
         ttl_ms,
         admin_addr: String::new(),
+        labels: Default::default(),
     };
     let short = c
         .register(register("127.0.0.1:7001", 1000))

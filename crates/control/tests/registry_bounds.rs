@@ -25,6 +25,7 @@ async fn an_admin_address_on_another_host_is_ignored() {
         inbound_addr: inbound.into(),
         ttl_ms: 10_000,
         admin_addr: admin.into(),
+        labels: Default::default(),
     };
     // The test connects from 127.0.0.1: another host's address is not read by the dashboard,
     // but the copy is registered.
@@ -92,6 +93,7 @@ async fn copies_and_proxy_names_per_service_are_capped() {
         inbound_addr: format!("127.0.0.{}:{}", 1 + port / 60_000, 1 + port % 60_000),
         ttl_ms: 60_000,
         admin_addr: String::new(),
+        labels: Default::default(),
     };
     let cap = u32::try_from(MAX_COPIES_PER_SERVICE).unwrap();
     for i in 0..cap {
@@ -155,6 +157,7 @@ async fn a_rotated_or_revoked_token_is_refused_at_once() {
         inbound_addr: "127.0.0.1:7001".into(),
         ttl_ms: 10_000,
         admin_addr: String::new(),
+        labels: Default::default(),
     };
     c.register(register(&old)).await.unwrap();
     let mut stream = c

@@ -40,6 +40,11 @@ pub struct ProxyArgs {
     /// --inbound is an unspecified address (`0.0.0.0:4143`); on Kubernetes the pod's IP.
     #[arg(long, requires = "control")]
     advertise: Option<std::net::IpAddr>,
+    /// A label this copy carries, `KEY=VALUE` (repeatable): registered with the control plane,
+    /// so a route backend's `subset` selects it (in a mesh file: `copies[i].labels`).
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "control",
+          value_parser = hopwise_model::labels::parse_pair)]
+    labels: Vec<(String, String)>,
     /// This proxy's name in `hopwise status` and the dashboard (default `<service>-<copy>`; an
     /// injected proxy is given its pod's name).
     #[arg(long)]
@@ -291,6 +296,7 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
                 health_path: a.health_path.clone(),
                 lease_ttl: a.lease_ttl.get(),
                 advertise: a.advertise,
+                labels: a.labels.iter().cloned().collect(),
             };
             let (mut config, session) = rt
                 .block_on(hopwise_proxy::control::bootstrap(opts))

@@ -96,7 +96,8 @@ pub fn check_service_account(name: &str) -> Result<(), String> {
     }
 }
 
-fn is_label(s: &str) -> bool {
+/// An RFC 1123 label (a DNS name's part): also a label key's prefix's, `crate::labels`.
+pub(crate) fn is_label(s: &str) -> bool {
     let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     !s.is_empty()
         && s.len() <= 63

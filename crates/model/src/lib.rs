@@ -18,6 +18,7 @@ pub mod duration;
 pub mod fault;
 pub mod gateway;
 pub mod kubernetes;
+pub mod labels;
 pub mod mesh;
 pub mod observe;
 pub mod path;

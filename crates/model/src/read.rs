@@ -179,6 +179,63 @@ impl Reader {
         }
     }
 
+    /// A mapping of labels (a copy's, a subset's): each key and value checked as Kubernetes
+    /// checks a pod's ([`crate::labels`]), a bad one an error at its own line; at most
+    /// [`crate::labels::MAX_LABELS`].
+    pub fn labels(&mut self, node: &Node, path: &str) -> Option<IndexMap<String, String>> {
+        let entries: &[(Key, Node)] = match &node.value {
+            Value::Map(e) => e,
+            Value::Null => &[],
+            _ => {
+                self.expected(path, node, "a mapping of labels (`version: v2`)");
+                return None;
+            }
+        };
+        if entries.len() > crate::labels::MAX_LABELS {
+            let max = crate::labels::MAX_LABELS;
+            self.error(
+                path,
+                node.pos,
+                format!("{} labels: at most {max}", entries.len()),
+            );
+            return None;
+        }
+        let mut out = IndexMap::new();
+        for (key, value) in entries {
+            let child = join(path, &key.name);
+            if let Err(message) = crate::labels::check_key(&key.name) {
+                self.error(&child, key.pos, message);
+                continue;
+            }
+            self.locations.0.insert(child.clone(), key.pos);
+            // `version: 2` reads as a number: say how to write it, as Kubernetes's users learn.
+            let quoted = match &value.value {
+                Value::Int(i) => Some(i.to_string()),
+                Value::Float(f) => Some(f.to_string()),
+                Value::Bool(b) => Some(b.to_string()),
+                _ => None,
+            };
+            if let Some(q) = quoted {
+                self.error(
+                    &child,
+                    value.pos,
+                    format!("a label's value is text: write \"{q}\""),
+                );
+                continue;
+            }
+            let Some(text) = self.string(value, &child) else {
+                continue;
+            };
+            match crate::labels::check_value(&text) {
+                Ok(()) => {
+                    out.insert(key.name.clone(), text);
+                }
+                Err(message) => self.error(&child, value.pos, message),
+            }
+        }
+        Some(out)
+    }
+
     /// One of a fixed set of words.
     pub fn word<T: Copy>(
         &mut self,

@@ -8,6 +8,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 
 use crate::diag::Diagnostic;
+use crate::labels::Labels;
 use crate::raw::{RawCopy, RawExternal};
 use crate::read::Locations;
 
@@ -20,6 +21,9 @@ pub struct Copy {
     pub admin: Option<SocketAddr>,
     /// A local port per upstream service, for apps that call `http://127.0.0.1:<port>/…`.
     pub upstreams: IndexMap<String, SocketAddr>,
+    /// The labels it carries, which a route's backend `subset` selects by (`copies[i].labels`).
+    #[serde(skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
 }
 
 /// A service with no proxy of its own.
@@ -73,6 +77,11 @@ pub(crate) fn copies(
                         let a = addr(format!("{base}.upstreams.{name}"), &Some(a.clone()))?;
                         Some((name.clone(), a))
                     })
+                    .collect(),
+                labels: c
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
             }
         })

@@ -7,12 +7,15 @@
 //! Envoy's consecutive-gateway-failure detector, enforced.
 
 pub mod connect;
+pub mod subsets;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use hopwise_model::labels::Labels;
 use hopwise_model::{Balancer, Outlier};
 use tokio::time::Instant;
 
@@ -39,6 +42,8 @@ struct Ejection {
 #[derive(Debug)]
 pub struct Endpoint {
     pub addr: SocketAddr,
+    /// The labels the copy carries (a route's subset selects copies by them).
+    pub labels: Labels,
     outstanding: AtomicUsize,
     failures: AtomicU32,
     ewma: Mutex<Ewma>,
@@ -70,9 +75,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Endpoint {
-    fn new(addr: SocketAddr) -> Self {
+    fn new(addr: SocketAddr, labels: Labels) -> Self {
         Endpoint {
             addr,
+            labels,
             outstanding: AtomicUsize::new(0),
             failures: AtomicU32::new(0),
             ewma: Mutex::new(Ewma {
@@ -93,13 +99,30 @@ impl Endpoint {
 
 impl Endpoints {
     pub fn new(addrs: &[SocketAddr], balancer: Balancer, outlier: Option<Outlier>) -> Self {
+        Endpoints::of(
+            addrs
+                .iter()
+                .map(|a| Arc::new(Endpoint::new(*a, Labels::new())))
+                .collect(),
+            balancer,
+            outlier,
+        )
+    }
+
+    /// A set of these copies (a subset's view shares its copies with the whole's).
+    fn of(list: Vec<Arc<Endpoint>>, balancer: Balancer, outlier: Option<Outlier>) -> Self {
         Endpoints {
-            list: RwLock::new(Arc::new(
-                addrs.iter().map(|a| Arc::new(Endpoint::new(*a))).collect(),
-            )),
+            list: RwLock::new(Arc::new(list)),
             balancer,
             outlier,
             next: AtomicUsize::new(0),
+        }
+    }
+
+    fn set(&self, fresh: Vec<Arc<Endpoint>>) {
+        match self.list.write() {
+            Ok(mut l) => *l = Arc::new(fresh),
+            Err(p) => *p.into_inner() = Arc::new(fresh),
         }
     }
 
@@ -113,20 +136,25 @@ impl Endpoints {
 
     /// Replaces the set of copies, keeping load, latency and ejection state of those that stay.
     pub fn update(&self, addrs: &[SocketAddr]) {
+        self.update_labelled(addrs, &BTreeMap::new());
+    }
+
+    /// [`Endpoints::update`] with each copy's labels (`labels`: those that carry any). A copy
+    /// whose labels changed is a new copy, as the control plane's deltas have it.
+    pub fn update_labelled(&self, addrs: &[SocketAddr], labels: &BTreeMap<SocketAddr, Labels>) {
+        let none = Labels::new();
         let old = self.snapshot();
         let fresh: Vec<Arc<Endpoint>> = addrs
             .iter()
             .map(|a| {
+                let l = labels.get(a).unwrap_or(&none);
                 old.iter()
-                    .find(|e| e.addr == *a)
+                    .find(|e| e.addr == *a && e.labels == *l)
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(Endpoint::new(*a)))
+                    .unwrap_or_else(|| Arc::new(Endpoint::new(*a, l.clone())))
             })
             .collect();
-        match self.list.write() {
-            Ok(mut l) => *l = Arc::new(fresh),
-            Err(p) => *p.into_inner() = Arc::new(fresh),
-        }
+        self.set(fresh);
     }
 
     /// The copy for the next try, avoiding copies this request `tried` when another exists,

@@ -6,10 +6,12 @@
 //! worker's: the cluster's configuration, its HTTP/1.1 and HTTP/2 pools (connectors and TLS
 //! built here, once, not per request) and its routes' metrics handles. No request runs here.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hopwise_model::labels::Labels;
 use hopwise_model::{Balancer, Budget, Limits, Outlier};
 use http::header::HeaderValue;
 use http::uri::Authority;
@@ -33,6 +35,9 @@ pub struct ClusterShared {
     pub gauges: Arc<Gauges>,
     /// The connections to it (`limits.max_connections`): always carried over, the cap updated.
     pub connections: Arc<Connections>,
+    /// Each label subset the configuration's routes send to: the same parts, but for the
+    /// copies a view of those carrying its labels ([`Endpoints::view`]).
+    pub subsets: BTreeMap<Labels, Arc<ClusterShared>>,
     params: SharedParams,
 }
 
@@ -64,28 +69,35 @@ impl SharedParams {
 impl ClusterShared {
     /// One per upstream per proxy; policies that are per-upstream come from its first route.
     pub fn new(cluster: &Cluster) -> Arc<ClusterShared> {
-        ClusterShared::next(cluster, None)
+        ClusterShared::next(cluster, None, &BTreeSet::new())
     }
 
     /// The shared state of `cluster` under a new configuration: what `previous` knows (copies
     /// with their load, latency and ejections; the budget's counts; requests in flight for the
     /// caps) is kept for each part whose parameters did not change, and the copies are those of
-    /// `cluster`.
-    pub fn next(cluster: &Cluster, previous: Option<&ClusterShared>) -> Arc<ClusterShared> {
+    /// `cluster`; a view of them is built for each label subset of `subsets`.
+    pub fn next(
+        cluster: &Cluster,
+        previous: Option<&ClusterShared>,
+        subsets: &BTreeSet<Labels>,
+    ) -> Arc<ClusterShared> {
         let params = SharedParams::of(cluster);
-        let addrs: &[SocketAddr] = match &cluster.target {
-            Target::Mesh { endpoints, .. } => endpoints,
-            Target::External { .. } => &[],
+        let none = BTreeMap::new();
+        let (addrs, labels): (&[SocketAddr], _) = match &cluster.target {
+            Target::Mesh {
+                endpoints, labels, ..
+            } => (endpoints, labels),
+            Target::External { .. } => (&[], &none),
         };
         let endpoints = match previous {
             Some(p)
                 if p.params.balancer == params.balancer && p.params.outlier == params.outlier =>
             {
-                p.endpoints.update(addrs);
                 p.endpoints.clone()
             }
-            _ => Arc::new(Endpoints::new(addrs, params.balancer, params.outlier)),
+            _ => Arc::new(Endpoints::new(&[], params.balancer, params.outlier)),
         };
+        endpoints.update_labelled(addrs, labels);
         let budget = match previous {
             Some(p) if p.params.budget == params.budget => p.budget.clone(),
             _ => params
@@ -105,13 +117,37 @@ impl ClusterShared {
             }
             None => Connections::new(params.limits.max_connections),
         };
+        // Each subset shares the budget and the caps: its requests are the upstream's.
+        let subsets = (subsets.iter())
+            .map(|subset| {
+                let view = ClusterShared {
+                    endpoints: Arc::new(Endpoints::view(&endpoints, subset)),
+                    budget: budget.clone(),
+                    gauges: gauges.clone(),
+                    connections: connections.clone(),
+                    subsets: BTreeMap::new(),
+                    params,
+                };
+                (subset.clone(), Arc::new(view))
+            })
+            .collect();
         Arc::new(ClusterShared {
             endpoints,
             budget,
             gauges,
             connections,
+            subsets,
             params,
         })
+    }
+
+    /// New copies of the upstream (the control plane's), with their labels: the whole set and
+    /// every subset's view follow at once.
+    pub fn update_copies(&self, addrs: &[SocketAddr], labels: &BTreeMap<SocketAddr, Labels>) {
+        self.endpoints.update_labelled(addrs, labels);
+        for (subset, view) in &self.subsets {
+            view.endpoints.refresh(&self.endpoints, subset);
+        }
     }
 
     /// Whether `next` kept `previous`'s copies, budget and caps (for tests and logs).

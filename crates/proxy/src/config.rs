@@ -2,11 +2,13 @@
 //! forwards to (with their routes and policies, and the callee's own routes), who may call it.
 //! `/config` serves this.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hopwise_model::labels::Labels;
 use hopwise_model::observe::{AccessLog, Tracing};
 use hopwise_model::rate::RateLimits;
 use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy, Upgrade};
@@ -91,6 +93,10 @@ pub enum Target {
     Mesh {
         endpoints: Vec<SocketAddr>,
         identity: String,
+        /// The labels of the endpoints that carry any (the file's `copies[i].labels`, or what
+        /// each copy registered with), which route subsets select by.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        labels: BTreeMap<SocketAddr, Labels>,
     },
     /// A service outside the mesh, in plain HTTP or with TLS originated by us.
     External {
@@ -146,6 +152,20 @@ impl Cluster {
             }
         };
         Some(TcpPolicy::of(policy, tcp))
+    }
+
+    /// The label subsets of this service that the routes of `clusters` send to (a backend's or
+    /// a mirror's `subset`), each once.
+    pub fn subsets_named<'c>(
+        &self,
+        clusters: impl IntoIterator<Item = &'c Cluster>,
+    ) -> std::collections::BTreeSet<Labels> {
+        (clusters.into_iter())
+            .filter_map(|c| c.table.as_deref())
+            .flat_map(RouteTable::targets)
+            .filter(|t| t.service == self.service && !t.subset.is_empty())
+            .map(|t| t.subset.clone())
+            .collect()
     }
 
     /// The index of the route for `path` (canonical, [`hopwise_model::path`]): the longest
@@ -301,6 +321,10 @@ impl ProxyConfig {
                     None => Target::Mesh {
                         endpoints: callee.copies.iter().filter_map(|c| c.inbound).collect(),
                         identity: mesh.identity(&callee.name),
+                        labels: (callee.copies.iter())
+                            .filter(|c| !c.labels.is_empty())
+                            .filter_map(|c| Some((c.inbound?, c.labels.clone())))
+                            .collect(),
                     },
                 },
                 routes: Vec::new(),

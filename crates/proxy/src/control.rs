@@ -38,6 +38,7 @@
 //! app's health), `cache.rs` (what is kept on disk), `token.rs` (the credential, read again at
 //! every call), `channel.rs` and `delta.rs`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -112,6 +113,8 @@ pub struct ControlOptions {
     /// The IP other proxies reach this one at, registered in place of an unspecified listening
     /// address (`--advertise`; on Kubernetes the pod's IP).
     pub advertise: Option<std::net::IpAddr>,
+    /// The labels this copy registers with (`--label`), which route subsets select by.
+    pub labels: hopwise_model::labels::Labels,
 }
 
 /// The last accepted snapshot, as cached on disk.
@@ -125,4 +128,8 @@ pub struct Cached {
     /// Endpoints by upstream service.
     pub upstreams: IndexMap<String, Vec<SocketAddr>>,
     pub allowed_callers: Vec<String>,
+    /// The labels of the endpoints that carry any, by upstream service (absent in caches
+    /// written before labels).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub labels: IndexMap<String, BTreeMap<SocketAddr, hopwise_model::labels::Labels>>,
 }

@@ -68,7 +68,11 @@ impl Live {
             .iter()
             .map(|(name, c)| {
                 let old = previous.and_then(|p| p.clusters.get(name));
-                (name.clone(), ClusterShared::next(c, old.map(Arc::as_ref)))
+                let subsets = c.subsets_named(config.clusters.values());
+                (
+                    name.clone(),
+                    ClusterShared::next(c, old.map(Arc::as_ref), &subsets),
+                )
             })
             .collect();
         let inbound = InboundGauges::next(config.inbound_limits, previous.map(|p| &p.inbound));

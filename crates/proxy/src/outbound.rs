@@ -12,11 +12,12 @@
 //! What it runs on is built elsewhere: each upstream's state and pools in [`crate::cluster`],
 //! the rewrites of a request in [`crate::headers`]. The inbound side is [`crate::inbound`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hopwise_model::attempt::{self, Bound, Trim};
-use hopwise_model::route::{HeaderModifier, RulePolicy};
+use hopwise_model::route::{HeaderModifier, RulePolicy, Target};
 use hopwise_model::{GrpcCode, Policy};
 use http::{HeaderMap, Request, Response};
 use hyper::body::Incoming;
@@ -73,6 +74,9 @@ pub enum Dispatch {
 pub struct Outbound {
     service: String,
     clusters: IndexMap<String, ClusterState>,
+    /// A route backend's or mirror's label subset of a cluster: that cluster's state over the
+    /// view of the copies carrying its labels (its pools, budget and caps the cluster's).
+    subsets: HashMap<Target, ClusterState>,
     /// By the index of a per-upstream listener (`Dispatch::Port`): the index of its cluster.
     ports: Vec<Option<usize>>,
     /// A gateway's own cluster (`Dispatch::Gateway`), the parent of its routes.
@@ -106,14 +110,40 @@ impl Outbound {
         previous: Option<&Outbound>,
     ) -> Result<Self, TlsError> {
         let mut clusters = IndexMap::new();
+        let mut subsets = HashMap::new();
+        let idle = config.timeouts.pool_idle;
         for (name, cluster) in &config.clusters {
             let shared = shared
                 .get(name)
                 .cloned()
                 .unwrap_or_else(|| ClusterShared::new(cluster));
             let previous = previous.and_then(|p| p.clusters.get(name));
-            let idle = config.timeouts.pool_idle;
-            let state = ClusterState::new(name, cluster, certs, &metrics, shared, idle, previous)?;
+            let state = ClusterState::new(
+                name,
+                cluster,
+                certs,
+                &metrics,
+                shared.clone(),
+                idle,
+                previous,
+            )?;
+            for (labels, view) in &shared.subsets {
+                // The cluster's own state lends its pools: a subset connects as its service does.
+                let sub = ClusterState::new(
+                    name,
+                    cluster,
+                    certs,
+                    &metrics,
+                    view.clone(),
+                    idle,
+                    Some(&state),
+                )?;
+                let target = Target {
+                    service: name.clone(),
+                    subset: labels.clone(),
+                };
+                subsets.insert(target, sub);
+            }
             clusters.insert(name.clone(), state);
         }
         let ports = ports.iter().map(|n| clusters.get_index_of(n)).collect();
@@ -122,6 +152,7 @@ impl Outbound {
         Ok(Outbound {
             service: config.service.clone(),
             clusters,
+            subsets,
             ports,
             gateway,
             by_host: config,
@@ -352,8 +383,9 @@ impl Outbound {
     /// from plain data, then carried out — the backend's cluster and the rule's answer edits,
     /// with the request edited; or the local reply that ends the request, counted: a redirect
     /// (`redirect`), no rule taking it (404, `no-route`), a rule without a backend with weight
-    /// (500, `no-backend`), a backend this proxy does not call (404, `no-route`) or a label
-    /// subset (no copy carries labels yet: 503, `no-endpoint`).
+    /// (500, `no-backend`) or a backend this proxy does not call (404, `no-route`). A label
+    /// subset goes to its view of the service's copies, built with the configuration: one that
+    /// no copy carries is answered as a service without copies is (503, `no-endpoint`).
     fn route<'s>(
         &'s self,
         parent: &'s ClusterState,
@@ -387,22 +419,28 @@ impl Outbound {
                 });
             }
         };
-        let backend = &forward.backend.service;
-        if !forward.backend.subset.is_empty() {
-            return Err(refuse(ProxyError::NoEndpoint(backend.clone())));
-        }
-        let Some(state) = self.clusters.get(backend) else {
-            return Err(refuse(ProxyError::NoRoute(backend.clone())));
+        let Some(state) = self.target(forward.backend) else {
+            return Err(refuse(ProxyError::NoRoute(forward.backend.service.clone())));
         };
         if let Err(err) = route::apply_request(req, &forward) {
             return Err(refuse(err));
         }
-        // A mirror this proxy does not call, or a label subset, gets no copy.
+        // A mirror this proxy does not call gets no copy.
         let mirrors = (forward.mirrors.iter())
-            .filter(|t| t.subset.is_empty())
-            .filter_map(|t| self.clusters.get(&t.service))
+            .filter_map(|t| self.target(t))
             .collect();
         Ok((state, forward.response_headers, mirrors, forward.policy))
+    }
+
+    /// The state a route's target goes to: its service's cluster, or for a label subset that
+    /// cluster's view of it (a lookup only when a subset is named: a whole service's costs what
+    /// it did).
+    fn target(&self, t: &Target) -> Option<&ClusterState> {
+        if t.subset.is_empty() {
+            self.clusters.get(&t.service)
+        } else {
+            self.subsets.get(t)
+        }
     }
 
     /// The cluster of a per-upstream listener (an opaque TCP one's, [`crate::opaque`]), or

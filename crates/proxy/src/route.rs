@@ -11,7 +11,9 @@
 mod apply;
 mod decide;
 
-use hopwise_model::route::{GrpcMatch, Headers, Match, Request, ServiceRoutes, Table};
+use hopwise_model::route::{
+    Filter, GrpcMatch, Headers, Match, Matcher, Request, ServiceRoutes, Table, Target,
+};
 use http::HeaderMap;
 
 pub(crate) use apply::{REDIRECT, redirect, request as apply_request, response as apply_response};
@@ -56,6 +58,25 @@ impl RouteTable {
     /// The routes' names, in order.
     pub fn names(&self) -> &[String] {
         &self.names
+    }
+
+    /// Every backend and mirror its rules send to (with repeats): the label subsets a
+    /// configuration builds a view of copies for, once ([`crate::cluster::ClusterShared`]).
+    pub fn targets(&self) -> Box<dyn Iterator<Item = &Target> + '_> {
+        fn of<M: Matcher>(table: &Table<M>) -> impl Iterator<Item = &Target> {
+            let rules = table.routes().iter().flat_map(|r| &r.rules);
+            rules.flat_map(|rule| {
+                let mirrors = rule.filters.iter().filter_map(|f| match f {
+                    Filter::RequestMirror(m) => Some(&m.target),
+                    _ => None,
+                });
+                rule.backends.iter().map(|b| &b.target).chain(mirrors)
+            })
+        }
+        match &self.routes {
+            Routes::Http(t) => Box::new(of(t)),
+            Routes::Grpc(t) => Box::new(of(t)),
+        }
     }
 }
 

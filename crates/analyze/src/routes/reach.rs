@@ -4,12 +4,15 @@
 //! - `backend-not-called`: a rule's backend or mirror that a caller of the service does not
 //!   call. That caller's proxy has no cluster for it: its requests the rule sends there are
 //!   answered 404 `no-route`, and a mirror's copies are not made.
-//! - `label-subset`: a backend or mirror with a label `subset`. No copy carries labels yet, so
-//!   the subset holds no copy: requests sent there are answered 503 `no-endpoint`, copies are
-//!   not made.
+//! - `label-subset`: a backend or mirror whose label `subset` no copy of its service carries,
+//!   where the file declares those copies (a list, or a count, whose copies carry no labels):
+//!   requests sent there are answered 503 `no-endpoint`, copies are not made. A service whose
+//!   copies the file does not declare registers them at run time (`hopwise proxy --label`):
+//!   nothing is known of their labels, nothing is said.
 //!
 //! Pure: the mesh in, findings out, one per (caller, rule, target) or (rule, target).
 
+use hopwise_model::labels;
 use hopwise_model::route::{Filter, Route, ServiceRoutes, Target};
 use hopwise_model::{Mesh, Service};
 use indexmap::IndexMap;
@@ -26,8 +29,8 @@ pub fn unreachable(mesh: &Mesh) -> Vec<Finding> {
         };
         for (at, kind, target) in targets {
             let rule = format!("services.{name}.routes.{at}");
-            if !target.subset.is_empty() {
-                out.push(subset(name, &rule, kind, target));
+            if let Some(copies) = no_copy_carries(mesh, target) {
+                out.push(subset(name, &rule, kind, target, copies));
             }
             for caller in callers(mesh, name).filter(|c| !calls(c, &target.service)) {
                 out.push(not_called(name, &rule, kind, target, &caller.name));
@@ -83,30 +86,39 @@ fn not_called(service: &str, rule: &str, kind: &str, target: &Target, caller: &s
     }
 }
 
-fn subset(service: &str, rule: &str, kind: &str, target: &Target) -> Finding {
+/// The number of copies the file declares of `target`'s service when it names a subset none
+/// of them carries; `None` when it names none, when one carries it, or when the copies register
+/// at run time (none declared).
+fn no_copy_carries(mesh: &Mesh, target: &Target) -> Option<usize> {
+    let copies = &mesh.services.get(&target.service)?.copies;
+    let none = !target.subset.is_empty()
+        && !copies.is_empty()
+        && !(copies.iter()).any(|c| labels::carries(&c.labels, &target.subset));
+    none.then_some(copies.len())
+}
+
+fn subset(service: &str, rule: &str, kind: &str, target: &Target, copies: usize) -> Finding {
     let labels: Vec<String> = (target.subset.iter())
         .map(|(k, v)| format!("{k}: {v}"))
         .collect();
+    let labels = labels.join(", ");
+    let to = &target.service;
     Finding {
         code: "label-subset",
         severity: Severity::Warning,
-        subject: format!(
-            "{service} ({kind} {} {{{}}})",
-            target.service,
-            labels.join(", ")
-        ),
+        subject: format!("{service} ({kind} {to} {{{labels}}})"),
         path: rule.to_owned(),
         message: format!(
-            "{rule}'s {kind} {} selects copies by labels, which no copy carries yet: {}",
-            target.service,
+            "{rule}'s {kind} {to} selects the copies labelled {{{labels}}}, which none of the {copies} {to} copies the file declares carries: {}",
             if kind == "mirror" {
                 "no copy is made"
             } else {
                 "its requests are answered 503 no-endpoint"
             }
         ),
-        fix: "send the rule to a service of its own (`pricing-v2`) instead of a label subset"
-            .to_owned(),
+        fix: format!(
+            "label a copy of {to} (`services.{to}.copies[i].labels: {{ {labels} }}`), or send the rule elsewhere"
+        ),
     }
 }
 

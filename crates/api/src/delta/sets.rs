@@ -17,6 +17,8 @@ pub enum DeltaError {
     AddsPresent(String),
     #[error("delta orders the upstreams as [{given}], but they are [{held}]")]
     Order { given: String, held: String },
+    #[error("delta labels `{0}`, which it does not add")]
+    LabelsNotAdded(String),
 }
 
 /// The elements `next` has and `prev` lacks (added), and the reverse (removed); both sorted.

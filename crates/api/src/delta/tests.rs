@@ -10,7 +10,17 @@ fn upstream(service: &str, endpoints: &[&str]) -> pb::Upstream {
         service: service.into(),
         identity: format!("spiffe://t/service/{service}"),
         endpoints: endpoints.iter().map(|e| (*e).to_owned()).collect(),
-        removed_endpoints: Vec::new(),
+        ..Default::default()
+    }
+}
+
+fn labelled(endpoint: &str, pairs: &[(&str, &str)]) -> pb::LabelledEndpoint {
+    pb::LabelledEndpoint {
+        endpoint: endpoint.into(),
+        labels: pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
     }
 }
 
@@ -123,6 +133,47 @@ fn a_delta_that_removes_what_the_base_lacks_is_refused() {
 }
 
 #[test]
+fn a_copy_joining_carries_its_own_labels_and_a_relabelled_one_is_removed_and_added() {
+    let mut b = upstream("b", &["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]);
+    b.labelled = vec![
+        labelled("10.0.0.1:1", &[("version", "v1")]),
+        labelled("10.0.0.2:1", &[("version", "v1")]),
+    ];
+    let prev = whole(1, "m", vec![b]);
+    let mut next = prev.clone();
+    next.version = 2;
+    let u = &mut next.upstreams[0];
+    u.endpoints.push("10.0.0.4:1".into());
+    u.labelled[1] = labelled("10.0.0.2:1", &[("version", "v2")]);
+    u.labelled
+        .push(labelled("10.0.0.4:1", &[("version", "v2")]));
+    let d = diff(&prev, &next);
+    assert_eq!(d.upstreams.len(), 1);
+    let c = &d.upstreams[0];
+    assert_eq!(c.endpoints, ["10.0.0.2:1", "10.0.0.4:1"]);
+    assert_eq!(c.removed_endpoints, ["10.0.0.2:1"]);
+    assert_eq!(
+        c.labelled,
+        [
+            labelled("10.0.0.2:1", &[("version", "v2")]),
+            labelled("10.0.0.4:1", &[("version", "v2")]),
+        ],
+        "only the labels of what it adds"
+    );
+    assert_eq!(apply(&prev, d).unwrap(), next);
+
+    // Labels for an endpoint the delta does not add: the sides disagree.
+    let mut bad = diff(&prev, &next);
+    bad.upstreams[0]
+        .labelled
+        .push(labelled("10.0.0.3:1", &[("version", "v3")]));
+    assert_eq!(
+        apply(&prev, bad),
+        Err(DeltaError::LabelsNotAdded("10.0.0.3:1".into()))
+    );
+}
+
+#[test]
 fn a_whole_snapshot_applies_as_itself() {
     let prev = whole(1, "m", vec![]);
     let next = whole(5, "n", vec![upstream("b", &["1.1.1.1:1"])]);
@@ -139,7 +190,7 @@ fn arb_upstreams() -> impl Strategy<Value = Vec<pb::Upstream>> {
                 Just(names),
                 proptest::collection::vec(
                     (
-                        proptest::collection::btree_set("10\\.0\\.0\\.[1-6]:[1-3]", 0..6),
+                        proptest::collection::btree_map("10\\.0\\.0\\.[1-6]:[1-3]", 0..3u8, 0..6),
                         0..2u8,
                     ),
                     n,
@@ -153,7 +204,15 @@ fn arb_upstreams() -> impl Strategy<Value = Vec<pb::Upstream>> {
                 .map(|(name, (eps, id))| pb::Upstream {
                     service: name.into(),
                     identity: format!("spiffe://t{id}/service/{name}"),
-                    endpoints: eps.into_iter().collect(),
+                    // Some endpoints labelled, from few enough values that labels change.
+                    labelled: eps
+                        .iter()
+                        .filter_map(|(e, l)| {
+                            let v = ["v1", "v2"].get(usize::from(*l))?;
+                            Some(labelled(e, &[("version", v)]))
+                        })
+                        .collect(),
+                    endpoints: eps.into_keys().collect(),
                     removed_endpoints: Vec::new(),
                 })
                 .collect()

@@ -15,6 +15,7 @@ use crate::pb;
 use crate::plane::{ApiError, Followed};
 use crate::store::etcd::client::{etcd_error, read_all};
 use crate::store::etcd::{Change, CopyValue, EtcdSpec, EtcdStore, Key};
+use hopwise_model::labels::Labels;
 
 mod share;
 
@@ -66,6 +67,7 @@ impl SharedEtcd {
         shared: &Shared,
         r: &pb::RegisterRequest,
         admin: Option<SocketAddr>,
+        labels: Labels,
     ) -> Result<(u64, Duration), ApiError> {
         let (service, addr, ttl, stale) = {
             let plane = shared.plane();
@@ -86,6 +88,7 @@ impl SharedEtcd {
             healthy: false,
             ttl_ms: u64::try_from(granted.as_millis()).unwrap_or(u64::MAX),
             admin,
+            labels,
         };
         let mut rev = put_copy(&mut client, &self.spec, service, lease, &value)
             .await
@@ -136,6 +139,7 @@ impl SharedEtcd {
             healthy,
             ttl_ms: u64::try_from(copy.ttl.as_millis()).unwrap_or(u64::MAX),
             admin: copy.admin,
+            labels: copy.labels,
         };
         let mut client = self.client.clone();
         let rev = put_copy(&mut client, &self.spec, copy.service, lease, &value)

@@ -68,6 +68,7 @@ mod tests {
                 service: "b".into(),
                 identity: "spiffe://t/service/b".into(),
                 endpoints: endpoints.iter().map(|e| (*e).to_owned()).collect(),
+                labels: Default::default(),
             })],
         })
     }

@@ -10,7 +10,7 @@ use super::ControlService;
 use super::refusal::{admin_of, api_status, caller, issue_status};
 use crate::ca;
 use crate::pb;
-use crate::plane::{ApiError, Plane};
+use crate::plane::{self, ApiError, Plane};
 use crate::review::LEASE_FRESHNESS;
 
 impl ControlService {
@@ -85,12 +85,13 @@ pub(super) async fn register(
     svc.shared.serving()?;
     let from = caller(&request);
     let r = request.into_inner();
-    // A bad admin address is refused before anything is registered.
+    // A bad admin address or label is refused before anything is registered.
     let admin = admin_of(&r.admin_addr, from, &r.inbound_addr)?;
+    let labels = plane::request::labels(&r.labels).map_err(|e| api_status(&e))?;
     svc.shared.vouch(&r.token, Some(LEASE_FRESHNESS)).await?;
     if let Some(etcd) = &svc.shared.etcd {
         let (lease, ttl) = etcd
-            .register(&svc.shared, &r, admin)
+            .register(&svc.shared, &r, admin, labels)
             .await
             .map_err(|e| api_status(&e))?;
         tracing::info!(lease, addr = %r.inbound_addr, "registered a copy (etcd lease)");
@@ -107,7 +108,11 @@ pub(super) async fn register(
         if let Some(admin) = admin {
             plane.set_admin(lease, admin).map_err(|e| api_status(&e))?;
         }
-        (lease, ttl, changed.then(|| plane.version()))
+        // Not serving yet (healthy only once its probe passes): changes no endpoint set.
+        let relabelled = plane
+            .set_labels(lease, labels)
+            .map_err(|e| api_status(&e))?;
+        (lease, ttl, (changed || relabelled).then(|| plane.version()))
     };
     svc.shared.kick.notify_one();
     if published.is_some() {

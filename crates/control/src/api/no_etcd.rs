@@ -27,6 +27,7 @@ impl SharedEtcd {
         _shared: &Shared,
         _r: &pb::RegisterRequest,
         _admin: Option<SocketAddr>,
+        _labels: hopwise_model::labels::Labels,
     ) -> Result<(u64, Duration), ApiError> {
         match self.0 {}
     }

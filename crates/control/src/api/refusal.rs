@@ -59,6 +59,7 @@ pub(super) fn api_status(e: &ApiError) -> Status {
         ApiError::External(_) => (tonic::Code::FailedPrecondition, "external-service"),
         ApiError::BadAddress(_) => (tonic::Code::InvalidArgument, "bad-address"),
         ApiError::BadProxyName(_) => (tonic::Code::InvalidArgument, "bad-proxy-name"),
+        ApiError::BadLabel(_) => (tonic::Code::InvalidArgument, "bad-label"),
         ApiError::ForeignAdmin { .. } => (tonic::Code::InvalidArgument, "foreign-admin-address"),
         ApiError::Ttl(_) => (tonic::Code::InvalidArgument, "bad-ttl"),
         ApiError::TooManyCopies { .. } => (tonic::Code::ResourceExhausted, "too-many-copies"),

@@ -93,6 +93,16 @@ fn upstream(u: &Upstream, shared: bool) -> pb::Upstream {
         } else {
             u.endpoints.clone()
         },
+        labelled: if shared {
+            Vec::new()
+        } else {
+            (u.labels.iter())
+                .map(|(endpoint, labels)| pb::LabelledEndpoint {
+                    endpoint: endpoint.clone(),
+                    labels: labels.clone(),
+                })
+                .collect()
+        },
         removed_endpoints: Vec::new(),
     }
 }

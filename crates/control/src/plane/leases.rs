@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::{ApiError, DEFAULT_TTL, MAX_COPIES_PER_SERVICE, MAX_TTL, Plane, inbound_addr};
 use crate::ca::{Ca, IssueError, Issued};
 use crate::registry::{LeaseId, RegistryError};
+use hopwise_model::labels::Labels;
 
 /// What a caller needs to sign a certificate outside the plane's lock.
 #[derive(Debug, Clone)]
@@ -136,6 +137,16 @@ impl Plane {
         self.registry
             .set_admin(lease, admin)
             .map_err(Self::registry_error)
+    }
+
+    /// Records the labels a copy registered with (`RegisterRequest.labels`, checked by
+    /// [`super::request::labels`]). Returns whether the endpoint sets changed.
+    pub fn set_labels(&mut self, lease: LeaseId, labels: Labels) -> Result<bool, ApiError> {
+        let before = self.registry.version();
+        self.registry
+            .set_labels(lease, labels)
+            .map_err(Self::registry_error)?;
+        Ok(self.registry_changed(before))
     }
 
     /// Renews a lease. Renewing changes no endpoint set.

@@ -144,5 +144,6 @@ pub(super) fn put_copy(registry: &mut Registry, effect: Effect, far: Instant) {
         if let Some(admin) = value.admin {
             let _ = registry.set_admin(LeaseId(lease), admin);
         }
+        let _ = registry.set_labels(LeaseId(lease), value.labels);
     }
 }

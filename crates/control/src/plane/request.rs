@@ -45,6 +45,44 @@ pub fn token_service(name: &str) -> Result<&str, ApiError> {
     }
 }
 
+/// The labels a copy registers with (`RegisterRequest.labels`), checked as the mesh file's
+/// `copies[i].labels` are ([`hopwise_model::labels`]): at most
+/// [`hopwise_model::labels::MAX_LABELS`], each key and value a Kubernetes label's. The first bad
+/// one refuses them all, named (printable and cut, as any text a call sends).
+pub fn labels(
+    sent: &std::collections::BTreeMap<String, String>,
+) -> Result<hopwise_model::labels::Labels, ApiError> {
+    use hopwise_model::labels::{MAX_LABELS, check_key, check_value};
+    if sent.len() > MAX_LABELS {
+        return Err(ApiError::BadLabel(format!(
+            "{} labels: at most {MAX_LABELS}",
+            sent.len()
+        )));
+    }
+    for (key, value) in sent {
+        let shown = printable(key, MAX_LABEL_SHOWN);
+        // A key or value that is not printable as it stands fails the check anyway; its
+        // message must not carry it raw.
+        let plain = |t: &str| t.len() <= MAX_LABEL_SHOWN && !t.chars().any(escaped);
+        if !plain(key) {
+            return Err(ApiError::BadLabel(format!("`{shown}` is not a label key")));
+        }
+        check_key(key).map_err(ApiError::BadLabel)?;
+        if !plain(value) {
+            let value = printable(value, MAX_LABEL_SHOWN);
+            return Err(ApiError::BadLabel(format!(
+                "label `{shown}`: `{value}` is not a label value"
+            )));
+        }
+        check_value(value).map_err(|e| ApiError::BadLabel(format!("label `{shown}`: {e}")))?;
+    }
+    Ok(sent.clone())
+}
+
+/// The most of a label's key or value a refusal shows: a key's longest (a prefix of 253, `/`,
+/// a name of 63).
+const MAX_LABEL_SHOWN: usize = 317;
+
 /// Whether a label writes `c` as its escape: control characters, and the line separators and
 /// bidirectional overrides a terminal would act on.
 pub fn escaped(c: char) -> bool {

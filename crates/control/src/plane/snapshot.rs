@@ -11,10 +11,12 @@
 //! by a pointer compare, and a delta between two snapshots skips every part they share
 //! (`api/wire.rs`'s `delta`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use hopwise_model::Service;
+use hopwise_model::labels::Labels;
 
 use super::{ApiError, Plane, wake};
 
@@ -74,6 +76,8 @@ pub struct Upstream {
     pub identity: String,
     /// `ip:port`, sorted as text, each once.
     pub endpoints: Vec<String>,
+    /// The labels of those endpoints that carry any, by endpoint.
+    pub labels: BTreeMap<String, Labels>,
 }
 
 impl Plane {
@@ -163,11 +167,15 @@ impl Plane {
     /// first of its leases to expire; `None`: no endpoint).
     fn upstream(&self, to: &str, now: Instant) -> (Upstream, Option<Instant>) {
         let mut until: Option<Instant> = None;
+        let mut labels = BTreeMap::new();
         let mut endpoints: Vec<String> = self
             .registry
             .live(to, now)
-            .map(|(addr, expires)| {
+            .map(|(addr, expires, l)| {
                 until = Some(until.map_or(expires, |u| u.min(expires)));
+                if !l.is_empty() {
+                    labels.insert(addr.to_string(), l.clone());
+                }
                 addr.to_string()
             })
             .collect();
@@ -180,6 +188,7 @@ impl Plane {
             service: to.to_owned(),
             identity: self.mesh.identity(to),
             endpoints,
+            labels,
         };
         (upstream, until)
     }

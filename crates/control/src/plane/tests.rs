@@ -561,6 +561,7 @@ fn a_copy_shared_through_etcd_brings_its_admin_address() {
         healthy: true,
         ttl_ms: 2000,
         admin: Some("127.0.0.1:9901".parse().unwrap()),
+        labels: Default::default(),
     };
     let put = Effect::CopyPut {
         service: "pricing".into(),

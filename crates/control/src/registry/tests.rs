@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::*;
+use hopwise_model::labels::Labels;
 
 fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
@@ -277,8 +278,40 @@ fn each_service_knows_the_version_of_its_last_change() {
     r.deregister(a);
     assert!(r.changed_at("a") > at);
     // The list holds until its live leases expire.
-    let live: Vec<_> = r.live("b", t0).collect();
+    let live: Vec<_> = r.live("b", t0).map(|(a, until, _)| (a, until)).collect();
     assert_eq!(live, [(addr(2), t0 + TTL)]);
+}
+
+#[test]
+fn a_copys_labels_travel_with_its_endpoint_and_a_change_of_them_is_a_change() {
+    let t0 = Instant::now();
+    let mut r = Registry::new();
+    let v2: Labels = [("version".to_owned(), "v2".to_owned())].into();
+    let a = r.register("b", addr(1), TTL, t0).unwrap();
+    let before = r.version();
+    r.set_labels(a, v2.clone()).unwrap();
+    assert_eq!(
+        r.version(),
+        before,
+        "a copy that serves nothing yet changes no set"
+    );
+    r.set_health(a, true, t0).unwrap();
+    let live: Vec<_> = r.live("b", t0).map(|(a, _, l)| (a, l.clone())).collect();
+    assert_eq!(live, [(addr(1), v2.clone())]);
+    let serving = r.version();
+    r.set_labels(a, v2).unwrap();
+    assert_eq!(r.version(), serving, "the same labels: no change");
+    r.set_labels(a, Labels::new()).unwrap();
+    assert!(
+        r.version() > serving,
+        "a serving copy relabelled: its set changed"
+    );
+    assert!(r.take_touched().contains("b"));
+    // A shared record put again keeps the labels its lease was given.
+    r.set_labels(a, [("version".to_owned(), "v1".to_owned())].into())
+        .unwrap();
+    r.put(a, "b", addr(1), true, TTL, t0 + TTL);
+    assert_eq!(r.copy(a).unwrap().labels["version"], "v1");
 }
 
 fn pod(last: u8) -> SocketAddr {

@@ -250,6 +250,9 @@ pub struct CopyValue {
     /// written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin: Option<SocketAddr>,
+    /// The labels it registered with (absent: none, or a record written before labels).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: hopwise_model::labels::Labels,
 }
 
 impl CopyValue {

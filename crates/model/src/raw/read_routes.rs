@@ -245,7 +245,7 @@ fn read_mirror(r: &mut Reader, n: &Node, p: &str) -> Option<RawMirror> {
 fn read_target(r: &mut Reader, f: &mut Fields<'_>) -> RawTarget {
     RawTarget {
         service: f.get(r, "service", Reader::string),
-        subset: f.get(r, "subset", |r, n, p| Some(r.named(n, p, Reader::string))),
+        subset: f.get(r, "subset", Reader::labels),
     }
 }
 

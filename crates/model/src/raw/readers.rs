@@ -184,6 +184,7 @@ fn read_copy(r: &mut Reader, node: &Node, path: &str) -> Option<RawCopy> {
                 Some(r.named(n, p, Reader::string))
             })
             .unwrap_or_default(),
+        labels: f.get(r, "labels", Reader::labels).unwrap_or_default(),
     };
     f.finish(r);
     Some(copy)

@@ -208,6 +208,10 @@ pub struct RawCopy {
     /// A local port per upstream service: the app calls `http://<address>/…` to reach it.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
     pub upstreams: IndexMap<String, String>,
+    /// Labels this copy carries (`version: v2`), which a route's backend `subset` selects by;
+    /// keys and values as Kubernetes writes a pod's labels.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub labels: IndexMap<String, String>,
 }
 
 /// A service outside the mesh, reached directly (the caller's proxy originates TLS if asked).

@@ -40,6 +40,7 @@ impl GatewayConfig {
             protocol: Protocol::Http,
             target: Target::Mesh {
                 endpoints: Vec::new(),
+                labels: Default::default(),
                 identity: mesh.identity(&service.name),
             },
             routes: Vec::new(),

@@ -98,6 +98,7 @@ mod tests {
             cache: cache.to_owned(),
             health_path: "/".into(),
             lease_ttl: Duration::from_secs(10),
+            labels: Default::default(),
         }
     }
 

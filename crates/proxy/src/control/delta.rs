@@ -94,7 +94,7 @@ mod tests {
                 service: "b".into(),
                 identity: "spiffe://t/service/b".into(),
                 endpoints: endpoints.iter().map(|e| (*e).to_owned()).collect(),
-                removed_endpoints: Vec::new(),
+                ..Default::default()
             }],
             trust_bundle_pem: Some("PEM".into()),
             allowed_callers: vec!["spiffe://t/service/z".into()],

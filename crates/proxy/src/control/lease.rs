@@ -58,6 +58,7 @@ pub(super) async fn keep_lease(
                     inbound_addr: inbound.to_string(),
                     ttl_ms: opts.lease_ttl.as_millis() as u64,
                     admin_addr: admin.map(|a| a.to_string()).unwrap_or_default(),
+                    labels: opts.labels.clone(),
                 })
                 .await
                 .map_err(refused)?

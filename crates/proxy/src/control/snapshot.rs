@@ -3,10 +3,11 @@
 //! --config`), the registry's copies applied at once, and a new mesh file put in force whole
 //! through [`crate::live::next_config`] or refused whole with the reason.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use hopwise_model::Mesh;
-use indexmap::IndexMap;
+use hopwise_model::labels::Labels;
 
 use super::{Cached, ControlError, ControlOptions, pb};
 use crate::config::{ProxyConfig, Target};
@@ -43,6 +44,10 @@ impl ControlOptions {
                 })
                 .collect(),
             allowed_callers: s.allowed_callers.clone(),
+            labels: (s.upstreams.iter())
+                .map(|u| (u.service.clone(), labels_of(u)))
+                .filter(|(_, l)| !l.is_empty())
+                .collect(),
         }
     }
 
@@ -74,18 +79,32 @@ impl ControlOptions {
             config.upstream_ports.clear();
         }
         config.certs = Some(self.cert_files());
-        apply_endpoints(&mut config, &cached.upstreams);
+        apply_endpoints(&mut config, cached);
         // Who may call is read from the mesh file itself, by the same code as `--config`.
         Ok(config)
     }
 }
 
-fn apply_endpoints(config: &mut ProxyConfig, upstreams: &IndexMap<String, Vec<SocketAddr>>) {
-    for (name, addrs) in upstreams {
+/// An upstream's endpoints' labels: an endpoint that is no socket address is dropped, as in
+/// `to_cached`.
+fn labels_of(u: &pb::Upstream) -> BTreeMap<SocketAddr, Labels> {
+    (u.labelled.iter())
+        .filter(|l| !l.labels.is_empty())
+        .filter_map(|l| Some((l.endpoint.parse().ok()?, l.labels.clone())))
+        .collect()
+}
+
+/// The registry's copies, with their labels, in place of the file's.
+fn apply_endpoints(config: &mut ProxyConfig, cached: &Cached) {
+    let none = BTreeMap::new();
+    for (name, addrs) in &cached.upstreams {
         if let Some(cluster) = config.clusters.get_mut(name)
-            && let Target::Mesh { endpoints, .. } = &mut cluster.target
+            && let Target::Mesh {
+                endpoints, labels, ..
+            } = &mut cluster.target
         {
-            *endpoints = addrs.clone();
+            endpoints.clone_from(addrs);
+            labels.clone_from(cached.labels.get(name).unwrap_or(&none));
         }
     }
 }
@@ -103,9 +122,10 @@ pub(super) fn apply(
     fresh: &Cached,
 ) -> Result<(), String> {
     let live = state.live();
+    let none = BTreeMap::new();
     for (service, addrs) in &fresh.upstreams {
         if let Some(shared) = live.clusters.get(service) {
-            shared.endpoints.update(addrs);
+            shared.update_copies(addrs, fresh.labels.get(service).unwrap_or(&none));
         }
     }
     if fresh.mesh_yaml == old.mesh_yaml {

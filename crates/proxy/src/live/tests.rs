@@ -198,6 +198,7 @@ services:
     c.target = Target::Mesh {
         endpoints: vec!["127.0.0.1:1".parse().unwrap()],
         identity: "spiffe://live.local/service/b".into(),
+        labels: Default::default(),
     };
     c
 }
@@ -209,18 +210,21 @@ fn an_upstream_keeps_what_it_learnt_unless_its_parameters_change() {
     let next = ClusterShared::next(
         &cluster("{ timeout: 1s, retries: { count: 3 } }"),
         Some(&old),
+        &Default::default(),
     );
     assert_eq!(next.kept_from(&old), [true, true, true]);
     // Another balancer: the copies are rebuilt; the budget and caps stay.
     let next = ClusterShared::next(
         &cluster("{ timeout: 2s, balancer: round-robin }"),
         Some(&old),
+        &Default::default(),
     );
     assert_eq!(next.kept_from(&old), [false, true, true]);
     // Other caps: the gauges are rebuilt.
     let next = ClusterShared::next(
         &cluster("{ timeout: 2s, limits: { max_requests: 7 } }"),
         Some(&old),
+        &Default::default(),
     );
     assert_eq!(next.kept_from(&old), [true, true, false]);
     // New copies reach the kept set.
@@ -228,8 +232,9 @@ fn an_upstream_keeps_what_it_learnt_unless_its_parameters_change() {
     moved.target = Target::Mesh {
         endpoints: vec!["127.0.0.1:2".parse().unwrap()],
         identity: "spiffe://live.local/service/b".into(),
+        labels: Default::default(),
     };
-    let next = ClusterShared::next(&moved, Some(&old));
+    let next = ClusterShared::next(&moved, Some(&old), &Default::default());
     assert!(next.kept_from(&old)[0]);
     let addrs: Vec<_> = old.endpoints.snapshot().iter().map(|e| e.addr).collect();
     assert_eq!(addrs, ["127.0.0.1:2".parse().unwrap()]);

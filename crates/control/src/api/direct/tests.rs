@@ -19,6 +19,7 @@ fn snapshots() -> (pb::Snapshot, pb::Snapshot) {
             identity: "spiffe://shop.local/shared".into(),
             endpoints: vec!["10.0.0.1:8080".into(), "10.0.0.2:8080".into()],
             removed_endpoints: Vec::new(),
+            labelled: Vec::new(),
         }],
         ..Default::default()
     };

@@ -43,6 +43,7 @@ fn arb_upstreams() -> impl Strategy<Value = Vec<Upstream>> {
                     service: name.into(),
                     identity: format!("spiffe://t/service/{name}"),
                     endpoints: eps.into_iter().collect(),
+                    labels: Default::default(),
                 })
                 .collect()
         })
@@ -101,6 +102,7 @@ fn a_delta_between_the_same_parts_carries_only_the_version() {
         service: "b".into(),
         identity: "spiffe://t/service/b".into(),
         endpoints: vec!["10.0.0.1:1".into()],
+        labels: Default::default(),
     });
     let prev = Snapshot {
         version: 5,

@@ -69,3 +69,36 @@ fn a_token_call_names_a_service_the_mesh_file_could_hold() {
         Err(ApiError::UnknownService("x\\u{1b}".into()))
     );
 }
+
+#[test]
+fn registered_labels_are_checked_as_the_files_are_and_a_bad_one_is_named() {
+    let map = |pairs: &[(&str, &str)]| -> std::collections::BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let good = map(&[("version", "v2"), ("app.kubernetes.io/part-of", "shop")]);
+    assert_eq!(labels(&good), Ok(good.clone()));
+    assert_eq!(labels(&map(&[])), Ok(map(&[])));
+    let refused = |pairs: &[(&str, &str)]| match labels(&map(pairs)) {
+        Err(ApiError::BadLabel(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert!(refused(&[("bad key", "x")]).starts_with("`bad key` is not a label key"));
+    assert!(
+        refused(&[("version", "v 2")]).starts_with("label `version`: `v 2` is not a label value")
+    );
+    // Never raw on a log line, never unbounded.
+    assert_eq!(
+        refused(&[("k\nINFO forged", "x")]),
+        "`k\\nINFO forged` is not a label key"
+    );
+    let long = "k".repeat(100_000);
+    assert!(refused(&[(&long, "x")]).len() < 400);
+    let many: Vec<(String, String)> = (0..=hopwise_model::labels::MAX_LABELS)
+        .map(|i| (format!("k{i}"), "v".to_owned()))
+        .collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(refused(&many), "33 labels: at most 32");
+}

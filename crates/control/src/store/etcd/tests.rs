@@ -134,6 +134,7 @@ fn the_state_survives_encoding_except_the_embedded_counters() {
         healthy: true,
         ttl_ms: 3000,
         admin: None,
+        labels: [("version".into(), "v2".into())].into(),
     };
     assert_eq!(CopyValue::decode(&v.encode()), Some(v));
     assert_eq!(CopyValue::decode(b"[]"), None);
@@ -197,6 +198,7 @@ fn the_view_follows_changes_in_order_and_skips_its_own_late_echoes() {
         healthy: false,
         ttl_ms: 2000,
         admin: None,
+        labels: Default::default(),
     };
     let key = l.key(&Key::Copy {
         service: "b".into(),

@@ -172,6 +172,7 @@ pub(super) async fn register_copy(
             inbound_addr: addr,
             ttl_ms: TTL_MS,
             admin_addr: String::new(),
+            labels: Default::default(),
         })
         .await
         .map_err(call("Register"))?

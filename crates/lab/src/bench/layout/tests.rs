@@ -66,6 +66,7 @@ fn the_hop_mesh_is_a_valid_mesh_with_both_proxies_configured() {
         Target::Mesh {
             endpoints,
             identity,
+            ..
         } => {
             assert_eq!(endpoints, &vec![addr(4002)]);
             assert_eq!(identity, &callee_identity());
