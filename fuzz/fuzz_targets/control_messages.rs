@@ -41,6 +41,7 @@ fn options() -> ControlOptions {
         health_path: "/".to_owned(),
         lease_ttl: Duration::from_secs(10),
         advertise: None,
+        labels: Default::default(),
     }
 }
 
