@@ -8,6 +8,7 @@
 //! (host network, an app running as the proxy's uid). The app's kubelet probes are moved to the
 //! proxy's admin port (`probes.rs`), which runs them. Nothing here reads a socket or a clock.
 
+mod labels;
 mod patch;
 mod probes;
 mod review;
@@ -35,6 +36,9 @@ pub const CACHE_VOLUME: &str = "hopwise-cache";
 /// The label naming the mesh service a pod is a copy of; without it, its ServiceAccount's name
 /// (the mesh file's default ServiceAccount of a service is its name).
 pub const SERVICE_LABEL: &str = "hopwise.dev/service";
+/// A pod annotation listing, comma-separated, the labels its copy registers with (for route
+/// subsets); without it, all of the pod's but the controllers' hashes and hopwise's own.
+pub const LABELS: &str = "hopwise.dev/labels";
 /// A pod annotation naming the port the proxy hands inbound requests to (the app's), when its
 /// first container's first TCP port is not it.
 pub const APP_PORT: &str = "hopwise.dev/app-port";
@@ -144,7 +148,17 @@ pub fn decide(pod: &Pod, inject: &Inject) -> Decision {
         Ok(moved) => moved,
         Err(why) => return Decision::Refuse(why),
     };
-    let additions = sidecar::Additions::new(inject, &service_of(pod), app_port, &probes);
+    let labels = match labels::of(pod) {
+        Ok(labels) => labels,
+        Err(why) => return Decision::Refuse(why),
+    };
+    let copy = sidecar::Copy {
+        service: service_of(pod),
+        app_port,
+        probes,
+        labels,
+    };
+    let additions = sidecar::Additions::new(inject, &copy);
     match patch::patch(pod, &additions, &rewrites) {
         Ok(patch) => Decision::Inject(patch),
         Err(e) => Decision::Refuse(format!("writing the patch: {e}")),

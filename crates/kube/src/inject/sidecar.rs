@@ -37,6 +37,16 @@ pub const DOWNWARD_ENV: [(&str, &str); 4] = [
     ("HOPWISE_POD_IP", "status.podIP"),
 ];
 
+/// What this pod's copy is: its service, the port its app serves on, the app's probes its
+/// proxy runs (`probes.rs`), the labels it registers with (`labels.rs`).
+#[derive(Debug, Clone)]
+pub(super) struct Copy {
+    pub service: String,
+    pub app_port: Option<u16>,
+    pub probes: AppProbes,
+    pub labels: Vec<(String, String)>,
+}
+
 /// The containers (in the order they go first among the init containers) and the volumes.
 #[derive(Debug, Clone)]
 pub(super) struct Additions {
@@ -46,17 +56,11 @@ pub(super) struct Additions {
 }
 
 impl Additions {
-    /// What a copy of `service` gets, its app serving on `app_port`, its proxy running the
-    /// app's `probes` (`probes.rs`).
-    pub fn new(
-        inject: &Inject,
-        service: &str,
-        app_port: Option<u16>,
-        probes: &AppProbes,
-    ) -> Additions {
+    /// What `copy` gets.
+    pub fn new(inject: &Inject, copy: &Copy) -> Additions {
         Additions {
             init: init(inject),
-            proxy: proxy(inject, service, app_port, probes),
+            proxy: proxy(inject, copy),
             volumes: volumes(inject),
         }
     }
@@ -94,11 +98,11 @@ fn init(inject: &Inject) -> Container {
     }
 }
 
-fn proxy(inject: &Inject, service: &str, app_port: Option<u16>, probes: &AppProbes) -> Container {
+fn proxy(inject: &Inject, copy: &Copy) -> Container {
     // `$(VAR)` is the kubelet's: it puts the container's variable in the argument.
     let mut args = vec![
         "--service".to_owned(),
-        service.to_owned(),
+        copy.service.clone(),
         "--name".to_owned(),
         "$(HOPWISE_POD_NAME)".to_owned(),
         "--control".to_owned(),
@@ -120,8 +124,12 @@ fn proxy(inject: &Inject, service: &str, app_port: Option<u16>, probes: &AppProb
     ];
     // Inbound requests go to the app at the pod's IP (`--advertise`), not loopback: a listener
     // the app keeps to loopback stays out of the mesh's reach, as Istio's do.
-    if let Some(port) = app_port {
+    if let Some(port) = copy.app_port {
         args.extend(["--app-port".to_owned(), port.to_string()]);
+    }
+    // Label keys and values hold no `$(`, so the kubelet expands nothing in them.
+    for (key, value) in &copy.labels {
+        args.extend(["--label".to_owned(), format!("{key}={value}")]);
     }
     let env = DOWNWARD_ENV.iter().map(|(name, field)| EnvVar {
         name: (*name).to_owned(),
@@ -142,9 +150,9 @@ fn proxy(inject: &Inject, service: &str, app_port: Option<u16>, probes: &AppProb
         value_from: None,
     });
     // The app's probes the kubelet now asks the admin port for, as the proxy runs them.
-    let probes = (!probes.is_empty()).then(|| EnvVar {
+    let probes = (!copy.probes.is_empty()).then(|| EnvVar {
         name: app_probe::ENV.to_owned(),
-        value: Some(probes.to_json()),
+        value: Some(copy.probes.to_json()),
         value_from: None,
     });
     let ready = Probe {
