@@ -103,6 +103,8 @@ pub struct Front {
     body: BodyCap,
     /// The TLS listener's acceptor (its certificates by server name), if it has one.
     pub acceptor: Option<TlsAcceptor>,
+    /// Its certificates, which worker 0 reloads when their files change.
+    pub certs: Option<Arc<tls::GatewayCerts>>,
 }
 
 impl std::fmt::Debug for Front {
@@ -126,8 +128,12 @@ impl Front {
             per_caller: g.gateway.per_client,
             ..RateLimits::default()
         };
-        let acceptor = match &g.gateway.https {
-            Some(https) => Some(TlsAcceptor::from(tls::server_config(https, &g.base)?)),
+        let certs = match &g.gateway.https {
+            Some(https) => Some(tls::GatewayCerts::open(https, &g.base)?),
+            None => None,
+        };
+        let acceptor = match &certs {
+            Some(certs) => Some(TlsAcceptor::from(tls::server_config(certs)?)),
             None => None,
         };
         Ok(Some(Arc::new(Front {
@@ -139,6 +145,7 @@ impl Front {
                 idle: g.gateway.body_timeout.0,
             },
             acceptor,
+            certs,
         })))
     }
 

@@ -132,7 +132,17 @@ impl Worker {
             tasks.spawn(accepting);
         }
         if let Some(certs) = self.certs {
-            tokio::spawn(reload(certs, self.shutdown.clone()));
+            let what = "certificates";
+            let shutdown = self.shutdown.clone();
+            tokio::spawn(reload(what, move || certs.reload_if_changed(), shutdown));
+        }
+        // A gateway's own certificates, by worker 0 too (the front door is shared).
+        if let Some(certs) =
+            (self.front.as_ref().and_then(|f| f.certs.clone())).filter(|_| self.index == 0)
+        {
+            let what = "gateway certificates";
+            let shutdown = self.shutdown.clone();
+            tokio::spawn(reload(what, move || certs.reload_if_changed(), shutdown));
         }
         self.state.ready_workers.fetch_add(1, Ordering::AcqRel);
         while tasks.join_next().await.is_some() {}
@@ -180,15 +190,19 @@ async fn accept(
     }
 }
 
-/// Reloads the certificates when their files change (every 2 s), until shutdown.
-async fn reload(certs: Arc<CertStore>, mut shutdown: watch::Receiver<bool>) {
+/// Reloads certificates when their files change (`changed`: every 2 s), until shutdown.
+async fn reload(
+    what: &'static str,
+    changed: impl Fn() -> Result<bool, crate::tls::TlsError>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(2));
     loop {
         tokio::select! {
-            _ = tick.tick() => match certs.reload_if_changed() {
-                Ok(true) => tracing::info!("certificates reloaded"),
+            _ = tick.tick() => match changed() {
+                Ok(true) => tracing::info!("{what} reloaded"),
                 Ok(false) => {}
-                Err(e) => tracing::warn!("keeping the old certificates: {e}"),
+                Err(e) => tracing::warn!("keeping the old {what}: {e}"),
             },
             _ = shutdown.changed() => break,
         }

@@ -174,6 +174,36 @@ async fn the_rate_limit_answers_429_with_retry_after_past_its_burst() {
     assert!(m.contains(line), "{m}");
 }
 
+/// A renewed certificate is served from the next handshake on, with no restart (worker 0
+/// reloads the gateway's files every 2 s, as the mesh's own); a change that does not load — a
+/// certificate whose key on disk is not its own — keeps the one in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewed_certificate_is_served_without_a_restart() {
+    let e = edge(None).await;
+    let [r, t, url] = at("https", "shop.example", e.https(), "/");
+    let subject = || {
+        let (r, t, url) = (r.clone(), t.clone(), url.clone());
+        async move {
+            let got = curl(&["-v", "--insecure", &r, &t, &url]).await;
+            assert!(got.ok, "{}", got.err);
+            let line = got.err.lines().find(|l| l.contains("subject: "));
+            line.map(|l| l.trim().to_owned()).unwrap_or_default()
+        }
+    };
+    assert!(subject().await.ends_with("subject: CN=shop.example"));
+    let tls = e.f.dir.path().join("tls");
+    write_self_signed(&tls, "shop.example", "renewed", true);
+    let start = Instant::now();
+    while !subject().await.ends_with("subject: CN=renewed") {
+        assert!(start.elapsed() < Duration::from_secs(10), "never reloaded");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Only the certificate replaced: its key is not the one on disk, so nothing changes.
+    write_self_signed(&tls, "shop.example", "mismatched", false);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(subject().await.ends_with("subject: CN=renewed"));
+}
+
 /// A body declared past `max_body_bytes` is refused before anything is sent on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_past_the_limit_is_refused_with_413() {

@@ -161,6 +161,21 @@ fn write_certificates(dir: &Path, names: &[&str]) {
     }
 }
 
+/// A self-signed certificate for `name` whose subject is `CN=<cn>`, with its key, written over
+/// `dir/<name's first label>.pem` and `-key.pem` (a renewal); with `key_too` false only the
+/// certificate is written, so it no longer matches the key on disk.
+pub fn write_self_signed(dir: &Path, name: &str, cn: &str, key_too: bool) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+    params.distinguished_name.push(DnType::CommonName, cn);
+    let cert = params.self_signed(&key).unwrap();
+    let stem = name.split('.').next().unwrap();
+    std::fs::write(dir.join(format!("{stem}.pem")), cert.pem()).unwrap();
+    if key_too {
+        std::fs::write(dir.join(format!("{stem}-key.pem")), key.serialize_pem()).unwrap();
+    }
+}
+
 /// What one curl run gave: its exit status, `%{http_code} %{http_version}`, the body, and
 /// stderr (with `-v`, the handshake and the certificate served).
 #[derive(Debug)]
