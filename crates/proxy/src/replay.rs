@@ -32,7 +32,9 @@ pub use cap::{BodyCap, BodyRefused};
 #[derive(Debug)]
 enum Source {
     Plain(Incoming),
-    Capped(cap::Capped<Incoming>),
+    // Boxed: a gateway's bounds (a timer among them) must not grow the shared state every
+    // request allocates.
+    Capped(Box<cap::Capped<Incoming>>),
 }
 
 impl Source {
@@ -44,7 +46,7 @@ impl Source {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
-            Source::Capped(b) => Pin::new(b).poll_frame(cx),
+            Source::Capped(b) => Pin::new(b.as_mut()).poll_frame(cx),
         }
     }
 
@@ -146,7 +148,7 @@ impl Replay {
         let hint = body.size_hint();
         let empty = body.is_end_stream();
         let source = match cap {
-            Some(cap) => Source::Capped(cap::Capped::new(body, cap)),
+            Some(cap) => Source::Capped(Box::new(cap::Capped::new(body, cap))),
             None => Source::Plain(body),
         };
         Replay {
