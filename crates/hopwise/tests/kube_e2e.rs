@@ -24,7 +24,7 @@ mod kube_support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hopwise_control::client;
@@ -36,7 +36,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ObjectMeta, Patch,
     PatchParams, PostParams,
 };
-use kube_support::kubelet::{PodNet, container_command, probe, project_token, run_in};
+use kube_support::kubelet::{PodNet, probe, run_in, start_injected};
 use serde_json::json;
 
 /// Where pods reach the node: the control plane listens here.
@@ -137,43 +137,10 @@ struct Running {
 async fn run(kube: &kube::Client, name: &str, n: u8, dir: &Path) -> Running {
     let pods = Api::<Pod>::namespaced(kube.clone(), "shop");
     let pod = pods.get(name).await.unwrap();
-    let spec = pod.spec.as_ref().unwrap();
-    let init = |c: &str| {
-        spec.init_containers
-            .iter()
-            .flatten()
-            .find(|x| x.name == c)
-            .unwrap_or_else(|| panic!("{name} was not injected: no {c}"))
-    };
-    let net = PodNet::new(n);
-    let root = dir.join(name);
-    std::fs::create_dir_all(root.join("hopwise-cache")).unwrap();
-    std::os::unix::fs::chown(root.join("hopwise-cache"), Some(PROXY_UID), Some(PROXY_UID)).unwrap();
-    let token = project_token(kube, &pod, &root).await;
-
-    // The init container: the capture rules, loaded in the pod's namespace.
-    let rules = net
-        .run(
-            &container_command(&pod, init("hopwise-init"), &net.ip, &root),
-            None,
-        )
-        .output()
-        .unwrap();
-    assert!(
-        rules.status.success(),
-        "{name}'s hopwise-init failed: {}",
-        String::from_utf8_lossy(&rules.stderr)
-    );
-    // The native sidecar, as its uid; then the app's container.
     let log = dir.join(format!("{name}.proxy.log"));
-    let proxy = container_command(&pod, init("hopwise-proxy"), &net.ip, &root);
-    let proxy = kube_support::Proc(
-        net.run(&proxy, Some(PROXY_UID))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
+    let started = start_injected(kube, &pod, n, &dir.join(name), &log, PROXY_UID).await;
+    let (net, token, proxy) = (started.net, started.token, started.proxy);
+    let spec = pod.spec.as_ref().unwrap();
     if spec.containers[0].ports.is_some() {
         app(&net, name);
     }

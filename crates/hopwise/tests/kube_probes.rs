@@ -19,7 +19,6 @@ mod kube_support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -30,7 +29,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube_support::kubelet::{PodNet, container_command, probe};
+use kube_support::kubelet::probe;
 
 const NODE: &str = "10.244.0.1";
 const CONTROL: &str = "10.244.0.1:7900";
@@ -203,41 +202,11 @@ async fn the_pod() {
     assert!(app.liveness_probe.as_ref().unwrap().tcp_socket.is_none());
 
     // The kubelet's part: network, token, capture rules, the proxy as its uid, the app.
-    let ours = |name: &str| {
-        spec.init_containers
-            .iter()
-            .flatten()
-            .find(|c| c.name == name)
-            .unwrap()
-    };
-    let net = PodNet::new(1);
-    let root = dir.path().join("web-1");
-    std::fs::create_dir_all(root.join("hopwise-cache")).unwrap();
-    std::os::unix::fs::chown(root.join("hopwise-cache"), Some(PROXY_UID), Some(PROXY_UID)).unwrap();
-    kube_support::kubelet::project_token(&kube, &pod, &root).await;
-    let rules = net
-        .run(
-            &container_command(&pod, ours("hopwise-init"), &net.ip, &root),
-            None,
-        )
-        .output()
-        .unwrap();
-    assert!(
-        rules.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rules.stderr)
-    );
     let log = dir.path().join("proxy.log");
-    let _proxy = kube_support::Proc(
-        net.run(
-            &container_command(&pod, ours("hopwise-proxy"), &net.ip, &root),
-            Some(PROXY_UID),
-        )
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap(),
-    );
+    let root = dir.path().join("web-1");
+    let started =
+        kube_support::kubelet::start_injected(&kube, &pod, 1, &root, &log, PROXY_UID).await;
+    let net = &started.net;
     let listener = hopwise_proxy::capture::in_netns(Some(&net.path()), || {
         TcpListener::bind(("0.0.0.0", APP_PORT))
     })

@@ -91,6 +91,60 @@ pub fn container_command(pod: &Pod, container: &Container, pod_ip: &str, root: &
     cmd
 }
 
+/// An injected pod's own containers, started by [`start_injected`].
+pub struct Injected {
+    pub net: PodNet,
+    /// Its projected ServiceAccount token.
+    pub token: String,
+    pub proxy: super::Proc,
+}
+
+/// What the kubelet does for an injected pod before its app: its network namespace
+/// ([`PodNet`] number `n`), its projected token and a cache directory the proxy's uid owns
+/// (mounts under `root`), `hopwise-init`'s capture rules (as root), then the `hopwise-proxy`
+/// sidecar as `proxy_uid`, its stderr to `log`.
+pub async fn start_injected(
+    kube: &kube::Client,
+    pod: &Pod,
+    n: u8,
+    root: &Path,
+    log: &Path,
+    proxy_uid: u32,
+) -> Injected {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ours = |c: &str| {
+        let spec = pod.spec.as_ref().unwrap();
+        spec.init_containers
+            .iter()
+            .flatten()
+            .find(|x| x.name == c)
+            .unwrap_or_else(|| panic!("{name} was not injected: no {c}"))
+    };
+    let net = PodNet::new(n);
+    let cache = root.join("hopwise-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::os::unix::fs::chown(&cache, Some(proxy_uid), Some(proxy_uid)).unwrap();
+    let token = project_token(kube, pod, root).await;
+    // The init container: the capture rules, loaded in the pod's namespace.
+    let init = container_command(pod, ours("hopwise-init"), &net.ip, root);
+    let rules = net.run(&init, None).output().unwrap();
+    assert!(
+        rules.status.success(),
+        "{name}'s hopwise-init failed: {}",
+        String::from_utf8_lossy(&rules.stderr)
+    );
+    // The native sidecar, as its uid.
+    let proxy = container_command(pod, ours("hopwise-proxy"), &net.ip, root);
+    let proxy = super::Proc(
+        net.run(&proxy, Some(proxy_uid))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    Injected { net, token, proxy }
+}
+
 /// The pod's projected ServiceAccount token, minted as the kubelet mints it (TokenRequest for
 /// the projection's audience and lifetime, bound to the pod) and written where its volume is
 /// mounted: `root/<volume>/<path>`. Returns the token.
