@@ -188,7 +188,7 @@ fn check_one(path: &str, probe: &AppProbe) -> Result<(), ProbeError> {
                 .then_some(container)
         })
         .ok_or_else(|| bad(format!("not {PREFIX}<container>/(startupz|livez|readyz)")))?;
-    if !dns_label(container) {
+    if !crate::kubernetes::is_label(container) {
         return Err(bad(format!("`{container}` is not a container's name")));
     }
     if !(1..=MAX_TIMEOUT_SECONDS).contains(&probe.timeout_seconds) {
@@ -230,16 +230,6 @@ fn check_one(path: &str, probe: &AppProbe) -> Result<(), ProbeError> {
         return Err(bad("port 0".to_owned()));
     }
     Ok(())
-}
-
-/// An RFC 1123 label, as Kubernetes names containers.
-fn dns_label(name: &str) -> bool {
-    let b = name.as_bytes();
-    (1..=63).contains(&b.len())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
 }
 
 /// What may follow `GET ` in a request line: `/`, then visible ASCII but for the few the
