@@ -4,7 +4,7 @@
 //! nothing secret is sent, and only injection chooses the address.
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -15,14 +15,19 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 pub(super) async fn connect(ip: IpAddr, tcp: TcpStream) -> Result<TlsStream<TcpStream>, String> {
-    let provider = crate::tls::provider();
-    let config = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
-        .with_no_client_auth();
-    TlsConnector::from(Arc::new(config))
+    // Made once: the kubelet probes every few seconds, each probe the same configuration.
+    static CONFIG: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        let provider = crate::tls::provider();
+        let config = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+            .with_no_client_auth();
+        Ok(Arc::new(config))
+    });
+    TlsConnector::from(config.clone()?)
         .connect(ServerName::IpAddress(ip.into()), tcp)
         .await
         .map_err(|e| format!("TLS to the app: {e}"))
