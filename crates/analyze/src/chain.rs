@@ -133,6 +133,7 @@ pub fn mesh(p: &Params) -> Mesh {
                 fault: None,
                 inbound: Default::default(),
                 tcp: None,
+                ports: Default::default(),
                 upgrade: None,
                 // Istio's chain: apps pass nothing on (its retries have no mark to keep).
                 carries: Default::default(),

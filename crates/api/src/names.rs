@@ -16,6 +16,10 @@ pub const RETRIES_EXHAUSTED: &str = "x-hopwise-retries-exhausted";
 pub const LIMIT: &str = "x-hopwise-limit";
 /// The deadline travelling with a request, in milliseconds.
 pub const TIMEOUT_MS: &str = "x-hopwise-timeout-ms";
+/// The port a captured app dialed at its callee's address, set by the caller's proxy only
+/// (an app's own is removed) and read by the callee's, which maps it through its service's
+/// `ports` to the app port the request goes to; never passed to an app.
+pub const SERVICE_PORT: &str = "x-hopwise-service-port";
 
 /// The metric names as `/metrics` exposes them (counters with `_total`, histograms' buckets
 /// with `_bucket`).

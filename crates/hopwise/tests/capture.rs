@@ -18,11 +18,12 @@
 mod common;
 use common::captured::assert_nothing_left;
 use common::netns::{Host, ip};
-use common::run::{HOPWISE, RunIn, mesh, mesh_with, run_id, start_announced, start_run, text};
+use common::run::{
+    HOPWISE, RunIn, mesh, mesh_text, mesh_with, run_id, start_announced, start_run, text,
+};
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A stand-in fee app inside `host` on 127.0.0.1:7002: answers with the identity its proxy
@@ -275,9 +276,8 @@ fn a_proxy_killed_under_a_captured_connection_ends_the_call_and_the_run() {
 #[test]
 fn a_captured_app_speaks_opaque_tcp_by_name_on_a_declared_port_and_nowhere_else() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("mesh.yaml");
-    std::fs::write(
-        &file,
+    let file = mesh_text(
+        dir.path(),
         "mesh: { name: capture-tcp, certs: certs }
 services:
   web:
@@ -287,14 +287,7 @@ services:
     tcp: { ports: [7005] }
     copies: [{ app: '127.0.0.1:7002', inbound: '127.0.0.1:7102' }]
 ",
-    )
-    .unwrap();
-    let out = Command::new(HOPWISE)
-        .args(["certs", "--config"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    );
     let host = Host::new();
     // kv's app: an echo on the declared port, and another on a port nobody declared.
     for port in [7005, 7006] {

@@ -99,6 +99,7 @@ pub fn resolve(
         (rs.run.is_some(), "run"),
         (rs.external.is_some(), "external"),
         (rs.tcp.is_some(), "tcp"),
+        (!rs.ports.is_empty(), "ports"),
         (rs.upgrade.is_some(), "upgrade"),
         (rs.fault.is_some(), "fault"),
     ] {

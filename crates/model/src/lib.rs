@@ -23,6 +23,7 @@ pub mod mesh;
 pub mod observe;
 pub mod path;
 pub mod policy;
+pub mod ports;
 pub mod preset;
 pub mod rate;
 pub mod raw;

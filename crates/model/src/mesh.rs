@@ -54,6 +54,8 @@ pub struct Service {
     pub external: Option<External>,
     /// The address captured apps reach it at (declared, or the capture range's default).
     pub address: Option<std::net::IpAddr>,
+    /// The ports captured apps call it on and the app port each reaches (`ports`).
+    pub ports: crate::ports::Ports,
     /// On Kubernetes: its pods' namespace and ServiceAccount, whose identity it has.
     pub kubernetes: Option<crate::kubernetes::ServiceAccount>,
     /// Who may call it.
@@ -272,6 +274,14 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
             .external
             .as_ref()
             .and_then(|e| topology::external(e, name, &locations, diags));
+        if !rs.ports.is_empty() && rs.external.is_some() {
+            let path = format!("services.{name}.ports");
+            diags.push(Diagnostic::new(
+                &path,
+                locations.of(&path),
+                "a service outside the mesh runs no proxy to reach its app's ports: remove `ports` or `external`",
+            ));
+        }
         if rs.tcp.is_some() && rs.external.is_some() {
             let path = format!("services.{name}.tcp");
             diags.push(Diagnostic::new(
@@ -297,6 +307,7 @@ fn resolve(raw: &RawMesh, locations: Locations, diags: &mut Vec<Diagnostic>) -> 
                 run: crate::run::Run::read(rs, name, &locations, diags),
                 external,
                 address,
+                ports: crate::ports::Ports::of(&rs.ports),
                 kubernetes: crate::kubernetes::resolve(
                     info.kubernetes.as_ref(),
                     rs.kubernetes.as_ref(),

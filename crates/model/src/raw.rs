@@ -11,7 +11,8 @@
 //! GRPCRoute in the file's words) and their reader; `rule_policy.rs`: a route rule's own
 //! `timeouts` and `retry` and their reader;
 //! `gateway.rs`: `services.<name>.gateway`, the front door's listeners, certificates and limit;
-//! `capture.rs`: `mesh.capture` and services' addresses; `kubernetes.rs`: namespaces and
+//! `capture.rs`: `mesh.capture` and services' addresses; `ports.rs`: the ports a service is
+//! called on and the app's port each reaches; `kubernetes.rs`: namespaces and
 //! ServiceAccounts; `observe.rs`: tracing and the access log;
 //! `readers.rs`, `read_policy.rs`, `values.rs`: the readers, every problem collected.
 
@@ -27,6 +28,7 @@ mod fault;
 mod gateway;
 mod kubernetes;
 mod observe;
+mod ports;
 mod rate_limit;
 mod read_policy;
 mod read_routes;
@@ -51,6 +53,7 @@ pub use gateway::{
 };
 pub use kubernetes::{RawKubernetes, RawMeshKubernetes};
 pub use observe::{LogFormat, OtlpProtocol, RawAccessLog, RawTracing, Sampling};
+pub use ports::RawServicePort;
 pub use rate_limit::{RawLimit, RawRateLimit};
 pub use readers::read_mesh;
 pub use routes::{

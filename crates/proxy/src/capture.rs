@@ -4,7 +4,8 @@
 //! bound inside that namespace ([`in_netns`]), each connection's original destination
 //! (`SO_ORIGINAL_DST`, `IP6T_SO_ORIGINAL_DST`), the one mapping of it to a service or the egress
 //! rule (`hopwise-model`'s [`Destinations`]), and the decision: a connection to a service is
-//! handed back with the service and port (the worker gives it to
+//! handed back with the service, the port and where that port goes (the service's `ports`;
+//! a port they do not list is refused here) (the worker gives it to
 //! `opaque::captured::serve`, which tunnels a declared port and detects any other: HTTP takes
 //! the HTTP-proxy port's path, `Host` picking cluster and route, with all of its policy);
 //! egress is refused or passed through ([`egress`]). Every outcome is counted
@@ -17,6 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use hopwise_model::capture::{Destination, Destinations, Egress};
+use hopwise_model::ports::Target;
 use nix::sys::socket::{getsockopt, sockopt};
 use tokio::net::TcpStream;
 
@@ -86,6 +88,9 @@ pub enum Outcome {
     EgressRefused,
     /// Outside the mesh, `egress: pass`: carried to the destination.
     EgressPassed,
+    /// To a service on a port its `ports` do not list: closed, as a Service refuses a port it
+    /// does not expose.
+    PortRefused,
 }
 
 impl Outcome {
@@ -95,15 +100,18 @@ impl Outcome {
             Outcome::NoDestination => "no-destination",
             Outcome::EgressRefused => "egress-refused",
             Outcome::EgressPassed => "egress-passed",
+            Outcome::PortRefused => "port-refused",
         }
     }
 }
 
-/// A captured connection's service, and the port the app called it on.
+/// A captured connection's service, the port the app called it on, and where on the callee's
+/// side that port goes (the service's `ports`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mapped<'c> {
     pub service: &'c str,
     pub port: u16,
+    pub target: Target,
 }
 
 /// Decides a captured connection. `Some`: for a service, for the caller to serve; `None`:
@@ -124,9 +132,22 @@ pub async fn admit<'c>(
     };
     match decide(&capture.destinations, dst.ip()) {
         Route::Service(service) => {
-            outcome(Outcome::Service);
             let port = dst.port();
-            Some((tcp, Mapped { service, port }))
+            // A service this proxy does not call has no ports here: the HTTP path refuses it.
+            let ports = config.clusters.get(service).map(|c| &c.ports);
+            let Some(target) = ports.map_or(Some(Target::App), |p| p.target(port)) else {
+                outcome(Outcome::PortRefused);
+                return None;
+            };
+            outcome(Outcome::Service);
+            Some((
+                tcp,
+                Mapped {
+                    service,
+                    port,
+                    target,
+                },
+            ))
         }
         Route::Refuse => {
             outcome(Outcome::EgressRefused);

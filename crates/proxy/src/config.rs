@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use hopwise_model::labels::Labels;
 use hopwise_model::observe::{AccessLog, Tracing};
+use hopwise_model::ports::Ports;
 use hopwise_model::rate::RateLimits;
 use hopwise_model::{InboundLimits, Mesh, Policy, Protocol, Tcp, TcpPolicy, Upgrade};
 use indexmap::IndexMap;
@@ -120,6 +121,9 @@ pub struct Cluster {
     pub routes: Vec<Route>,
     /// The callee's opaque TCP ports (`services.<name>.tcp`), if it has any.
     pub tcp: Option<Tcp>,
+    /// The ports captured apps call the callee on, each to an app port (`ports`).
+    #[serde(skip_serializing_if = "Ports::is_empty")]
+    pub ports: Ports,
     /// Protocol switches and `CONNECT` the callee accepts (`services.<name>.upgrade`).
     pub upgrade: Option<Upgrade>,
     /// The callee's own routes (`services.<name>.routes`), which pick a backend for each
@@ -246,6 +250,10 @@ pub struct ProxyConfig {
     pub fault: Option<hopwise_model::fault::Fault>,
     /// This service's opaque TCP ports, which tunnels may reach (`services.<name>.tcp`).
     pub tcp: Option<Tcp>,
+    /// The ports this service is called on and the app port each reaches (`ports`): what a
+    /// caller's `x-hopwise-service-port` may lead to.
+    #[serde(skip_serializing_if = "Ports::is_empty")]
+    pub ports: Ports,
     /// Protocol switches and `CONNECT` this service's app accepts ([`crate::upgrade`]).
     pub upgrade: Option<Upgrade>,
     /// `mesh.tracing`: sampling, and where spans go ([`crate::trace`]).
@@ -329,6 +337,7 @@ impl ProxyConfig {
                 },
                 routes: Vec::new(),
                 tcp: callee.tcp.clone(),
+                ports: callee.ports.clone(),
                 upgrade: callee.upgrade.clone(),
                 table: RouteTable::of(&callee.routes).map(Arc::new),
             });
@@ -388,6 +397,7 @@ impl ProxyConfig {
             },
             fault: s.fault.clone(),
             tcp: s.tcp.clone(),
+            ports: s.ports.clone(),
             upgrade: s.upgrade.clone(),
             tracing: mesh.observe.tracing.clone(),
             access_log: mesh.observe.access_logs.get(service).cloned(),

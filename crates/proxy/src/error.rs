@@ -28,6 +28,8 @@ pub enum ProxyError {
     NoRoute(String),
     #[error("{0} has no running copy")]
     NoEndpoint(String),
+    #[error("this service is called on no port {0} (`ports` in the mesh file)")]
+    NoPort(u16),
     #[error("the upstream refused the connection")]
     ConnectRefused,
     #[error("the connection to the upstream timed out")]
@@ -89,6 +91,7 @@ impl ProxyError {
         match self {
             ProxyError::NoRoute(_) => "no-route",
             ProxyError::NoEndpoint(_) => "no-endpoint",
+            ProxyError::NoPort(_) => "no-port",
             ProxyError::ConnectRefused => "connect-refused",
             ProxyError::ConnectTimeout => "connect-timeout",
             ProxyError::Tls(_) => "tls",
@@ -130,6 +133,7 @@ impl ProxyError {
             | ProxyError::DeadlineExceeded
             | ProxyError::AppTimeout => Outcome::Timeout,
             ProxyError::NoRoute(_)
+            | ProxyError::NoPort(_)
             | ProxyError::Forbidden(_)
             | ProxyError::NoIdentity(_)
             | ProxyError::BadPath(_)
@@ -150,7 +154,7 @@ impl ProxyError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ProxyError::NoRoute(_) => StatusCode::NOT_FOUND,
+            ProxyError::NoRoute(_) | ProxyError::NoPort(_) => StatusCode::NOT_FOUND,
             // The Gateway API's answer when a rule's weights are all 0 or it has no backend.
             ProxyError::NoBackend(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ProxyError::ConnectMethod => StatusCode::METHOD_NOT_ALLOWED,
@@ -191,10 +195,10 @@ impl ProxyError {
     /// Linkerd answers), failures to reach the upstream UNAVAILABLE.
     pub fn grpc_code(&self, on_timeout: GrpcCode) -> u8 {
         match self {
-            ProxyError::NoRoute(_) => 12,    // UNIMPLEMENTED
-            ProxyError::Forbidden(_) => 7,   // PERMISSION_DENIED
-            ProxyError::NoIdentity(_) => 16, // UNAUTHENTICATED
-            ProxyError::BadPath(_) => 3,     // INVALID_ARGUMENT
+            ProxyError::NoRoute(_) | ProxyError::NoPort(_) => 12, // UNIMPLEMENTED
+            ProxyError::Forbidden(_) => 7,                        // PERMISSION_DENIED
+            ProxyError::NoIdentity(_) => 16,                      // UNAUTHENTICATED
+            ProxyError::BadPath(_) => 3,                          // INVALID_ARGUMENT
             ProxyError::AppTimeout => GrpcCode::DeadlineExceeded.number(),
             ProxyError::PerTryTimeout | ProxyError::RouteTimeout => on_timeout.number(),
             ProxyError::DeadlineExceeded | ProxyError::BodyTimeout(_) => {

@@ -16,8 +16,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hopwise_model::ports::Target;
 use hopwise_model::{GrpcCode, Protocol};
-use http::header::HeaderValue;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::uri::Scheme;
 use http::{Request, Response};
 use hyper::body::Incoming;
@@ -42,6 +43,14 @@ use crate::upstream::{self, Connector, Dest, Failed, H1Pool, Pool};
 
 use limits::{CallerKey, InboundGauges};
 use rate::RateLimiter;
+
+/// The port a caller's app dialed (`hopwise_api::names::SERVICE_PORT`).
+const SERVICE_PORT: HeaderName = HeaderName::from_static(hopwise_api::names::SERVICE_PORT);
+
+/// The caller's `x-hopwise-service-port`, taken off the request (it never reaches the app).
+fn asked_port(headers: &mut HeaderMap) -> Option<HeaderValue> {
+    headers.remove(SERVICE_PORT)
+}
 
 /// Who is calling, as the connection's handshake established it.
 #[derive(Debug)]
@@ -170,6 +179,24 @@ impl Inbound {
         }
     }
 
+    /// Where on the app's host this request goes: the app's own address, or the port of it
+    /// that the caller's `x-hopwise-service-port` (the port its app dialed) maps to through this
+    /// service's `ports` — never a port they do not list. The header never reaches the app.
+    /// `asked` is the header's value, taken from the request ([`asked_port`]).
+    fn app_for(&self, asked: Option<HeaderValue>) -> Result<Option<SocketAddr>, ProxyError> {
+        let Some(value) = asked else {
+            return Ok(self.app);
+        };
+        let port = (value.to_str().ok())
+            .and_then(|v| v.parse::<u16>().ok())
+            .ok_or(ProxyError::NoPort(0))?;
+        match self.config.ports.target(port) {
+            None => Err(ProxyError::NoPort(port)),
+            Some(Target::App) => Ok(self.app),
+            Some(Target::Port(p)) => Ok(self.app.map(|a| SocketAddr::new(a.ip(), p))),
+        }
+    }
+
     /// Links this proxy's inbound requests to the app's calls (the table outbound reads).
     #[must_use]
     pub fn linked(self, links: Arc<Links>) -> Self {
@@ -246,6 +273,7 @@ impl Inbound {
         let grpc = is_grpc(req.headers());
         // Before anything of ours is added: nothing the caller sends can name our headers.
         strip_hop_by_hop(req.headers_mut());
+        let asked = asked_port(req.headers_mut());
         if let Err(e) = normalize_path(&mut req) {
             return self.refuse(None, ProxyError::BadPath(e), grpc, start);
         }
@@ -274,7 +302,11 @@ impl Inbound {
         if let Some(err) = self.refused(caller, path) {
             return self.refuse(rm, err, grpc, start);
         }
-        let Some(app) = self.app else {
+        let app = match self.app_for(asked) {
+            Ok(app) => app,
+            Err(err) => return self.refuse(rm, err, grpc, start),
+        };
+        let Some(app) = app else {
             return local(
                 ProxyError::NoEndpoint(self.config.service.clone()),
                 grpc,

@@ -267,7 +267,7 @@ impl Metrics {
         );
         registry.register(
             "captured_connections",
-            "Connections from a captured app, by what became of them (service, no-destination, egress-refused, egress-passed)",
+            "Connections from a captured app, by what became of them (service, no-destination, egress-refused, egress-passed, port-refused)",
             captured.clone(),
         );
         registry.register(

@@ -64,8 +64,9 @@ pub enum Dispatch {
     /// By `Host` / `:authority`.
     ByHost,
     /// A captured connection's: the service its original destination belongs to, whatever
-    /// name the app used (on Kubernetes `api.shop.svc.cluster.local`, or the ClusterIP itself).
-    Service(Arc<str>),
+    /// name the app used (on Kubernetes `api.shop.svc.cluster.local`, or the ClusterIP itself),
+    /// and the port it dialed there (sent on as `x-hopwise-service-port`).
+    Service(Arc<str>, u16),
     /// By the gateway's own routes (its cluster is their parent).
     Gateway,
 }
@@ -231,6 +232,9 @@ impl Outbound {
         log: Option<&LogEntry<'_>>,
         mut req: Request<Incoming>,
     ) -> Response<Body> {
+        // The port a captured app dialed, for the callee's proxy to map through its `ports`
+        // (an app's own claim to one never goes on).
+        service_port(dispatch, req.headers_mut());
         // A protocol switch or CONNECT is carried, not forwarded: its own lifecycle.
         if let Some(switch) = Switch::of(&req) {
             let state = self.cluster(dispatch, &req);
@@ -456,7 +460,7 @@ impl Outbound {
                 .and_then(|i| self.clusters.get_index(i))
                 .map(|(_, s)| s),
             Dispatch::ByHost => None,
-            Dispatch::Service(name) => self.clusters.get(&**name),
+            Dispatch::Service(name, _) => self.clusters.get(&**name),
         }
     }
 
@@ -468,7 +472,7 @@ impl Outbound {
     /// names.
     fn cluster(&self, dispatch: &Dispatch, req: &Request<Incoming>) -> Option<&ClusterState> {
         match dispatch {
-            Dispatch::Port(_) | Dispatch::Service(_) | Dispatch::Gateway => {
+            Dispatch::Port(_) | Dispatch::Service(..) | Dispatch::Gateway => {
                 self.cluster_of(dispatch)
             }
             Dispatch::ByHost => host_of(req)
@@ -494,6 +498,20 @@ type Routed<'s> = (
 fn arrive(req: &mut Request<Incoming>) -> Result<(), ProxyError> {
     strip_hop_by_hop(req.headers_mut());
     normalize_path(req).map_err(ProxyError::BadPath)
+}
+
+/// `x-hopwise-service-port`: removed from what the app sent, and set to the port a captured
+/// connection dialed.
+fn service_port(dispatch: &Dispatch, headers: &mut http::HeaderMap) {
+    let name = http::HeaderName::from_static(hopwise_api::names::SERVICE_PORT);
+    match dispatch {
+        Dispatch::Service(_, port) => {
+            headers.insert(name, http::HeaderValue::from(*port));
+        }
+        _ => {
+            headers.remove(name);
+        }
+    }
 }
 
 /// How long the whole request may take, and whose limit that is: the route timeout, trimmed to

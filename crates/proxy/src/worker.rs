@@ -339,9 +339,11 @@ impl Conn {
             let to = opaque::captured::Destination {
                 service: to.service,
                 port: to.port,
+                target: to.target,
             };
-            // The destination names the callee, not the `Host` the app wrote.
-            let to_service = Dispatch::Service(to.service.into());
+            // The destination names the callee, not the `Host` the app wrote; the port it
+            // dialed goes with each request, for the callee's proxy to map (`ports`).
+            let to_service = Dispatch::Service(to.service.into(), to.port);
             let http = |tcp: TcpStream, proto| {
                 self.serve_outbound(tcp, proto, Some(to_service), guard, drain)
             };

@@ -85,6 +85,7 @@ fn serve(c: &Caller, accepted: TcpStream, port: u16) -> tokio::task::JoinHandle<
         let to = Destination {
             service: "kv",
             port,
+            target: hopwise_model::ports::Target::App,
         };
         captured::serve(&live, 0, &metrics, accepted, to, |mut tcp, _proto| {
             let got = &mut http;
@@ -174,4 +175,48 @@ async fn what_is_not_http_on_an_undeclared_port_is_refused() {
         end.map_err(|e| e.kind()).unwrap_err(),
         std::io::ErrorKind::ConnectionReset
     );
+}
+
+/// A whole-TCP service whose `ports` map the dialed port: the tunnel names the target, and
+/// the callee's proxy carries it there — its app's other port, not its app's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_tcp_service_takes_the_dialed_port_to_its_listed_target() {
+    let other = echo_app().await;
+    let mesh = format!(
+        "mesh: {{ name: t, trust_domain: test.local }}
+services:
+  a: {{ calls: {{ db: {{}} }} }}
+  db: {{ tcp: {{}}, ports: [{{ port: 5432, target_port: {} }}] }}
+",
+        other.port()
+    );
+    let f = Fixture::new(&mesh);
+    // The app's own port is a plain listener that never answers a byte.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let callee = start(inbound(f.config("db"), silent.local_addr().unwrap())).await;
+    let config = outbound(f.config("a"), &[("db", callee.bound.inbound.unwrap())]);
+    let store = CertStore::open(CertFiles::in_dir(&f.certs(), "a")).unwrap();
+    let metrics = Metrics::new();
+    let live = Arc::new(Live::build(config, Some(&store), &metrics, 1, &[], None).unwrap());
+    let (mut app, accepted) = pair().await;
+    let to = Destination {
+        service: "db",
+        port: 5432,
+        target: hopwise_model::ports::Target::Port(other.port()),
+    };
+    let served = tokio::spawn({
+        let (live, metrics) = (live.clone(), metrics.clone());
+        async move {
+            captured::serve(&live, 0, &metrics, accepted, to, |_, _| async {}).await;
+        }
+    });
+    app.write_all(b"\x00\x00\x00\x08startup").await.unwrap();
+    let mut back = [0u8; 11];
+    tokio::time::timeout(LIMIT, app.read_exact(&mut back))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&back, b"\x00\x00\x00\x08startup");
+    drop(app);
+    tokio::time::timeout(LIMIT, served).await.unwrap().unwrap();
 }

@@ -29,7 +29,11 @@ pub fn serve(listener: TcpListener, name: &str) {
                 .find_map(|l| l.strip_prefix("x-hopwise-peer-identity: "))
                 .unwrap_or("nobody")
                 .to_owned();
-            let body = format!("{name} saw {who} for {path}");
+            let mut body = format!("{name} saw {who} for {path}");
+            // A proxy's header meant for the proxy alone must never reach an app.
+            if head.to_lowercase().contains("\nx-hopwise-service-port:") {
+                body.push_str(" and x-hopwise-service-port");
+            }
             let _ = write!(
                 conn,
                 "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",

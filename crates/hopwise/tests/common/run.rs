@@ -52,6 +52,11 @@ services:
     copies: [{{ app: '127.0.0.1:7002', inbound: '127.0.0.1:7102' }}]
 "
     );
+    mesh_text(dir, &text)
+}
+
+/// `text` as `mesh.yaml` in `dir`, its certificates made (`hopwise certs`).
+pub fn mesh_text(dir: &Path, text: &str) -> PathBuf {
     let file = dir.join("mesh.yaml");
     std::fs::write(&file, text).unwrap();
     let out = Command::new(HOPWISE)

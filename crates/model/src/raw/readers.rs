@@ -107,6 +107,9 @@ fn read_service(r: &mut Reader, node: &Node, path: &str) -> Option<RawService> {
             Some(e)
         }),
         address: f.get(r, "address", read_address),
+        ports: f
+            .get(r, "ports", super::ports::read_ports)
+            .unwrap_or_default(),
         kubernetes: f.get(r, "kubernetes", read_kubernetes),
         allow: f.get(r, "allow", |r, n, p| match &n.value {
             Value::Seq(_) => r.list(n, p, Reader::string).map(RawAllow::Services),

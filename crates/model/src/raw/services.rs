@@ -96,6 +96,11 @@ pub struct RawService {
     /// in their namespace); default: the next of mesh.capture.range's first /24, in file order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The ports captured apps call the service's address on, each with the app's port it
+    /// reaches (a Kubernetes Service's `port` and `targetPort`). Default: none listed, and a
+    /// call on any port reaches the app's port; listed, a call on another port is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<super::RawServicePort>,
     /// On Kubernetes: its pods' namespace and ServiceAccount, whose identity it has.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<super::RawKubernetes>,

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::OrNone;
-use super::values::{or_none, positive_timeout};
+use super::values::{or_none, port, positive_timeout};
 use crate::duration::Dur;
 use crate::read::Reader;
 use crate::yaml::Node;
@@ -25,15 +25,6 @@ pub struct RawTcp {
     /// never.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout: Option<OrNone<Dur>>,
-}
-
-fn port(r: &mut Reader, n: &Node, p: &str) -> Option<u16> {
-    let v = r.count(n, p, u64::from(u16::MAX))?;
-    if v == 0 {
-        r.error(p, n.pos, "port 0 is not a port: write one from 1 to 65535");
-        return None;
-    }
-    Some(v as u16)
 }
 
 pub(super) fn read_tcp(r: &mut Reader, n: &Node, p: &str) -> Option<RawTcp> {

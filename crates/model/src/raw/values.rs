@@ -10,6 +10,16 @@ pub(super) fn u32_field(r: &mut Reader, n: &Node, p: &str) -> Option<u32> {
     r.count(n, p, u32::MAX.into()).map(|v| v as u32)
 }
 
+/// A port, 1 to 65535.
+pub(super) fn port(r: &mut Reader, n: &Node, p: &str) -> Option<u16> {
+    let v = r.count(n, p, u64::from(u16::MAX))?;
+    if v == 0 {
+        r.error(p, n.pos, "port 0 is not a port: write one from 1 to 65535");
+        return None;
+    }
+    Some(v as u16)
+}
+
 pub(super) fn positive_u32(r: &mut Reader, n: &Node, p: &str) -> Option<u32> {
     let v = u32_field(r, n, p)?;
     if v == 0 {

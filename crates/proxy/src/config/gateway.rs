@@ -45,6 +45,7 @@ impl GatewayConfig {
             },
             routes: Vec::new(),
             tcp: None,
+            ports: Default::default(),
             upgrade: None,
             table: RouteTable::of(&service.routes).map(Arc::new),
         }

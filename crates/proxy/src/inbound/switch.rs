@@ -24,6 +24,7 @@ impl Inbound {
     ) -> Response<Body> {
         let start = Instant::now();
         strip_hop_by_hop(req.headers_mut());
+        let asked = super::asked_port(req.headers_mut());
         let connect = switch == Switch::Connect;
         if !connect && let Err(e) = normalize_path(&mut req) {
             return self.refuse(None, ProxyError::BadPath(e), false, start);
@@ -37,7 +38,11 @@ impl Inbound {
             let err = ProxyError::UpgradeUnsupported(upgrade::NO_TLS);
             return self.refuse(None, err, false, start);
         }
-        let Some(addr) = self.app else {
+        let addr = match self.app_for(asked) {
+            Ok(addr) => addr,
+            Err(err) => return self.refuse(None, err, false, start),
+        };
+        let Some(addr) = addr else {
             let err = ProxyError::NoEndpoint(self.config.service.clone());
             return self.refuse(None, err, false, start);
         };

@@ -116,6 +116,13 @@ async fn stream(
     };
     let asked = req.uri().authority().and_then(|a| a.port_u16());
     let target = match (&config.tcp, config.app, asked) {
+        // A whole-TCP service whose `ports` list targets: the one the caller's proxy mapped
+        // the dialed port to, if listed; 0 (an explicit listener names none): its app's.
+        (Some(tcp), Some(app), Some(port)) if tcp.whole() && !config.ports.is_empty() => match port
+        {
+            0 => Some(app),
+            p => (config.ports.accepts(p, app.port())).then(|| SocketAddr::new(app.ip(), p)),
+        },
         (Some(tcp), Some(app), Some(port)) => tcp
             .target_port(port, app.port())
             .map(|p| SocketAddr::new(app.ip(), p)),
