@@ -5,7 +5,8 @@
 //! - after every event, what the changes told so far say of each Service equals what its slices
 //!   now say, recomputed from scratch here by the API's rules (an unknown `ready` is ready, an
 //!   unknown `terminating` is not; only IPv4 and IPv6 slices list addresses; ready in one slice
-//!   wins over terminating in another) — the watch's consumer never drifts from the cluster;
+//!   wins over terminating in another; TCP ports by name, the first slice's number standing) —
+//!   the watch's consumer never drifts from the cluster;
 //! - no change tells what was already told, and one event tells a Service at most once;
 //! - at the end, a relist that finds the same slices tells nothing, and a fresh `Slices` fed
 //!   them as a relist tells exactly the recomputed Services.
@@ -126,6 +127,15 @@ fn expected(cluster: &Cluster) -> BTreeMap<ServiceKey, Endpoints> {
             continue;
         };
         let e = out.entry(ServiceKey { namespace, name }).or_default();
+        // TCP ports by name, in any slice: the first slice (by name) and the first of a name in
+        // it stand.
+        for p in s.ports.iter().flatten() {
+            let tcp = matches!(p.protocol.as_deref(), None | Some("TCP"));
+            if let (true, Some(port)) = (tcp, p.port.and_then(|n| u16::try_from(n).ok())) {
+                let name = p.name.clone().unwrap_or_default();
+                e.ports.entry(name).or_insert(port);
+            }
+        }
         if !matches!(s.address_type.as_str(), "IPv4" | "IPv6") {
             continue;
         }

@@ -185,8 +185,8 @@ pub async fn discovery(plane: PlaneHandle) {
         let s = &change.service;
         plane.set_discovered(&s.namespace, &s.name, change.endpoints);
     });
-    let services = hopwise_kube::discovery::watch_services(client, |s, ip| {
-        plane.set_cluster_ip(&s.namespace, &s.name, ip);
+    let services = hopwise_kube::discovery::watch_services(client, |s, front| {
+        plane.set_front(&s.namespace, &s.name, front);
     });
     tokio::join!(slices, services);
 }

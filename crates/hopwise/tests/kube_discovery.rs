@@ -3,7 +3,8 @@
 //! service's copies take traffic only where Kubernetes lists their pod ready — not before the
 //! pod is ready, not once it is terminating — and what a caller's proxy is sent follows each
 //! change; the Service's ClusterIP becomes the service's address in the mesh file they are
-//! sent. With the API server gone the control plane keeps serving the last list.
+//! sent, and its ports its `ports` (a named target port as the slices resolve it). With the
+//! API server gone the control plane keeps serving the last list.
 //!
 //! The test stands in for the kubelet only (it patches the pods' status: IP, Ready) and for
 //! the copies' proxies (it registers their copies with the control plane over gRPC). Pod IPs
@@ -20,8 +21,9 @@ use std::time::{Duration, Instant};
 use hopwise_control::{client, pb};
 use hopwise_kube::testing::ApiServer;
 use k8s_openapi::api::core::v1::{
-    Container, Node, Pod, PodSpec, Service, ServicePort, ServiceSpec,
+    Container, ContainerPort, Node, Pod, PodSpec, Service, ServicePort, ServiceSpec,
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use tonic::Streaming;
 
@@ -44,6 +46,12 @@ fn api_pod(name: &str) -> Pod {
             containers: vec![Container {
                 name: "app".into(),
                 image: Some("api:1".into()),
+                // The port the Service's `http` targets by name.
+                ports: Some(vec![ContainerPort {
+                    name: Some("web".into()),
+                    container_port: 8080,
+                    ..Default::default()
+                }]),
                 ..Default::default()
             }],
             ..Default::default()
@@ -106,6 +114,30 @@ async fn endpoints_become(stream: &mut Streaming<pb::Snapshot>, want: &[&str], w
     }
 }
 
+/// Waits until the mesh file a new `web` stream is sent satisfies `ok` (at most 30 s).
+async fn served_until(
+    c: &mut client::Client,
+    web_token: &str,
+    what: &str,
+    ok: impl Fn(&hopwise_model::Mesh) -> bool,
+) {
+    let t = Instant::now();
+    loop {
+        let mut s = kube_support::subscribe(c, web_token, "web", "web-9")
+            .await
+            .unwrap();
+        let text = s.message().await.unwrap().unwrap().mesh_yaml.unwrap();
+        if ok(&hopwise_model::Mesh::from_yaml(&text).unwrap()) {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no {what} in:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_take_traffic_only_where_endpoint_slices_list_their_pod_ready() {
     let mut api = ApiServer::start().await.unwrap();
@@ -146,10 +178,20 @@ async fn copies_take_traffic_only_where_endpoint_slices_list_their_pod_ready() {
         metadata: meta("api"),
         spec: Some(ServiceSpec {
             selector: Some(BTreeMap::from([("app".to_owned(), "api".to_owned())])),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                ..Default::default()
-            }]),
+            ports: Some(vec![
+                ServicePort {
+                    name: Some("http".into()),
+                    port: 80,
+                    target_port: Some(IntOrString::String("web".into())),
+                    ..Default::default()
+                },
+                ServicePort {
+                    name: Some("admin".into()),
+                    port: 9090,
+                    target_port: Some(IntOrString::Int(9901)),
+                    ..Default::default()
+                },
+            ]),
             ..Default::default()
         }),
         ..Default::default()
@@ -161,28 +203,28 @@ async fn copies_take_traffic_only_where_endpoint_slices_list_their_pod_ready() {
     endpoints_become(&mut stream, &[], "pods not ready").await;
 
     // Its ClusterIP is `api`'s address in the mesh file proxies are sent: where a captured
-    // app's connection to `api` (resolved by the cluster's DNS) goes.
+    // app's connection to `api` (resolved by the cluster's DNS) goes; its ports are `api`'s
+    // ports, the named target as the EndpointSlice controller resolved it from the pods.
     let cluster_ip: std::net::IpAddr = created.spec.unwrap().cluster_ip.unwrap().parse().unwrap();
-    let t = Instant::now();
-    loop {
-        let mut s = kube_support::subscribe(&mut c, &web_token, "web", "web-9")
-            .await
-            .unwrap();
-        let text = s.message().await.unwrap().unwrap().mesh_yaml.unwrap();
-        let mesh = hopwise_model::Mesh::from_yaml(&text).unwrap();
-        if mesh.services["api"].address == Some(cluster_ip) {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "no ClusterIP in:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    served_until(
+        &mut c,
+        &web_token,
+        "the ClusterIP as `api`'s address",
+        |m| m.services["api"].address == Some(cluster_ip),
+    )
+    .await;
 
     // The kubelet says each pod runs and is ready: its copy serves.
     ready(&pods, "api-1", "10.244.0.5").await;
     endpoints_become(&mut stream, &both[..1], "api-1 ready").await;
+    // Once a pod is listed, its slice says what `web` names: 80 reaches the pods' 8080.
+    served_until(&mut c, &web_token, "the Service's ports", |m| {
+        m.services["api"]
+            .ports
+            .iter()
+            .eq([(80, 8080), (9090, 9901)])
+    })
+    .await;
     ready(&pods, "api-2", "10.244.0.6").await;
     endpoints_become(&mut stream, &both, "both ready").await;
 

@@ -10,7 +10,8 @@
 //! ClusterIP.
 //!
 //! Then an unmodified `curl` in `web`'s pod calls `api` by name and gets an `api` pod's answer
-//! carrying web's SPIFFE identity; a pod of another ServiceAccount is refused by api's `allow`;
+//! carrying web's SPIFFE identity, and on the Service's second port the pod's port that port
+//! names (a port the Service lacks reaches nothing); a pod of another ServiceAccount is refused by api's `allow`;
 //! a deleted pod leaves its callers' endpoints and cannot renew its certificate; and an
 //! HTTPRoute moving `api`'s traffic to `api-v2`'s pod while `web` calls shifts it with no
 //! failed request. Needs root, `ip`, `nft`, `nsenter` and `setpriv` (util-linux), `curl`.
@@ -46,6 +47,8 @@ const WEBHOOK: &str = "127.0.0.1:9443";
 /// The injected proxy's uid (`Inject::new`'s default), which the capture rules let through.
 const PROXY_UID: u32 = 2140;
 const APP_PORT: u16 = 8080;
+/// An app's second port, which its Service's `admin` port targets by name.
+const ADMIN_PORT: u16 = 9901;
 const MESH: &str = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
 services:
   web: { calls: { api: {}, api-v2: {} } }
@@ -67,13 +70,20 @@ fn meta(name: &str) -> ObjectMeta {
 }
 
 /// A pod of `service`, running as ServiceAccount `service`, on `node-1`; an app's pods declare
-/// their port (injection hands the proxy the first).
+/// their ports (injection hands the proxy the first; the second is named `admin`).
 fn pod(name: &str, service: &str, serves: bool) -> Pod {
     let ports = serves.then(|| {
-        vec![ContainerPort {
-            container_port: APP_PORT.into(),
-            ..Default::default()
-        }]
+        vec![
+            ContainerPort {
+                container_port: APP_PORT.into(),
+                ..Default::default()
+            },
+            ContainerPort {
+                name: Some("admin".into()),
+                container_port: ADMIN_PORT.into(),
+                ..Default::default()
+            },
+        ]
     });
     Pod {
         metadata: ObjectMeta {
@@ -95,34 +105,48 @@ fn pod(name: &str, service: &str, serves: bool) -> Pod {
     }
 }
 
-/// A ClusterIP Service selecting `app: <name>`, port 80 to the app's.
+/// A ClusterIP Service selecting `app: <name>`, port 80 to the app's, 9090 to its port named
+/// `admin`.
 fn service(name: &str) -> Service {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     Service {
         metadata: meta(name),
         spec: Some(ServiceSpec {
             selector: Some(BTreeMap::from([("app".to_owned(), name.to_owned())])),
-            ports: Some(vec![ServicePort {
-                port: 80,
-                target_port: Some(
-                    k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(APP_PORT.into()),
-                ),
-                ..Default::default()
-            }]),
+            ports: Some(vec![
+                ServicePort {
+                    name: Some("http".into()),
+                    port: 80,
+                    target_port: Some(IntOrString::Int(APP_PORT.into())),
+                    ..Default::default()
+                },
+                ServicePort {
+                    name: Some("admin".into()),
+                    port: 9090,
+                    target_port: Some(IntOrString::String("admin".into())),
+                    ..Default::default()
+                },
+            ]),
             ..Default::default()
         }),
         ..Default::default()
     }
 }
 
-/// The app of an `api` pod, in its namespace on `0.0.0.0:8080`: answers with its pod's name
-/// and the identity its proxy vouched for.
+/// The app of an `api` pod, in its namespace on `0.0.0.0:8080` and `:9901`: answers with its
+/// pod's name (`<pod>-admin` on the second) and the identity its proxy vouched for.
 fn app(net: &PodNet, name: &str) {
-    let listener = hopwise_proxy::capture::in_netns(Some(&net.path()), || {
-        std::net::TcpListener::bind(("0.0.0.0", APP_PORT))
-    })
-    .unwrap()
-    .unwrap();
-    echo::serve(listener, name);
+    for (port, answers) in [
+        (APP_PORT, name.to_owned()),
+        (ADMIN_PORT, format!("{name}-admin")),
+    ] {
+        let listener = hopwise_proxy::capture::in_netns(Some(&net.path()), || {
+            std::net::TcpListener::bind(("0.0.0.0", port))
+        })
+        .unwrap()
+        .unwrap();
+        echo::serve(listener, &answers);
+    }
 }
 
 /// A pod running: its namespace (every process in it killed when dropped), its token.
@@ -172,6 +196,11 @@ async fn run(kube: &kube::Client, name: &str, n: u8, dir: &Path) -> Running {
 /// `curl http://<name>.shop.svc.cluster.local/hello` from `pod`, the name resolved to
 /// `cluster_ip` as the cluster's DNS would: the status (0: no answer) and the body or error.
 fn curl(pod: &Path, name: &str, cluster_ip: &str) -> (u16, String) {
+    curl_port(pod, name, cluster_ip, 80)
+}
+
+/// [`curl`] on the Service's `port`.
+fn curl_port(pod: &Path, name: &str, cluster_ip: &str, port: u16) -> (u16, String) {
     let host = format!("{name}.shop.svc.cluster.local");
     let mut c = Command::new("curl");
     c.args([
@@ -182,8 +211,8 @@ fn curl(pod: &Path, name: &str, cluster_ip: &str) -> (u16, String) {
         "\n%{http_code}",
         "--resolve",
     ])
-    .arg(format!("{host}:80:{cluster_ip}"))
-    .arg(format!("http://{host}/hello"));
+    .arg(format!("{host}:{port}:{cluster_ip}"))
+    .arg(format!("http://{host}:{port}/hello"));
     let out = run_in(pod, &c, None).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
@@ -312,6 +341,24 @@ async fn the_cluster() {
             .or_insert(0) += 1;
         by.len() == 2
     });
+
+    // The Service's second port reaches the pods' port it names, through both proxies; a
+    // port the Service does not expose reaches nothing.
+    // (Served once the slices resolve `admin`: waited for, as a pod's proxy would get it.)
+    let t = Instant::now();
+    let (code, body) = loop {
+        let answer = curl_port(&web, "api", &api_ip, 9090);
+        if answer.0 == 200 || t.elapsed() > Duration::from_secs(30) {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(code, 200, "{body}");
+    let (pod, rest) = body.split_once(' ').unwrap();
+    assert!(pod.ends_with("-admin"), "{body}");
+    assert_eq!(rest, "saw spiffe://shop.local/ns/shop/sa/web for /hello");
+    let (code, body) = curl_port(&web, "api", &api_ip, 81);
+    assert_eq!(code, 0, "{body}");
 
     // A pod of another ServiceAccount is refused by api's `allow`.
     let (code, body) = curl(&running["other-1"].net.path(), "api", &api_ip);

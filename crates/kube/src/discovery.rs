@@ -13,7 +13,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 mod services;
 mod watch;
-pub use services::{cluster_ip, watch_services};
+pub use services::{cluster_ip, front, watch_services};
 pub use watch::{client, watch};
 
 /// The label that names a slice's Service (set by the EndpointSlice controller).
@@ -45,6 +45,15 @@ fn read(slice: &EndpointSlice) -> Option<(ServiceKey, Endpoints)> {
             .clone(),
     };
     let mut listed = Endpoints::default();
+    // The TCP ports, each named as its Service port (UDP and SCTP are not the mesh's).
+    for p in slice.ports.iter().flatten() {
+        let tcp = p.protocol.as_deref().is_none_or(|t| t == "TCP");
+        if let (true, Some(port)) = (tcp, p.port.and_then(|n| u16::try_from(n).ok())) {
+            // A name given twice (the API server refuses it): the first stands.
+            let name = p.name.clone().unwrap_or_default();
+            listed.ports.entry(name).or_insert(port);
+        }
+    }
     // FQDN slices name no pod address.
     if slice.address_type != "IPv4" && slice.address_type != "IPv6" {
         return Some((service, listed));
@@ -150,6 +159,11 @@ impl Slices {
                 let m = merged.get_or_insert_with(Endpoints::default);
                 m.ready.extend(&listed.ready);
                 m.terminating.extend(&listed.terminating);
+                // Pods that resolve a named port differently get slices of their own: the
+                // first slice's number stands (slices are kept in name order).
+                for (name, port) in &listed.ports {
+                    m.ports.entry(name.clone()).or_insert(*port);
+                }
             }
         }
         if let Some(m) = merged.as_mut() {

@@ -2,9 +2,10 @@
 //! `raw/kubernetes.rs`): the namespace and ServiceAccount its pods run as. Its identity is then
 //! the ServiceAccount's, `spiffe://<trust domain>/ns/<namespace>/sa/<name>` (Istio's form), which
 //! the control plane signs only for a pod whose ServiceAccount token the API server vouched
-//! for; `allow` naming the service names that ServiceAccount. Pure.
+//! for; `allow` naming the service names that ServiceAccount. What Kubernetes says of a Service
+//! to the mesh: its endpoints ([`Endpoints`]) and its address and ports (`front.rs`). Pure.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -12,6 +13,9 @@ use serde::Serialize;
 use crate::diag::Diagnostic;
 use crate::raw::{RawKubernetes, RawMeshKubernetes};
 use crate::read::Locations;
+
+mod front;
+pub use front::{Front, PortTarget, ServicePort};
 
 /// The namespace a service's pods run in, and their ServiceAccount.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -39,6 +43,9 @@ pub struct Endpoints {
     pub ready: BTreeSet<IpAddr>,
     /// Its pod is being deleted (`terminating`): requests in flight finish, no new ones come.
     pub terminating: BTreeSet<IpAddr>,
+    /// The slices' TCP ports: by the Service port's name (empty for an unnamed one), the pods'
+    /// port its `targetPort` resolved to ([`Front::ports_with`]).
+    pub ports: BTreeMap<String, u16>,
 }
 
 impl Endpoints {

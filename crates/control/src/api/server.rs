@@ -74,10 +74,15 @@ impl PlaneHandle {
         }
     }
 
-    /// Services' input ([`Plane::set_cluster_ip`]): Service `name`'s ClusterIP (`None`: gone
-    /// or headless). Every stream is woken when the mesh file served changed.
-    pub fn set_cluster_ip(&self, namespace: &str, name: &str, ip: Option<std::net::IpAddr>) {
-        let changed = self.shared.plane().set_cluster_ip(namespace, name, ip);
+    /// Services' input ([`Plane::set_front`]): Service `name`'s ClusterIP and ports (`None`:
+    /// gone). Every stream is woken when the mesh file served changed.
+    pub fn set_front(
+        &self,
+        namespace: &str,
+        name: &str,
+        front: Option<hopwise_model::kubernetes::Front>,
+    ) {
+        let changed = self.shared.plane().set_front(namespace, name, front);
         if changed {
             self.shared.publish();
         }

@@ -13,27 +13,37 @@ use super::Plane;
 impl Plane {
     /// Records what Kubernetes lists for Service `name` in `namespace` (`None`: it lists no
     /// EndpointSlice of it now). Returns whether what a proxy is sent changed: only a Service
-    /// that is a service of the mesh gates anything.
+    /// that is a service of the mesh gates anything; a Service whose target ports are names
+    /// is served again when the ports its slices resolve change.
     pub fn set_discovered(
         &mut self,
         namespace: &str,
         name: &str,
         endpoints: Option<Endpoints>,
     ) -> bool {
+        let stamp = self.config_stamp;
         let key = (namespace.to_owned(), name.to_owned());
-        match &endpoints {
+        let before = match &endpoints {
             Some(e) => self.discovered.insert(key, e.clone()),
             None => self.discovered.remove(&key),
         };
+        // A Service that names a target port is served with the port its slices resolved.
+        let ports = |e: Option<&Endpoints>| e.map(|e| e.ports.clone()).unwrap_or_default();
+        if ports(before.as_ref()) != ports(endpoints.as_ref())
+            && self.names_targets(namespace, name)
+        {
+            self.reoverlay();
+        }
+        let served = self.config_stamp != stamp;
         let Some(service) = self.mesh.service_on_kubernetes(namespace, name) else {
-            return false;
+            return served;
         };
         let service = service.to_owned();
         let changed = self.registry.set_discovered(&service, endpoints);
         if changed {
             self.bump(None);
         }
-        changed
+        changed || served
     }
 
     /// Gates every service of the mesh in force by what Kubernetes lists of it, and ungates
@@ -82,6 +92,7 @@ mod tests {
         let ready = |l: &[u8]| Endpoints {
             ready: l.iter().map(|&i| ip(i)).collect(),
             terminating: BTreeSet::new(),
+            ports: Default::default(),
         };
         let endpoints = |p: &Plane| p.registry().endpoints("api", now + Duration::from_secs(1));
         assert_eq!(endpoints(&plane).len(), 2);

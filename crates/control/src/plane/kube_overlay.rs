@@ -1,5 +1,6 @@
 //! What Kubernetes adds to the mesh file the plane serves: Services' ClusterIPs as their mesh
-//! services' `address` (what captured apps reach a service at, since its name resolves there),
+//! services' `address` (what captured apps reach a service at, since its name resolves there)
+//! and their ports as its `ports` (named target ports as its EndpointSlices resolved them),
 //! and HTTPRoutes and GRPCRoutes whose parent is a Service under that service's `routes` — the
 //! plane's typed inputs, and the operator's file with them in, as JSON text (YAML reads it; keys
 //! in file order). Each route is checked as `hopwise control apply` checks a file, on top of the
@@ -12,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use hopwise_model::kubernetes::KubeRoute;
+use hopwise_model::kubernetes::{Front, KubeRoute};
 use hopwise_model::{Mesh, yaml};
 
 use super::{Plane, prepare};
@@ -32,8 +33,8 @@ pub type Verdict = Result<(), Refused>;
 /// What Kubernetes holds, by namespace and name, and what was made of each route.
 #[derive(Debug)]
 pub(super) struct Overlay {
-    /// Services' ClusterIPs.
-    addresses: BTreeMap<(String, String), IpAddr>,
+    /// Services' ClusterIPs and ports.
+    fronts: BTreeMap<(String, String), Front>,
     routes: BTreeMap<(String, String), KubeRoute>,
     verdicts: BTreeMap<(String, String), Verdict>,
     /// Counts the times any route's verdict changed, so the routes' watch writes their status
@@ -46,7 +47,7 @@ pub(super) struct Overlay {
 impl Default for Overlay {
     fn default() -> Overlay {
         Overlay {
-            addresses: BTreeMap::new(),
+            fronts: BTreeMap::new(),
             routes: BTreeMap::new(),
             verdicts: BTreeMap::new(),
             verdicts_changed: tokio::sync::watch::Sender::new(0),
@@ -74,18 +75,17 @@ impl Plane {
         self.kube.verdicts.get(&key).cloned()
     }
 
-    /// Records Service `namespace/name`'s ClusterIP (`None`: deleted, or headless) and serves
-    /// the mesh file with it as its mesh service's `address`. Returns whether the text served
-    /// changed (every stream is then woken).
-    pub fn set_cluster_ip(&mut self, namespace: &str, name: &str, ip: Option<IpAddr>) -> bool {
+    /// Records Service `namespace/name`'s ClusterIP and ports (`None`: deleted) and serves the
+    /// mesh file with them as its mesh service's `address` (none for a headless Service) and
+    /// `ports`. Returns whether the text served changed (every stream is then woken).
+    pub fn set_front(&mut self, namespace: &str, name: &str, front: Option<Front>) -> bool {
         let key = (namespace.to_owned(), name.to_owned());
-        let before = self.kube.addresses.get(&key).copied();
-        if before == ip {
+        if self.kube.fronts.get(&key) == front.as_ref() {
             return false;
         }
-        match ip {
-            Some(ip) => self.kube.addresses.insert(key, ip),
-            None => self.kube.addresses.remove(&key),
+        match front {
+            Some(f) => self.kube.fronts.insert(key, f),
+            None => self.kube.fronts.remove(&key),
         };
         let stamp = self.config_stamp;
         self.reoverlay();
@@ -125,18 +125,20 @@ impl Plane {
                 None => Ok(prepared),
             }
         };
-        let mut addresses = self.addresses_in(&file_mesh);
-        // The addresses alone first: if they do not fit the file (an address the file gives
+        let mut fronts = self.fronts_in(&file_mesh);
+        // The Services alone first: if they do not fit the file (an address the file gives
         // another service), they are left out, and said so.
         let mut served = None;
-        if !addresses.is_empty() {
-            match overlay(&file, &file_mesh, &addresses, &[])
-                .and_then(|text| check(text, "the Services' ClusterIPs"))
+        if !fronts.is_empty() {
+            match overlay(&file, &file_mesh, &fronts, &[])
+                .and_then(|text| check(text, "the Services' ClusterIPs and ports"))
             {
                 Ok(prepared) => served = Some(prepared),
                 Err(why) => {
-                    tracing::warn!("Services' ClusterIPs not served as their addresses: {why:?}");
-                    addresses.clear();
+                    tracing::warn!(
+                        "Services' ClusterIPs and ports not served as their addresses and ports: {why:?}"
+                    );
+                    fronts.clear();
                 }
             }
         }
@@ -145,7 +147,7 @@ impl Plane {
         for (key, route) in &self.kube.routes {
             let mut with = accepted.clone();
             with.push(route);
-            let verdict = overlay(&file, &file_mesh, &addresses, &with)
+            let verdict = overlay(&file, &file_mesh, &fronts, &with)
                 .and_then(|text| check(text, &format!("HTTPRoute {}/{}", key.0, key.1)));
             match verdict {
                 Ok(prepared) => {
@@ -178,25 +180,44 @@ impl Plane {
     }
 }
 
+/// What a Service adds to its mesh service: its ClusterIP, its ports (port, target port).
+#[derive(Debug)]
+struct Served {
+    address: Option<IpAddr>,
+    ports: Vec<(u16, u16)>,
+}
+
 impl Plane {
-    /// The ClusterIPs of the Services that are services of `mesh`, by mesh service.
-    fn addresses_in(&self, mesh: &Mesh) -> BTreeMap<String, IpAddr> {
-        self.kube
-            .addresses
-            .iter()
-            .filter_map(|((ns, name), ip)| {
-                Some((mesh.service_on_kubernetes(ns, name)?.to_owned(), *ip))
+    /// What the Services that are services of `mesh` add to them, by mesh service: named
+    /// target ports resolved by what their EndpointSlices list.
+    fn fronts_in(&self, mesh: &Mesh) -> BTreeMap<String, Served> {
+        (self.kube.fronts.iter())
+            .filter_map(|((ns, name), front)| {
+                let service = mesh.service_on_kubernetes(ns, name)?.to_owned();
+                let slices = (self.discovered.get(&(ns.clone(), name.clone()))).map(|e| &e.ports);
+                let served = Served {
+                    address: front.cluster_ip,
+                    ports: front.ports_with(slices),
+                };
+                Some((service, served))
             })
             .collect()
     }
+
+    /// Whether Service `namespace/name` names a target port, which its slices resolve.
+    pub(super) fn names_targets(&self, namespace: &str, name: &str) -> bool {
+        let key = (namespace.to_owned(), name.to_owned());
+        self.kube.fronts.get(&key).is_some_and(Front::names_targets)
+    }
 }
 
-/// The operator's `file` with each service's ClusterIP as its `address` and `routes` added
-/// under their parents' `routes`, as JSON text.
+/// The operator's `file` with each service's ClusterIP as its `address`, its Service's ports as
+/// its `ports` (in place of the file's), and `routes` added under their parents' `routes`, as
+/// JSON text.
 fn overlay(
     file: &str,
     mesh: &Mesh,
-    addresses: &BTreeMap<String, IpAddr>,
+    fronts: &BTreeMap<String, Served>,
     routes: &[&KubeRoute],
 ) -> Result<String, Refused> {
     let tree = yaml::parse(file).map_err(|d| Refused::Invalid(d.to_string()))?;
@@ -248,8 +269,16 @@ fn overlay(
             return Vec::new();
         }
         let mut out = Vec::new();
-        if let (false, Some(ip)) = (into_routes, addresses.get(service)) {
-            out.push(("address".to_owned(), format!("\"{ip}\"")));
+        if let (false, Some(front)) = (into_routes, fronts.get(service)) {
+            if let Some(ip) = front.address {
+                out.push(("address".to_owned(), format!("\"{ip}\"")));
+            }
+            if !front.ports.is_empty() {
+                let list: Vec<String> = (front.ports.iter())
+                    .map(|(port, target)| format!("{{\"port\":{port},\"target_port\":{target}}}"))
+                    .collect();
+                out.push(("ports".to_owned(), format!("[{}]", list.join(","))));
+            }
         }
         let Some(added) = under.get(service) else {
             return out;

@@ -323,6 +323,7 @@ fn listed(ready: &[u8], terminating: &[u8]) -> Endpoints {
     Endpoints {
         ready: ips(ready),
         terminating: ips(terminating),
+        ports: Default::default(),
     }
 }
 

@@ -214,3 +214,81 @@ fn a_slice_listed_again_as_no_services_leaves_the_relist() {
     s.listed(&unlabelled);
     assert_eq!(told(&s.listed_all()), [("api".into(), None)]);
 }
+
+#[test]
+fn a_services_tcp_ports_with_their_targets_as_numbers_or_names() {
+    use hopwise_model::kubernetes::{PortTarget, ServicePort};
+    use k8s_openapi::api::core::v1::{Service, ServicePort as KubePort, ServiceSpec};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let port = |name: &str, port, target, protocol: &str| KubePort {
+        name: Some(name.into()),
+        port,
+        target_port: target,
+        protocol: Some(protocol.into()),
+        ..Default::default()
+    };
+    let service = Service {
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("10.96.0.10".into()),
+            ports: Some(vec![
+                port("http", 80, Some(IntOrString::String("web".into())), "TCP"),
+                port("admin", 9090, Some(IntOrString::Int(9901)), "TCP"),
+                port("plain", 7000, None, "TCP"),
+                port("dns", 53, None, "UDP"),
+            ]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let f = front(&service);
+    assert_eq!(f.cluster_ip, "10.96.0.10".parse().ok());
+    let want = |name: &str, port, target| ServicePort {
+        name: name.into(),
+        port,
+        target,
+    };
+    assert_eq!(
+        f.ports,
+        [
+            want("http", 80, PortTarget::Name("web".into())),
+            want("admin", 9090, PortTarget::Number(9901)),
+            want("plain", 7000, PortTarget::Number(7000)),
+        ],
+        "UDP is not the mesh's; no targetPort is the port"
+    );
+}
+
+#[test]
+fn slices_tell_each_service_ports_number_and_the_first_slice_stands() {
+    use k8s_openapi::api::discovery::v1::EndpointPort;
+    let with_ports = |name: &str, ports: &[(&str, i32, &str)]| {
+        let mut s = slice(name, "api", vec![endpoint("10.244.0.5", None, None)]);
+        s.ports = Some(
+            (ports.iter())
+                .map(|&(n, port, protocol)| EndpointPort {
+                    name: Some(n.into()),
+                    port: Some(port),
+                    protocol: Some(protocol.into()),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        s
+    };
+    let mut s = Slices::default();
+    let told = s.apply(&with_ports(
+        "api-a",
+        &[("http", 8080, "TCP"), ("dns", 53, "UDP")],
+    ));
+    let ports = |c: &[Change]| c[0].endpoints.as_ref().unwrap().ports.clone();
+    assert_eq!(ports(&told), BTreeMap::from([("http".to_owned(), 8080)]));
+    // Pods that resolve `http` otherwise, in a slice of their own: the first slice's stands.
+    let told = s.apply(&with_ports(
+        "api-b",
+        &[("http", 8081, "TCP"), ("admin", 9901, "TCP")],
+    ));
+    assert_eq!(
+        ports(&told),
+        BTreeMap::from([("admin".to_owned(), 9901), ("http".to_owned(), 8080)])
+    );
+}

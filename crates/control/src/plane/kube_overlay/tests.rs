@@ -31,6 +31,14 @@ fn split(v1: u32, v2: u32) -> serde_json::Value {
     ]}])
 }
 
+/// A Service with this ClusterIP and no port.
+fn at(ip: std::net::IpAddr) -> Option<Front> {
+    Some(Front {
+        cluster_ip: Some(ip),
+        ports: Vec::new(),
+    })
+}
+
 fn started() -> (tempfile::TempDir, Plane) {
     let dir = tempfile::tempdir().unwrap();
     let mut p = plane(dir.path());
@@ -137,15 +145,15 @@ fn a_services_cluster_ip_is_its_address_beside_its_routes() {
     let (_dir, mut p) = started();
     let ip: std::net::IpAddr = "10.96.0.10".parse().unwrap();
     let stamp = p.config_stamp();
-    assert!(p.set_cluster_ip("shop", "api", Some(ip)));
+    assert!(p.set_front("shop", "api", at(ip)));
     assert!(p.config_stamp() > stamp, "every stream is told");
     assert_eq!(p.mesh().services["api"].address, Some(ip));
     assert!(
-        !p.set_cluster_ip("shop", "api", Some(ip)),
+        !p.set_front("shop", "api", at(ip)),
         "the same again: nothing"
     );
     // Another namespace's Service of that name is not the mesh's `api`.
-    assert!(!p.set_cluster_ip("other", "web", Some("10.96.0.11".parse().unwrap())));
+    assert!(!p.set_front("other", "web", at("10.96.0.11".parse().unwrap())));
     // With a route too, both are served.
     p.set_kube_route("shop", "split", Some(route("split", "api", split(1, 1))));
     let served = Mesh::from_yaml(p.served_text()).unwrap();
@@ -166,7 +174,7 @@ fn a_services_cluster_ip_is_its_address_beside_its_routes() {
     // Gone: the file's own address (the range's default) again.
     p.commit(prepare(MESH, "v4.yaml"), SystemTime::now())
         .unwrap();
-    assert!(p.set_cluster_ip("shop", "api", None));
+    assert!(p.set_front("shop", "api", None));
     let file = Mesh::from_yaml(MESH).unwrap();
     assert_eq!(
         p.mesh().services["api"].address,
@@ -199,4 +207,59 @@ fn a_new_file_that_changes_a_routes_verdict_says_so_to_the_routes_watch() {
         Some(Err(Refused::NotFound(_)))
     ));
     assert_eq!(p.kube_route_verdict("shop", "elsewhere"), None);
+}
+
+#[test]
+fn a_services_ports_are_its_ports_with_named_targets_as_its_slices_resolve_them() {
+    use hopwise_model::kubernetes::{Endpoints, PortTarget, ServicePort};
+    let (_dir, mut p) = started();
+    let port = |name: &str, port, target| ServicePort {
+        name: name.into(),
+        port,
+        target,
+    };
+    // Headless (no ClusterIP), one numeric target and one named.
+    let front = Front {
+        cluster_ip: None,
+        ports: vec![
+            port("admin", 9090, PortTarget::Number(9901)),
+            port("http", 80, PortTarget::Name("web".into())),
+        ],
+    };
+    assert!(p.set_front("shop", "api", Some(front)));
+    let ports = |p: &Plane| p.mesh().services["api"].ports.iter().collect::<Vec<_>>();
+    assert_eq!(
+        ports(&p),
+        [(9090, 9901)],
+        "a name no slice resolved yet: left out"
+    );
+    let file = Mesh::from_yaml(MESH).unwrap();
+    assert_eq!(
+        p.mesh().services["api"].address,
+        file.services["api"].address
+    );
+    // The slices name the Service's port, with the number the pods' `web` port has.
+    let slices = Endpoints {
+        ports: [("http".to_owned(), 8080), ("admin".to_owned(), 9901)].into(),
+        ..Endpoints::default()
+    };
+    let stamp = p.config_stamp();
+    assert!(p.set_discovered("shop", "api", Some(slices.clone())));
+    assert!(p.config_stamp() > stamp, "every stream is told");
+    assert_eq!(ports(&p), [(80, 8080), (9090, 9901)]);
+    assert!(
+        !p.set_discovered("shop", "api", Some(slices)),
+        "the same again: nothing"
+    );
+    // A file with ports of its own for `api`: the Service's stand in their place.
+    let own = MESH.replace(
+        "  api: {}",
+        "  api: { ports: [{ port: 1, target_port: 2 }] }",
+    );
+    p.commit(prepare(&own, "v2.yaml"), SystemTime::now())
+        .unwrap();
+    assert_eq!(ports(&p), [(80, 8080), (9090, 9901)]);
+    // The Service gone: the file's own again.
+    assert!(p.set_front("shop", "api", None));
+    assert_eq!(ports(&p), [(1, 2)]);
 }
