@@ -7,6 +7,7 @@
 //! `hopwise-proxy` is not beside `hopwise`, or is from another build, the proxy runs in
 //! `hopwise`'s process, as it did before.
 
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,7 +60,8 @@ pub struct ProxyArgs {
     /// its proxy stops renewing (control plane mode).
     #[arg(long, default_value = "10s")]
     lease_ttl: hopwise_model::Dur,
-    /// Listen here for mutual TLS from other proxies (overrides the mesh file).
+    /// Listen here for mutual TLS from other proxies (overrides the mesh file). `0.0.0.0:P`
+    /// with an IPv6 --advertise: `[::]:P` (both families).
     #[arg(long)]
     inbound: Option<std::net::SocketAddr>,
     /// The app's address (overrides the mesh file).
@@ -69,7 +71,8 @@ pub struct ProxyArgs {
     /// pod's proxy, the app reached at the pod's IP as its other containers see it.
     #[arg(long, conflicts_with = "app")]
     app_port: Option<u16>,
-    /// The admin endpoint (overrides the mesh file).
+    /// The admin endpoint (overrides the mesh file). `0.0.0.0:P` with an IPv6 --advertise:
+    /// `[::]:P` (both families).
     #[arg(long)]
     admin: Option<std::net::SocketAddr>,
     /// The HTTP-proxy port (overrides the mesh file).
@@ -183,6 +186,18 @@ fn sidecar_bin() -> Option<PathBuf> {
 #[allow(clippy::print_stderr)]
 fn note(text: &str) {
     eprintln!("hopwise: {text}");
+}
+
+/// A listener on every IPv4 address (`0.0.0.0`, what injection writes) listens on every
+/// address (`[::]`, which takes IPv4 too) when the advertised IP is IPv6: an IPv6 pod is
+/// reached at its IP, by other proxies and by the kubelet's probes. Any other as given.
+fn in_family(listen: SocketAddr, advertise: Option<IpAddr>) -> SocketAddr {
+    match (listen.ip(), advertise) {
+        (IpAddr::V4(v4), Some(IpAddr::V6(_))) if v4.is_unspecified() => {
+            SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), listen.port())
+        }
+        _ => listen,
+    }
 }
 
 /// `--app-port`: the app at the advertised IP, else loopback.
@@ -327,9 +342,12 @@ pub fn run(a: ProxyArgs) -> anyhow::Result<ExitCode> {
         allow_remote_outbound: a.allow_remote_outbound,
         allow_remote_admin: a.allow_remote_admin,
     };
-    config.inbound = a.inbound.or(config.inbound);
+    config.inbound = a
+        .inbound
+        .or(config.inbound)
+        .map(|l| in_family(l, a.advertise));
     config.app = a.app.or(app_at_port(&a)).or(config.app);
-    config.admin = a.admin.or(config.admin);
+    config.admin = a.admin.or(config.admin).map(|l| in_family(l, a.advertise));
     config.outbound = a.outbound.or(config.outbound);
     config.app_probes = app_probes(&a)?;
     anyhow::ensure!(

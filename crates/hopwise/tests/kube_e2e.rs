@@ -51,10 +51,11 @@ const APP_PORT: u16 = 8080;
 const ADMIN_PORT: u16 = 9901;
 const MESH: &str = "mesh: { trust_domain: shop.local, kubernetes: { namespace: shop } }
 services:
-  web: { calls: { api: {}, api-v2: {} } }
+  web: { calls: { api: {}, api-v2: {}, api6: {} } }
   other: { calls: { api: {} } }
   api: { allow: [web] }
   api-v2: { allow: [web] }
+  api6: { allow: [web] }
 ";
 
 #[test]
@@ -106,12 +107,15 @@ fn pod(name: &str, service: &str, serves: bool) -> Pod {
 }
 
 /// A ClusterIP Service selecting `app: <name>`, port 80 to the app's, 9090 to its port named
-/// `admin`.
+/// `admin`; `api6` an IPv6 one (its ClusterIP and its slices' addresses IPv6).
 fn service(name: &str) -> Service {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let ipv6 = name == "api6";
     Service {
         metadata: meta(name),
         spec: Some(ServiceSpec {
+            ip_families: ipv6.then(|| vec!["IPv6".to_owned()]),
+            ip_family_policy: ipv6.then(|| "SingleStack".to_owned()),
             selector: Some(BTreeMap::from([("app".to_owned(), name.to_owned())])),
             ports: Some(vec![
                 ServicePort {
@@ -133,15 +137,15 @@ fn service(name: &str) -> Service {
     }
 }
 
-/// The app of an `api` pod, in its namespace on `0.0.0.0:8080` and `:9901`: answers with its
-/// pod's name (`<pod>-admin` on the second) and the identity its proxy vouched for.
+/// The app of an `api` pod, in its namespace on `[::]:8080` and `:9901` (both families): answers
+/// with its pod's name (`<pod>-admin` on the second) and the identity its proxy vouched for.
 fn app(net: &PodNet, name: &str) {
     for (port, answers) in [
         (APP_PORT, name.to_owned()),
         (ADMIN_PORT, format!("{name}-admin")),
     ] {
         let listener = hopwise_proxy::capture::in_netns(Some(&net.path()), || {
-            std::net::TcpListener::bind(("0.0.0.0", port))
+            std::net::TcpListener::bind(("::", port))
         })
         .unwrap()
         .unwrap();
@@ -156,20 +160,20 @@ struct Running {
     _proxy: kube_support::Proc,
 }
 
-/// The kubelet's part for pod `name` (number `n`): network, token, the init container, the
-/// proxy, the app, its probe, its status.
-async fn run(kube: &kube::Client, name: &str, n: u8, dir: &Path) -> Running {
+/// The kubelet's part for pod `name` in network `net`: token, the init container, the proxy,
+/// the app, its probe, its status.
+async fn run(kube: &kube::Client, name: &str, net: PodNet, dir: &Path) -> Running {
     let pods = Api::<Pod>::namespaced(kube.clone(), "shop");
     let pod = pods.get(name).await.unwrap();
     let log = dir.join(format!("{name}.proxy.log"));
-    let started = start_injected(kube, &pod, n, &dir.join(name), &log, PROXY_UID).await;
+    let started = start_injected(kube, &pod, net, &dir.join(name), &log, PROXY_UID).await;
     let (net, token, proxy) = (started.net, started.token, started.proxy);
     let spec = pod.spec.as_ref().unwrap();
     if spec.containers[0].ports.is_some() {
         app(&net, name);
     }
     let t = Instant::now();
-    while probe(&format!("{}:4191", net.ip), "/ready") != 200 {
+    while probe(&net.addr(4191), "/ready") != 200 {
         assert!(
             t.elapsed() < Duration::from_secs(60),
             "{name}'s proxy is not ready after 60 s:\n{}",
@@ -180,7 +184,7 @@ async fn run(kube: &kube::Client, name: &str, n: u8, dir: &Path) -> Running {
     let status = json!({ "status": {
         "phase": "Running",
         "podIP": net.ip,
-        "podIPs": [{ "ip": net.ip }],
+        "podIPs": [{ "ip": net.ips[0] }, { "ip": net.ips[1] }],
         "conditions": [{ "type": "Ready", "status": "True" }],
     }});
     pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
@@ -211,7 +215,10 @@ fn curl_port(pod: &Path, name: &str, cluster_ip: &str, port: u16) -> (u16, Strin
         "\n%{http_code}",
         "--resolve",
     ])
-    .arg(format!("{host}:{port}:{cluster_ip}"))
+    .arg(match cluster_ip.contains(':') {
+        true => format!("{host}:{port}:[{cluster_ip}]"),
+        false => format!("{host}:{port}:{cluster_ip}"),
+    })
     .arg(format!("http://{host}:{port}/hello"));
     let out = run_in(pod, &c, None).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -298,7 +305,7 @@ async fn the_cluster() {
         Api::<Service>::namespaced(kube.clone(), "shop"),
     );
     let mut cluster_ips = BTreeMap::new();
-    for name in ["web", "other", "api", "api-v2"] {
+    for name in ["web", "other", "api", "api-v2", "api6"] {
         let account = ServiceAccount {
             metadata: meta(name),
             ..Default::default()
@@ -315,13 +322,19 @@ async fn the_cluster() {
         ("api-1", "api", true),
         ("api-2", "api", true),
         ("api-v2-1", "api-v2", true),
+        ("api6-1", "api6", true),
     ];
     let mut running = BTreeMap::new();
     for (n, (name, service, serves)) in (1u8..).zip(specs) {
         pods.create(&post, &pod(name, service, serves))
             .await
             .unwrap();
-        running.insert(name, run(&kube, name, n, dir.path()).await);
+        // api6's pod is IPv6 first: its IP, its endpoints and its proxy's listeners are IPv6.
+        let net = match service {
+            "api6" => PodNet::ipv6_first(n),
+            _ => PodNet::new(n),
+        };
+        running.insert(name, run(&kube, name, net, dir.path()).await);
     }
     let web = running["web-1"].net.path();
     let api_ip = cluster_ips["api"].clone();
@@ -359,6 +372,17 @@ async fn the_cluster() {
     assert_eq!(rest, "saw spiffe://shop.local/ns/shop/sa/web for /hello");
     let (code, body) = curl_port(&web, "api", &api_ip, 81);
     assert_eq!(code, 0, "{body}");
+
+    // An IPv6 Service and pod: web's captured call to its IPv6 ClusterIP reaches the pod at
+    // its IPv6 address through both proxies, with web's identity.
+    let api6_ip = cluster_ips["api6"].clone();
+    assert!(api6_ip.contains(':'), "not IPv6: {api6_ip}");
+    let seen = calls_until(&web, "api6", &api6_ip, |(code, _)| *code == 200);
+    let (_, body) = seen.last().unwrap();
+    assert_eq!(
+        body, "api6-1 saw spiffe://shop.local/ns/shop/sa/web for /hello",
+        "{seen:?}"
+    );
 
     // A pod of another ServiceAccount is refused by api's `allow`.
     let (code, body) = curl(&running["other-1"].net.path(), "api", &api_ip);

@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ObjectMeta, PostParams};
-use kube_support::kubelet::probe;
+use kube_support::kubelet::{PodNet, probe};
 
 const NODE: &str = "10.244.0.1";
 const CONTROL: &str = "10.244.0.1:7900";
@@ -205,7 +205,8 @@ async fn the_pod() {
     let log = dir.path().join("proxy.log");
     let root = dir.path().join("web-1");
     let started =
-        kube_support::kubelet::start_injected(&kube, &pod, 1, &root, &log, PROXY_UID).await;
+        kube_support::kubelet::start_injected(&kube, &pod, PodNet::new(1), &root, &log, PROXY_UID)
+            .await;
     let net = &started.net;
     let listener = hopwise_proxy::capture::in_netns(Some(&net.path()), || {
         TcpListener::bind(("0.0.0.0", APP_PORT))

@@ -206,8 +206,9 @@ impl ApiServer {
                 c.service_account_key.as_os_str(),
                 "--authorization-mode".as_ref(),
                 "RBAC".as_ref(),
+                // Dual-stack: a Service is IPv4 unless it asks for IPv6 (`ipFamilies`).
                 "--service-cluster-ip-range".as_ref(),
-                "10.96.0.0/24".as_ref(),
+                "10.96.0.0/24,fd00:96::/112".as_ref(),
                 "--allow-privileged".as_ref(),
                 // Watches end when it stops, rather than holding it until its request timeout
                 // (a minute; the SIGKILL comes first) when a test stops it with one open.

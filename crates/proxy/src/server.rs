@@ -155,9 +155,10 @@ fn bind_all(
     Ok(all)
 }
 
-/// The capture listener, and, in a namespace of the copy's own, its IPv6 twin: `[::1]` at the
-/// same port, where the namespace's rules redirect the app's IPv6 connections (docs/capture.md).
-/// A namespace without IPv6 has no `::1` to bind and no IPv6 path to redirect: no twin then.
+/// The capture listener, and its IPv6 twin: `[::1]` at the same port, where the rules redirect
+/// the app's IPv6 connections — in a copy's own namespace, or a Kubernetes pod's, whose
+/// rules (`capture-init`) redirect both families (docs/capture.md). A namespace without IPv6
+/// has no `::1` to bind and no IPv6 path to redirect: no twin then.
 fn bind_capture(
     c: &crate::config::CaptureConfig,
     workers: usize,
@@ -165,17 +166,22 @@ fn bind_capture(
     let in_netns = c.netns.is_some();
     let v4 = bind_all(c.listen, "capture", workers, in_netns)?;
     let mut all = vec![v4];
-    if in_netns && c.listen.is_ipv4() {
+    if c.listen.is_ipv4() && c.listen.ip().is_loopback() {
         let port = all[0][0].local_addr().map_or(c.listen.port(), |a| a.port());
         let twin = SocketAddr::new(std::net::Ipv6Addr::LOCALHOST.into(), port);
         // Not transparent: IPv6 is only ever redirected (NAT) here, never handed over by TPROXY.
         match bind_all(twin, "capture (IPv6)", workers, false) {
             Ok(s) => all.push(s),
+            // No `::1` (EADDRNOTAVAIL), or no IPv6 at all (EAFNOSUPPORT).
             Err(ServerError::Bind { source, .. })
-                if source.kind() == std::io::ErrorKind::AddrNotAvailable =>
+                if source.kind() == std::io::ErrorKind::AddrNotAvailable
+                    || source.raw_os_error() == Some(nix::libc::EAFNOSUPPORT) =>
             {
                 tracing::info!("capture: the namespace has no IPv6, so no IPv6 listener");
             }
+            // Outside a namespace of the copy's own, `[::1]` at that port is another's to
+            // hold: IPv4 is still captured.
+            Err(e) if !in_netns => tracing::warn!("capture: no IPv6 listener: {e}"),
             Err(e) => return Err(e),
         }
     }

@@ -353,8 +353,10 @@ impl Conn {
 
     async fn serve_admin(&self, tcp: TcpStream, guard: Guard, drain: watch::Receiver<bool>) {
         let state = self.state.clone();
-        // The guard names the server by the address this connection reached.
+        // The guard names the server by the address this connection reached (an IPv4 one as
+        // written, not as `[::ffff:…]`, when `[::]` took it).
         let Ok(local) = tcp.local_addr() else { return };
+        let local = std::net::SocketAddr::new(local.ip().to_canonical(), local.port());
         let svc = service_fn(move |req| {
             let state = state.clone();
             async move { Ok::<_, Infallible>(admin::handle(&state, local, req).await) }

@@ -99,14 +99,14 @@ pub struct Injected {
     pub proxy: super::Proc,
 }
 
-/// What the kubelet does for an injected pod before its app: its network namespace
-/// ([`PodNet`] number `n`), its projected token and a cache directory the proxy's uid owns
-/// (mounts under `root`), `hopwise-init`'s capture rules (as root), then the `hopwise-proxy`
-/// sidecar as `proxy_uid`, its stderr to `log`.
+/// What the kubelet does for an injected pod before its app, in its network namespace `net`:
+/// its projected token and a cache directory the proxy's uid owns (mounts under `root`),
+/// `hopwise-init`'s capture rules (as root), then the `hopwise-proxy` sidecar as `proxy_uid`,
+/// its stderr to `log`.
 pub async fn start_injected(
     kube: &kube::Client,
     pod: &Pod,
-    n: u8,
+    net: PodNet,
     root: &Path,
     log: &Path,
     proxy_uid: u32,
@@ -120,7 +120,6 @@ pub async fn start_injected(
             .find(|x| x.name == c)
             .unwrap_or_else(|| panic!("{name} was not injected: no {c}"))
     };
-    let net = PodNet::new(n);
     let cache = root.join("hopwise-cache");
     std::fs::create_dir_all(&cache).unwrap();
     std::os::unix::fs::chown(&cache, Some(proxy_uid), Some(proxy_uid)).unwrap();
@@ -176,22 +175,55 @@ pub async fn project_token(kube: &kube::Client, pod: &Pod, root: &Path) -> Strin
     token
 }
 
-/// A pod's network namespace, linked to the test's own (the node) by a veth pair: `eth0`
-/// inside at `10.244.<n>.2/24`, the node's end at `.1`, the pod's default route. Removed with
-/// every process in it when dropped.
+/// A pod's network namespace, linked to the test's own (the node) by a veth pair, dual-stack as
+/// a cluster's CNI makes it: `eth0` inside at `10.244.<n>.2/24` and `fd00:10:244:<n>::2/64`, the
+/// node's end at `.1` and `::1`, the pod's default routes. Removed with every process in it
+/// when dropped.
 pub struct PodNet {
     pub netns: String,
+    /// Its IP (`status.podIP`): the IPv4 one, or the IPv6 one for [`PodNet::ipv6_first`].
     pub ip: String,
+    /// Its IPs (`status.podIPs`), the first `ip`.
+    pub ips: [String; 2],
 }
 
 impl PodNet {
-    /// Pod number `n` (1–254). The caller's thread must be in the test's own namespace, with
-    /// forwarding on ([`node`]).
+    /// Pod number `n` (1–254), its IPv4 address first. The caller's thread must be in the
+    /// test's own namespace, with forwarding on ([`node`]).
     pub fn new(n: u8) -> PodNet {
+        Self::make(n, false)
+    }
+
+    /// The same, its IPv6 address first: `status.podIP` is IPv6, as in an IPv6 or an
+    /// IPv6-first dual-stack cluster.
+    pub fn ipv6_first(n: u8) -> PodNet {
+        Self::make(n, true)
+    }
+
+    /// `ip:port`, bracketed for IPv6.
+    pub fn addr(&self, port: u16) -> String {
+        let ip: std::net::IpAddr = self.ip.parse().unwrap();
+        std::net::SocketAddr::new(ip, port).to_string()
+    }
+
+    fn make(n: u8, ipv6_first: bool) -> PodNet {
         let netns = format!("hwk-{}-{n}", std::process::id());
-        let (node_end, ip) = (format!("hwk{n}"), format!("10.244.{n}.2"));
+        let (node_end, v4, v6) = (
+            format!("hwk{n}"),
+            format!("10.244.{n}.2"),
+            format!("fd00:10:244:{n}::2"),
+        );
         ip_ok(&["netns", "add", &netns]);
-        let pod = PodNet { netns, ip };
+        let ips = if ipv6_first {
+            [v6.clone(), v4.clone()]
+        } else {
+            [v4.clone(), v6.clone()]
+        };
+        let pod = PodNet {
+            netns,
+            ip: ips[0].clone(),
+            ips,
+        };
         let ns = pod.netns.as_str();
         ip_ok(&[
             "link", "add", &node_end, "type", "veth", "peer", "name", "eth0", "netns", ns,
@@ -199,14 +231,12 @@ impl PodNet {
         ip_ok(&["addr", "add", &format!("10.244.{n}.1/24"), "dev", &node_end]);
         ip_ok(&["link", "set", &node_end, "up"]);
         ip_ok(&["-n", ns, "link", "set", "lo", "up"]);
+        ip_ok(&["-n", ns, "addr", "add", &format!("{v4}/24"), "dev", "eth0"]);
+        // `nodad`: usable at once, not after duplicate address detection's second or two.
+        let (v6_node, v6_pod) = (format!("fd00:10:244:{n}::1/64"), format!("{v6}/64"));
+        ip_ok(&["-6", "addr", "add", &v6_node, "dev", &node_end, "nodad"]);
         ip_ok(&[
-            "-n",
-            ns,
-            "addr",
-            "add",
-            &format!("{}/24", pod.ip),
-            "dev",
-            "eth0",
+            "-n", ns, "-6", "addr", "add", &v6_pod, "dev", "eth0", "nodad",
         ]);
         ip_ok(&["-n", ns, "link", "set", "eth0", "up"]);
         ip_ok(&[
@@ -218,6 +248,8 @@ impl PodNet {
             "via",
             &format!("10.244.{n}.1"),
         ]);
+        let via = format!("fd00:10:244:{n}::1");
+        ip_ok(&["-n", ns, "-6", "route", "add", "default", "via", &via]);
         pod
     }
 
@@ -296,6 +328,8 @@ fn node(addr: &str) {
     // /proc/sys/net is the calling thread's namespace's.
     std::fs::write("/proc/sys/net/ipv4/ip_forward", "1")
         .expect("forwarding in the node's namespace");
+    std::fs::write("/proc/sys/net/ipv6/conf/all/forwarding", "1")
+        .expect("IPv6 forwarding in the node's namespace");
 }
 
 fn ip_ok(args: &[&str]) {
