@@ -6,7 +6,8 @@
 //! caller it is. It runs no app: its proxy listens for the outside.
 //!
 //! Pure: the block resolved with every problem at its path and line ([`resolve`], [`check`]),
-//! and which certificate answers a TLS client's server name ([`Https::certificate_for`]).
+//! which certificate answers a TLS client's server name ([`Https::certificate_for`]), and who a
+//! request behind trusted proxies comes from (`forwarded.rs`, [`client_behind`]).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,6 +22,9 @@ use crate::rate::Limit;
 use crate::raw::RawService;
 use crate::read::Locations;
 use crate::route::{Hostname, ServiceRoutes};
+
+mod forwarded;
+pub use forwarded::{MAX_HOPS, client_behind};
 
 /// The largest request body a gateway takes unless `max_body_bytes` says otherwise (10 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 * 1024 * 1024;
@@ -43,6 +47,9 @@ pub struct Gateway {
     pub max_body_bytes: u64,
     /// A body that goes this long without a byte is answered 408.
     pub body_timeout: Dur,
+    /// The proxies in front of it, whose `X-Forwarded-For` names the client
+    /// ([`client_behind`]).
+    pub trusted_proxies: Vec<crate::capture::Cidr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -161,6 +168,10 @@ pub fn resolve(
         per_client: limits.per_client.map(crate::rate::limit),
         max_body_bytes: raw.max_body_bytes.map_or(DEFAULT_MAX_BODY_BYTES, u64::from),
         body_timeout: raw.body_timeout.unwrap_or(DEFAULT_BODY_TIMEOUT),
+        // Each checked where the reader met it.
+        trusted_proxies: (raw.trusted_proxies.iter())
+            .filter_map(|t| t.parse().ok())
+            .collect(),
     })
 }
 

@@ -9,7 +9,9 @@
 //! into the mesh is not a front door's to open); every header the mesh trusts or the
 //! connection owns removed (`x-hopwise-*` — identity, deadline, marks —, `x-forwarded-client-cert`;
 //! hop-by-hop ones go on the outbound path); `X-Forwarded-For` and `-Proto` set to what the
-//! gateway saw (a client's own, and `Forwarded`, dropped); a body declared larger than `max_body_bytes`
+//! gateway saw (a client's own, and `Forwarded`, dropped) — from a trusted proxy
+//! (`trusted_proxies`), the client its `X-Forwarded-For` names, which the per-client limit
+//! counts too; a body declared larger than `max_body_bytes`
 //! refused (413); the rate limits (every client together, each client address; 429 with
 //! `Retry-After`). Then [`crate::outbound`] takes it as [`crate::outbound::Dispatch::Gateway`],
 //! its body bounded as it streams ([`crate::replay::BodyCap`]: `max_body_bytes` however it is
@@ -19,6 +21,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use hopwise_model::capture::Cidr;
+use hopwise_model::gateway::client_behind;
 use hopwise_model::rate::RateLimits;
 use http::{HeaderMap, HeaderValue, Request};
 use tokio_rustls::TlsAcceptor;
@@ -63,6 +67,8 @@ pub fn strip_forged(headers: &mut HeaderMap) {
 /// per-client limit, and what the app is told of it (`X-Forwarded-For`, `X-Forwarded-Proto`).
 #[derive(Debug, Clone)]
 pub struct Client {
+    peer: Option<IpAddr>,
+    tls: bool,
     key: Option<CallerKey>,
     addr: Option<HeaderValue>,
     proto: HeaderValue,
@@ -71,12 +77,30 @@ pub struct Client {
 impl Client {
     /// A client at `from`, over TLS or not.
     pub fn new(from: Option<IpAddr>, tls: bool) -> Client {
+        // An IPv4 client on a dual-stack listener, as written (not `::ffff:…`).
+        let from = from.map(|ip| ip.to_canonical());
         let text = from.map(|ip| ip.to_string());
         Client {
+            peer: from,
+            tls,
             key: text.as_deref().map(CallerKey::of),
             addr: text.and_then(|t| HeaderValue::from_str(&t).ok()),
             proto: HeaderValue::from_static(if tls { "https" } else { "http" }),
         }
+    }
+
+    /// The client behind this connection's peer when the peer is a trusted proxy (its
+    /// `X-Forwarded-For`, [`client_behind`]); `None`: the peer itself.
+    fn behind(&self, headers: &HeaderMap, trusted: &[Cidr]) -> Option<Client> {
+        let peer = self.peer?;
+        if trusted.is_empty() {
+            return None;
+        }
+        let entries = (headers.get_all(X_FORWARDED_FOR).iter())
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','));
+        let ip = client_behind(peer, entries, trusted);
+        (ip != peer).then(|| Client::new(Some(ip), self.tls))
     }
 }
 
@@ -99,6 +123,8 @@ pub struct Front {
     service: String,
     rates: Option<Arc<RateLimiter>>,
     max_body: u64,
+    /// The proxies in front of it (`trusted_proxies`).
+    trusted: Vec<Cidr>,
     /// What the outbound path bounds an admitted request's body by as it streams.
     body: BodyCap,
     /// The TLS listener's acceptor (its certificates by server name), if it has one.
@@ -140,6 +166,7 @@ impl Front {
             service: config.service.clone(),
             rates: RateLimiter::of(limits, std::iter::empty()),
             max_body: g.gateway.max_body_bytes,
+            trusted: g.gateway.trusted_proxies.clone(),
             body: BodyCap {
                 max: g.gateway.max_body_bytes,
                 idle: g.gateway.body_timeout.0,
@@ -171,6 +198,9 @@ impl Front {
             )));
         }
         strip_forged(req.headers_mut());
+        // Behind a trusted proxy, the client it names; before the header is replaced.
+        let behind = client.behind(req.headers(), &self.trusted);
+        let client = behind.as_ref().unwrap_or(client);
         forwarded(req.headers_mut(), client);
         let declared = (req.headers().get(http::header::CONTENT_LENGTH))
             .and_then(|v| v.to_str().ok())

@@ -201,3 +201,30 @@ services:
         "{message}"
     );
 }
+
+#[test]
+fn trusted_proxies_are_address_ranges_each_checked_at_its_line() {
+    let with = |value: &str| {
+        EDGE.replace(
+            "      rate_limit:",
+            &format!("      trusted_proxies: {value}\n      rate_limit:"),
+        )
+    };
+    let mesh = Mesh::from_yaml(&with("[10.0.0.0/8, '2001:db8::/32']")).expect("valid");
+    let g = mesh.services["edge"].gateway.as_ref().expect("a gateway");
+    assert_eq!(g.trusted_proxies.len(), 2);
+    assert!(g.trusted_proxies[0].contains([10, 1, 2, 3].into()));
+    assert!(
+        Mesh::from_yaml(EDGE).unwrap().services["edge"]
+            .gateway
+            .as_ref()
+            .unwrap()
+            .trusted_proxies
+            .is_empty()
+    );
+    let errors = Mesh::from_yaml(&with("[10.0.0.0/8, 10.0.0.1]"))
+        .expect_err("no prefix")
+        .0;
+    let (line, _) = crate::diag::problem_at(&errors, "services.edge.gateway.trusted_proxies[1]");
+    assert_eq!(line, Some(12));
+}

@@ -40,6 +40,13 @@ pub struct RawGateway {
     /// client's allowance); past it the request is answered 408 and what was sent on is ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub body_timeout: Option<Dur>,
+    /// The proxies in front of the gateway (a cloud load balancer, a CDN), as address ranges
+    /// (`10.0.0.0/8`, `2001:db8::/32`): a request from one of them is from the client its
+    /// `X-Forwarded-For` names — the nearest address there that is not one of them — for the
+    /// per-client rate limit and what the app is told. Default: none, and the gateway's peer is
+    /// the client whatever a header says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
@@ -113,6 +120,20 @@ pub(super) fn read_gateway(r: &mut Reader, n: &Node, p: &str) -> Option<RawGatew
         }),
         max_body_bytes: f.get(r, "max_body_bytes", positive_u32),
         body_timeout: f.get(r, "body_timeout", positive_duration),
+        trusted_proxies: f
+            .get(r, "trusted_proxies", |r, n, p| {
+                r.list(n, p, |r, n, p| {
+                    let text = r.string(n, p)?;
+                    match text.parse::<crate::capture::Cidr>() {
+                        Ok(_) => Some(text),
+                        Err(message) => {
+                            r.error(p, n.pos, message);
+                            None
+                        }
+                    }
+                })
+            })
+            .unwrap_or_default(),
     };
     f.finish(r);
     Some(out)
