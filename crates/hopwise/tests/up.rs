@@ -309,7 +309,7 @@ fn fault_says_what_is_wrong() {
         ),
         (
             &["fault", "mine", "--down"][..],
-            "`mine` is not a sample (it is your own app): it has no fault knobs",
+            "`mine` is your own app: its proxies inject --error-rate and --latency (for every copy, in the mesh file), not --down",
         ),
         (
             &["fault", "a", "--copy", "3", "--down"][..],

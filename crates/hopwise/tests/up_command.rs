@@ -183,6 +183,73 @@ fn a_command_calls_its_callee_through_its_proxy_and_goes_with_up() {
     );
 }
 
+/// `hopwise fault` on a service whose app is the user's own (no knobs): the fault goes into the
+/// mesh file the run's control plane serves, and web's proxies inject it into what reaches web
+/// through the gateway; `--clear` takes it out; a knob only a sample has is refused, saying so.
+#[test]
+fn a_users_own_app_gets_a_mesh_fault_and_loses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path();
+    std::fs::write(cwd.join("web.py"), WEB).unwrap();
+    let file = cwd.join("mesh.yaml");
+    std::fs::write(&file, MESH).unwrap();
+    let run = cwd.join(".hopwise/cmd");
+    let mut up = start(cwd, &file, "up.stderr");
+    let log = std::fs::read_to_string(cwd.join("up.stderr")).unwrap();
+    let gateway: SocketAddr = (log.split("on http://").nth(1))
+        .and_then(|rest| rest.split('/').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no gateway announced:\n{log}"));
+    let through = |want: &str| {
+        let t = Instant::now();
+        loop {
+            let answer = http(gateway, "/asked");
+            if answer.starts_with(want) {
+                return answer;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "never {want}: {answer}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    through("HTTP/1.1 200");
+    let fault = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
+            .current_dir(cwd)
+            .arg("fault")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, err) = fault(&["web", "--error-rate", "1.0"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(r#"web: fault {"abort":{"status":503,"percent":100}}"#),
+        "{out}"
+    );
+    let refused = through("HTTP/1.1 503");
+    assert!(refused.contains("x-hopwise-error: fault"), "{refused}");
+    let served = std::fs::read_to_string(run.join("mesh.yaml")).unwrap();
+    assert!(
+        served.contains(r#""fault":{"abort""#),
+        "the watched copy agrees: {served}"
+    );
+    let (code, out, err) = fault(&["web", "--clear"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("web: fault none"), "{out}");
+    through("HTTP/1.1 200");
+    let (code, _, err) = fault(&["web", "--down"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("`web` is your own app") && err.contains("not --down"),
+        "{err}"
+    );
+    assert!(up.sigint().success());
+}
+
 #[test]
 fn the_seeds_loan_thin_calls_the_fee_by_name_captured_and_leaves_nothing() {
     let host = Host::new();

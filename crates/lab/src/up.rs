@@ -76,7 +76,8 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 /// `hopwise fault SERVICE …`
 #[derive(Debug, Clone, clap::Args)]
 pub struct FaultArgs {
-    /// The service whose sample copies change.
+    /// The service whose sample copies change (a sample's knobs), or whose proxies inject a
+    /// fault (your own app: `--error-rate`, `--latency`, in the mesh file).
     pub service: String,
     /// Only this copy (default: every copy).
     #[arg(long)]
@@ -108,9 +109,14 @@ pub struct FaultArgs {
     /// Answer every request processed again.
     #[arg(long)]
     pub keep_response: bool,
-    /// Every knob back to "no fault" (applied before the other options).
+    /// Every knob back to "no fault" (applied before the other options); for your own app,
+    /// its mesh fault removed.
     #[arg(long)]
     pub clear: bool,
+    /// Your own app only: the fault touches only requests carrying this header
+    /// (`NAME` or `NAME=VALUE`).
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    pub only_header: Option<String>,
     /// The run: its directory (`.hopwise/<mesh>`) or its mesh file (default: the only run
     /// under `./.hopwise/`).
     #[arg(long)]

@@ -30,6 +30,9 @@ pub struct SamplesFile {
     pub mesh: PathBuf,
     #[serde(default)]
     pub services: IndexMap<String, SampleService>,
+    /// Where the run's control plane listens (`hopwise fault` applies a mesh fault there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 //! `hopwise fault SERVICE …`: finds a running `up`'s knobs in its `samples.json` and changes
-//! them on every copy of the service (or one), printing each copy's new state.
+//! them on every copy of the service (or one), printing each copy's new state. A service whose
+//! app is the user's own has no knobs: its fault goes into the mesh file (`mesh.rs`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,6 +16,8 @@ use super::samples::{self, SamplesFile};
 use crate::error::{LabError, io};
 use crate::samples::knobs::Fault;
 use crate::samples::wire;
+
+mod mesh;
 
 /// The partial JSON object `args` asks for (`None`: nothing but maybe `--clear`).
 pub fn change(args: &FaultArgs) -> Result<Option<Value>, LabError> {
@@ -129,8 +132,11 @@ pub fn run(args: &FaultArgs, out: &mut dyn Write) -> Result<(), LabError> {
         )));
     };
     if svc.sample.is_none() {
+        return mesh::run(args, &run, &file, out);
+    }
+    if args.only_header.is_some() {
         return Err(LabError::Failed(format!(
-            "`{}` is not a sample (it is your own app): it has no fault knobs",
+            "--only-header is for your own app's mesh fault; `{}`'s knobs fail requests whatever they carry",
             args.service
         )));
     }
@@ -215,7 +221,8 @@ mod tests {
         args: FaultArgs,
     }
 
-    fn parse(line: &[&str]) -> FaultArgs {
+    /// `hopwise fault LINE…`'s arguments (`mesh.rs`'s tests too).
+    pub(super) fn parse(line: &[&str]) -> FaultArgs {
         let mut all = vec!["fault"];
         all.extend(line);
         Cli::parse_from(all).args

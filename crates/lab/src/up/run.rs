@@ -214,7 +214,7 @@ fn up_in(
         None
     };
     let samples_file = run.join(samples::FILE);
-    let text = serde_json::to_string_pretty(&samples::from_plan(file, &plan))
+    let text = serde_json::to_string_pretty(&samples::from_plan(file, &plan, args.control))
         .map_err(|e| LabError::Failed(format!("cannot render {}: {e}", samples::FILE)))?;
     write(&samples_file, &(text + "\n"))?;
     let certs = run.join("certs");

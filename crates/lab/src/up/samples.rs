@@ -17,8 +17,8 @@ pub use hopwise_control::dashboard::samples::{FILE, SampleCopy, SampleService, S
 
 use super::plan::Plan;
 
-/// What `up` writes for `plan`, run from the mesh file `mesh`.
-pub fn from_plan(mesh: &Path, plan: &Plan) -> SamplesFile {
+/// What `up` writes for `plan`, run from the mesh file `mesh`, its control plane at `control`.
+pub fn from_plan(mesh: &Path, plan: &Plan, control: std::net::SocketAddr) -> SamplesFile {
     let service = |s: &super::plan::Planned| SampleService {
         sample: s.sample.map(|k| k.name().to_owned()),
         copies: s
@@ -51,6 +51,7 @@ pub fn from_plan(mesh: &Path, plan: &Plan) -> SamplesFile {
     });
     SamplesFile {
         mesh: mesh.to_owned(),
+        control: Some(control),
         services: plan
             .services
             .iter()
