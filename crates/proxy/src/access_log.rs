@@ -311,6 +311,13 @@ impl LogEntry<'_> {
         l.route = Some(Name::new(route));
     }
 
+    /// Outbound: the callee's own route and rule that took the request.
+    pub fn rule(&self, route: &str, rule: Option<&str>) {
+        let l = &mut self.state().line;
+        l.http_route = Some(Name::new(route));
+        l.rule = rule.map(Name::new);
+    }
+
     /// A try ended at `copy`; `started_by`: the retry condition that made it.
     pub fn tried(&self, copy: Option<SocketAddr>, started_by: Option<&'static str>) {
         let l = &mut self.state().line;

@@ -265,7 +265,7 @@ impl Outbound {
         // the `Host` or the listener named, GAMMA); without routes, the callee is the backend.
         let (state, answer_edits, mirrors, rule_policy) = match parent.cluster.table.as_deref() {
             None => (parent, None, Vec::new(), None),
-            Some(table) => match self.route(parent, table, &mut req, grpc) {
+            Some(table) => match self.route(parent, table, &mut req, grpc, log) {
                 Ok(routed) => routed,
                 Err(reply) => return *reply,
             },
@@ -396,9 +396,24 @@ impl Outbound {
         table: &'s RouteTable,
         req: &mut Request<Incoming>,
         grpc: bool,
+        log: Option<&LogEntry<'_>>,
     ) -> Result<Routed<'s>, Box<Response<Body>>> {
         let headers = HeaderView(req.headers());
         let decision = route::decide(table, &route::view(req, &headers), fastrand::u32(..));
+        // The route and rule that took it, in its records (also when it is answered here).
+        let taken = match &decision {
+            Decision::Forward(f) => Some((f.route, f.rule)),
+            Decision::NoBackend { route, rule } => Some((*route, *rule)),
+            Decision::Redirect { .. } | Decision::NoMatch => None,
+        };
+        if let Some((route, rule)) = taken {
+            if let Some(l) = log {
+                l.rule(route, rule);
+            }
+            if let Some(r) = Recording::of(req.extensions()) {
+                r.rule(route, rule);
+            }
+        }
         let parent_name = &parent.cluster.service;
         // Boxed: a local reply is rare, and a large `Err` would widen every routed request's.
         let refuse = |err: ProxyError| {

@@ -280,3 +280,61 @@ async fn a_request_its_caller_cancels_is_logged_with_how_it_ended() {
     assert_eq!(a_late["status"], 504, "{a_late}");
     assert_eq!(a_late["ended"], serde_json::Value::Null, "{a_late}");
 }
+
+/// A request the callee's own routes took is logged with the route and the rule (named or
+/// not), a 500 of a rule with no backend of weight too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_request_is_logged_with_its_route_and_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mesh = format!(
+        r#"
+mesh: {{ name: t, trust_domain: test.local }}
+services:
+  a:
+    access_log: {{ to: '{}' }}
+    calls: {{ b: {{ timeout: 2s }} }}
+  b:
+    routes:
+      canary:
+        rules:
+          - name: beta
+            matches: [{{ headers: [{{ name: x-beta, value: "1" }}] }}]
+            backends: [{{ service: b }}]
+          - name: nowhere
+            matches: [{{ path: {{ value: /zero }} }}]
+            backends: [{{ service: b, weight: 0 }}]
+          - backends: [{{ service: b }}]
+"#,
+        dir.path().join("a.log").display()
+    );
+    let f = Fixture::new(&mesh);
+    let app = backend(echo()).await;
+    let b = start(inbound(f.config("b"), app.addr)).await;
+    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let port = a.bound.upstreams["b"];
+    let mut beta = request("GET", "/x", "b", b"");
+    beta.headers_mut().insert("x-beta", "1".parse().unwrap());
+    assert_eq!(get(port, beta).await.0, 200);
+    assert_eq!(get(port, request("GET", "/x", "b", b"")).await.0, 200);
+    assert_eq!(get(port, request("GET", "/zero", "b", b"")).await.0, 500);
+    let logged: Vec<(serde_json::Value, serde_json::Value, serde_json::Value)> =
+        (lines(&dir.path().join("a.log"), 3).await.iter())
+            .map(|l| json(l))
+            .map(|v| {
+                (
+                    v["http_route"].clone(),
+                    v["rule"].clone(),
+                    v["status"].clone(),
+                )
+            })
+            .collect();
+    let null = serde_json::Value::Null;
+    assert_eq!(
+        logged,
+        [
+            ("canary".into(), "beta".into(), 200.into()),
+            ("canary".into(), null, 200.into()),
+            ("canary".into(), "nowhere".into(), 500.into()),
+        ]
+    );
+}

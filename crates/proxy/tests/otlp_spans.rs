@@ -456,3 +456,40 @@ async fn a_caller_that_goes_away_leaves_spans_and_the_try_it_cut() {
     assert_eq!(b_in.attr("error.type"), "caller-gone", "{b_in:#?}");
     assert!(b_in.end - b_in.start >= 150_000_000, "{b_in:#?}");
 }
+
+/// A request the callee's own routes took: the caller's span names the route and the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_requests_span_names_its_route_and_rule() {
+    let rx = otlp::grpc_receiver().await;
+    let mesh = format!(
+        r#"
+mesh:
+  name: t
+  trust_domain: test.local
+  tracing: {{ collector: '{}', protocol: grpc, sampling: '100%' }}
+services:
+  a: {{ calls: {{ b: {{ timeout: 2s }} }} }}
+  b:
+    routes:
+      canary:
+        rules:
+          - name: beta
+            matches: [{{ headers: [{{ name: x-beta, value: "1" }}] }}]
+            backends: [{{ service: b }}]
+"#,
+        rx.addr.unwrap()
+    );
+    let f = Fixture::new(&mesh);
+    let app = backend(failing_first(0)).await;
+    let b = start(inbound(f.config("b"), app.addr)).await;
+    let a = start(outbound(f.config("a"), &[("b", b.bound.inbound.unwrap())])).await;
+    let mut req = request("GET", "/x", "b", b"");
+    req.headers_mut().insert("x-beta", "1".parse().unwrap());
+    assert_eq!(get(a.bound.upstreams["b"], req).await.0, 200);
+    let spans = rx.wait_for(2).await;
+    let out = one(&spans, "a", "out");
+    assert_eq!(
+        (out.attr("hopwise.http_route"), out.attr("hopwise.rule")),
+        ("canary", "beta")
+    );
+}

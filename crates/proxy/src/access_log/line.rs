@@ -27,6 +27,9 @@ pub struct Line {
     pub service: Name,
     pub upstream: Option<Name>,
     pub route: Option<Name>,
+    /// Outbound: the callee's own route (an HTTPRoute's name) and rule that took the request.
+    pub http_route: Option<Name>,
+    pub rule: Option<Name>,
     /// Inbound: the caller's verified identity.
     pub caller: Option<Arc<str>>,
     pub method: Method,
@@ -203,6 +206,10 @@ impl Line {
         form.str(out, self.upstream.as_ref().map(Name::as_bytes));
         form.key(out, "route");
         form.str(out, self.route.as_ref().map(Name::as_bytes));
+        form.key(out, "http_route");
+        form.str(out, self.http_route.as_ref().map(Name::as_bytes));
+        form.key(out, "rule");
+        form.str(out, self.rule.as_ref().map(Name::as_bytes));
         if json {
             form.key(out, "caller");
             form.str(out, self.caller.as_deref().map(str::as_bytes));

@@ -14,6 +14,8 @@ fn line() -> Line {
         service: Name::new("a"),
         upstream: Some(Name::new("b")),
         route: Some(Name::new("quote")),
+        http_route: Some(Name::new("canary")),
+        rule: Some(Name::new("v2")),
         method: Method::GET,
         authority: Some(Text::Authority(Authority::from_static("b"))),
         path: Some(PathAndQuery::from_static("/quote/1?x=1")),
@@ -47,6 +49,8 @@ fn oracle(l: &Line) -> serde_json::Value {
         "service": l.service.as_str(),
         "upstream": l.upstream.as_ref().map(Name::as_str),
         "route": l.route.as_ref().map(Name::as_str),
+        "http_route": l.http_route.as_ref().map(Name::as_str),
+        "rule": l.rule.as_ref().map(Name::as_str),
         "caller": l.caller.as_deref(),
         "method": l.method.as_str(),
         "authority": l.authority.as_ref().map(Text::as_str),
@@ -137,7 +141,11 @@ fn json_lines_hold_every_field_in_order() {
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     let want = oracle(&line());
     assert_eq!(keys, want.as_object().unwrap().keys().collect::<Vec<_>>());
-    assert_eq!(keys.len(), 23);
+    assert_eq!(keys.len(), 25);
+    assert_eq!(
+        (&v["http_route"], &v["rule"]),
+        (&"canary".into(), &"v2".into())
+    );
 }
 
 #[test]
@@ -146,7 +154,8 @@ fn the_common_form_starts_as_the_common_log_format() {
     assert_eq!(
         text,
         "- - - [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?…\" 200 12 direction=outbound \
-         service=a upstream=b route=quote authority=b grpc_status=- tries=2 retries=5xx \
+         service=a upstream=b route=quote http_route=canary rule=v2 authority=b grpc_status=- \
+         tries=2 retries=5xx \
          retry_skipped=- copy=127.0.0.1:7001 local_reply=- ended=- bytes_in=- duration_us=1500 \
          proxy_us=40 trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7\n"
     );
@@ -164,12 +173,14 @@ fn the_common_form_starts_as_the_common_log_format() {
         trace_id: None,
         span_id: None,
         query: true,
+        rule: None,
         ..line()
     };
     assert_eq!(
         render(&full, LogFormat::Common),
         "- - spiffe://t/service/a [01/Dec/2026:16:07:06 +0000] \"GET /quote/1?x=1\" 200 - \
-         direction=inbound service=a upstream=- route=quote authority=b grpc_status=14 tries=2 \
+         direction=inbound service=a upstream=- route=quote http_route=canary rule=- authority=b \
+         grpc_status=14 tries=2 \
          retries=5xx,reset retry_skipped=budget copy=- local_reply=forbidden ended=- bytes_in=3 \
          duration_us=1500 proxy_us=40 trace_id=- span_id=-\n"
     );
@@ -226,6 +237,13 @@ fn names() -> impl Strategy<Value = (Name, Option<Name>, Option<Name>, Option<Ar
         })
 }
 
+/// The callee's own route and rule, any text (a route's name is checked, but a line must hold
+/// whatever it is given).
+fn rule_names() -> impl Strategy<Value = (Option<Name>, Option<Name>)> {
+    let name = || proptest::option::of(any::<String>()).prop_map(|s| s.map(|s| Name::new(&s)));
+    (name(), name())
+}
+
 fn request() -> impl Strategy<Value = (Method, Option<Text>, Option<PathAndQuery>, bool)> {
     let path = proptest::option::of("/[a-zA-Z0-9/._~%!$&'()*+,;=:@\"-]{0,30}(\\?[a-z=&?]{0,10})?")
         .prop_map(|p| p.and_then(|p| PathAndQuery::from_str(&p).ok()));
@@ -277,10 +295,12 @@ fn answer() -> impl Strategy<Value = Line> {
 }
 
 fn lines() -> impl Strategy<Value = Line> {
-    (names(), request(), answer()).prop_map(|(n, r, a)| Line {
+    (names(), rule_names(), request(), answer()).prop_map(|(n, h, r, a)| Line {
         service: n.0,
         upstream: n.1,
         route: n.2,
+        http_route: h.0,
+        rule: h.1,
         caller: n.3,
         method: r.0,
         authority: r.1,
@@ -312,11 +332,13 @@ proptest! {
 }
 
 /// The common form's fields after the status, in order: nothing a peer sends can add one.
-const COMMON_KEYS: [&str; 17] = [
+const COMMON_KEYS: [&str; 19] = [
     "direction",
     "service",
     "upstream",
     "route",
+    "http_route",
+    "rule",
     "authority",
     "grpc_status",
     "tries",

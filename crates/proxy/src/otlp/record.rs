@@ -104,6 +104,9 @@ struct Notes {
     /// The route's path template (`http.route`; hopwise's routes are path prefixes).
     template: Option<String>,
     peer: Option<String>,
+    /// The callee's own route (an HTTPRoute's name) and rule that took the request.
+    http_route: Option<String>,
+    rule: Option<String>,
     /// Inbound: the connection's other end.
     client: Option<SocketAddr>,
     /// Inbound: the time spent waiting for the app's answer (its head).
@@ -138,6 +141,14 @@ impl Recording {
         n.route = Some(route.to_owned());
         n.template = template.map(str::to_owned);
         n.peer = peer.map(str::to_owned);
+    }
+
+    /// Outbound: the callee's own route and rule that took the request
+    /// (`hopwise.http_route`, `hopwise.rule`).
+    pub fn rule(&self, route: &str, rule: Option<&str>) {
+        let mut n = self.notes();
+        n.http_route = Some(route.to_owned());
+        n.rule = rule.map(str::to_owned);
     }
 
     /// Inbound: the connection's other end (`client.address`, `network.peer.*`).
@@ -281,6 +292,8 @@ impl Recording {
             ("hopwise.upstream", n.upstream.clone()),
             ("hopwise.route", n.route.clone()),
             ("hopwise.peer", n.peer.clone()),
+            ("hopwise.http_route", n.http_route.clone()),
+            ("hopwise.rule", n.rule.clone()),
         ] {
             if let Some(v) = value {
                 attributes.push((key, Value::Str(v)));
