@@ -177,6 +177,8 @@ pub struct ClusterState {
     pub shared: Arc<ClusterShared>,
     /// The metrics handles of its routes, by route index.
     pub routes: Vec<RouteMetrics>,
+    /// Its own routes' rules' request counters, by a decision's `index` (none without routes).
+    pub rules: Vec<prometheus_client::metrics::counter::Counter>,
     /// An upstream with opaque TCP ports, between proxies with certificates: this worker's
     /// tunnel connections to its copies, and what a TCP call keeps of the policy.
     pub tunnels: Option<(Tunnels, hopwise_model::TcpPolicy)>,
@@ -212,6 +214,9 @@ impl ClusterState {
             .iter()
             .map(|r| metrics.route(Direction::Outbound, name, &r.name))
             .collect();
+        let rules = (cluster.table.as_deref())
+            .map(|t| metrics.rules.counters(&cluster.service, t.rules()))
+            .unwrap_or_default();
         let (external_dest, external_host) = match &cluster.target {
             Target::External { address, .. } => (
                 Some(Dest::Name(Arc::from(address.as_str()))),
@@ -248,6 +253,7 @@ impl ClusterState {
             external_host,
             shared,
             routes,
+            rules,
         })
     }
 }

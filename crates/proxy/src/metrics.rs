@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 
 pub mod carried;
 pub mod faults;
+pub mod rules;
 pub mod tcp;
 use crate::access_log::LogSink;
 use crate::otlp::SpanSink;
@@ -145,6 +146,8 @@ pub struct Metrics {
     pub carried: carried::CarriedMetrics,
     /// Faults injected ([`faults`]).
     pub faults: faults::FaultMetrics,
+    /// Requests by the callee's route and rule that took them ([`rules`]).
+    pub rules: rules::RuleMetrics,
     spans_dropped: Counter,
     log_dropped: Counter,
     /// Where access-log lines go, when the service logs (set once, at start).
@@ -278,10 +281,12 @@ impl Metrics {
         let tcp = tcp::TcpMetrics::register(&mut registry);
         let carried = carried::CarriedMetrics::register(&mut registry);
         let faults = faults::FaultMetrics::register(&mut registry);
+        let rules = rules::RuleMetrics::register(&mut registry);
         Arc::new(Metrics {
             tcp,
             carried,
             faults,
+            rules,
             registry,
             requests,
             responses,

@@ -402,11 +402,14 @@ impl Outbound {
         let decision = route::decide(table, &route::view(req, &headers), fastrand::u32(..));
         // The route and rule that took it, in its records (also when it is answered here).
         let taken = match &decision {
-            Decision::Forward(f) => Some((f.route, f.rule)),
-            Decision::NoBackend { route, rule } => Some((*route, *rule)),
+            Decision::Forward(f) => Some((f.route, f.rule, f.index)),
+            Decision::NoBackend { route, rule, index } => Some((*route, *rule, *index)),
             Decision::Redirect { .. } | Decision::NoMatch => None,
         };
-        if let Some((route, rule)) = taken {
+        if let Some((route, rule, index)) = taken {
+            if let Some(c) = parent.rules.get(index) {
+                c.inc();
+            }
             if let Some(l) = log {
                 l.rule(route, rule);
             }

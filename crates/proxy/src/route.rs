@@ -25,6 +25,8 @@ pub use decide::{Decision, Forward, UrlRewrite, decide};
 pub struct RouteTable {
     /// The routes' names, by the index of the route in `routes`.
     names: Vec<String>,
+    /// Where each route's rules start among every rule of the table, by route index.
+    offsets: Vec<usize>,
     routes: Routes,
 }
 
@@ -52,7 +54,41 @@ impl RouteTable {
                 Routes::Grpc(Table::new(r.values().cloned().collect())),
             ),
         };
-        Some(Self { names, routes })
+        let counts: Vec<usize> = match &routes {
+            Routes::Http(t) => t.routes().iter().map(|r| r.rules.len()).collect(),
+            Routes::Grpc(t) => t.routes().iter().map(|r| r.rules.len()).collect(),
+        };
+        let offsets = (counts.iter())
+            .scan(0, |at, n| {
+                let start = *at;
+                *at += n;
+                Some(start)
+            })
+            .collect();
+        Some(Self {
+            names,
+            offsets,
+            routes,
+        })
+    }
+
+    /// Every rule of the table, in order (a decision's `index` is a place here): its route's
+    /// name and its own — its `name`, or `rules[i]` for one without.
+    pub fn rules(&self) -> Vec<(&str, String)> {
+        fn of<'t, M: Matcher>(names: &'t [String], table: &'t Table<M>) -> Vec<(&'t str, String)> {
+            (table.routes().iter().zip(names))
+                .flat_map(|(route, name)| {
+                    (route.rules.iter().enumerate()).map(move |(i, rule)| {
+                        let label = rule.name.clone().unwrap_or_else(|| format!("rules[{i}]"));
+                        (name.as_str(), label)
+                    })
+                })
+                .collect()
+        }
+        match &self.routes {
+            Routes::Http(t) => of(&self.names, t),
+            Routes::Grpc(t) => of(&self.names, t),
+        }
     }
 
     /// The routes' names, in order.

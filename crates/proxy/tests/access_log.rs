@@ -282,7 +282,7 @@ async fn a_request_its_caller_cancels_is_logged_with_how_it_ended() {
 }
 
 /// A request the callee's own routes took is logged with the route and the rule (named or
-/// not), a 500 of a rule with no backend of weight too.
+/// not), a 500 of a rule with no backend of weight too; each rule's requests are counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_routed_request_is_logged_with_its_route_and_rule() {
     let dir = tempfile::tempdir().unwrap();
@@ -337,4 +337,12 @@ services:
             ("canary".into(), "nowhere".into(), 500.into()),
         ]
     );
+    // And counted by rule, an unnamed one by its place.
+    let m = metrics(&a).await;
+    for rule in ["beta", "nowhere", "rules[2]"] {
+        let series = format!(
+            r#"hopwise_route_rule_requests_total{{service="b",route="canary",rule="{rule}"}} 1"#
+        );
+        assert!(m.contains(&series), "{series}\n{m}");
+    }
 }

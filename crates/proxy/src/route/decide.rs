@@ -30,6 +30,8 @@ pub enum Decision<'r> {
     NoBackend {
         route: &'r str,
         rule: Option<&'r str>,
+        /// The rule's place among every rule of the table ([`RouteTable::rules`]).
+        index: usize,
     },
     /// No rule takes it: the Gateway API's 404 (gRPC: UNIMPLEMENTED).
     NoMatch,
@@ -38,9 +40,11 @@ pub enum Decision<'r> {
 /// A request on its way to a backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Forward<'r> {
-    /// The route and rule that took it.
+    /// The route and rule that took it, and the rule's place among every rule of the table
+    /// ([`RouteTable::rules`]: its metrics' handle).
     pub route: &'r str,
     pub rule: Option<&'r str>,
+    pub index: usize,
     /// The service (and label subset) it goes to.
     pub backend: &'r Target,
     /// `RequestHeaderModifier`, applied before it is sent.
@@ -70,13 +74,13 @@ pub struct UrlRewrite<'r> {
 /// backend by weight.
 pub fn decide<'r>(table: &'r RouteTable, request: &Request<'_>, draw: u32) -> Decision<'r> {
     match &table.routes {
-        Routes::Http(routes) => decide_in(&table.names, routes, request, draw),
-        Routes::Grpc(routes) => decide_in(&table.names, routes, request, draw),
+        Routes::Http(routes) => decide_in(table, routes, request, draw),
+        Routes::Grpc(routes) => decide_in(table, routes, request, draw),
     }
 }
 
 fn decide_in<'r, M: Matcher + Prefix>(
-    names: &'r [String],
+    table: &'r RouteTable,
     routes: &'r Table<M>,
     request: &Request<'_>,
     draw: u32,
@@ -84,12 +88,14 @@ fn decide_in<'r, M: Matcher + Prefix>(
     let Some((found, rule, m)) = routes.find(request) else {
         return Decision::NoMatch;
     };
-    let name = routes
-        .routes()
-        .iter()
-        .position(|r| std::ptr::eq(r, found))
-        .and_then(|i| names.get(i))
+    let at = (routes.routes().iter()).position(|r| std::ptr::eq(r, found));
+    let name = at
+        .and_then(|i| table.names.get(i))
         .map_or("", String::as_str);
+    let index = at.and_then(|i| table.offsets.get(i)).copied().unwrap_or(0)
+        + (found.rules.iter())
+            .position(|r| std::ptr::eq(r, rule))
+            .unwrap_or(0);
     let rule_name = rule.name.as_deref();
     let prefix = m.prefix();
     let (mut request_headers, mut response_headers, mut rewrite) = (None, None, None);
@@ -116,10 +122,12 @@ fn decide_in<'r, M: Matcher + Prefix>(
         Pick::NoBackend => Decision::NoBackend {
             route: name,
             rule: rule_name,
+            index,
         },
         Pick::Backend(b) => Decision::Forward(Forward {
             route: name,
             rule: rule_name,
+            index,
             backend: &b.target,
             request_headers,
             response_headers,

@@ -53,7 +53,9 @@ pub(super) fn outcome(t: &RouteTable, req: &Request<'_>, draw: u32) -> String {
     match decide(t, req, draw) {
         Decision::Forward(f) => f.backend.service.clone(),
         Decision::Redirect { status, location } => format!("{status} {location}"),
-        Decision::NoBackend { route, rule } => format!("500 {route}/{}", rule.unwrap_or("-")),
+        Decision::NoBackend { route, rule, .. } => {
+            format!("500 {route}/{}", rule.unwrap_or("-"))
+        }
         Decision::NoMatch => "404".into(),
     }
 }
@@ -232,4 +234,44 @@ fn a_mirror_takes_its_share_of_the_draws_beside_the_backend() {
         }
     }
     assert_eq!(mirrored, 25);
+}
+
+/// Every rule has a place among the table's rules, across routes, which a decision names (its
+/// metrics' handle): a named rule by its name, an unnamed one as `rules[i]` of its route.
+#[test]
+fn each_decision_names_the_rules_place_in_the_table() {
+    let t = table(
+        r#"    routes:
+      first:
+        hostnames: [other.example]
+        rules:
+          - backends: [{ service: b-v1 }]
+      second:
+        rules:
+          - name: one
+            matches: [{ path: { type: Exact, value: /one } }]
+            backends: [{ service: b-v1 }]
+          - matches: [{ path: { type: Exact, value: /two } }]
+            backends: [{ service: b-v2, weight: 0 }]"#,
+    );
+    let labels: Vec<(String, String)> = (t.rules().into_iter())
+        .map(|(r, l)| (r.to_owned(), l))
+        .collect();
+    let pair = |r: &str, l: &str| (r.to_owned(), l.to_owned());
+    assert_eq!(
+        labels,
+        [
+            pair("first", "rules[0]"),
+            pair("second", "one"),
+            pair("second", "rules[1]")
+        ]
+    );
+    let Decision::Forward(f) = decide(&t, &get("/one", &NONE), 0) else {
+        panic!("not forwarded")
+    };
+    assert_eq!(f.index, 1);
+    let Decision::NoBackend { index, .. } = decide(&t, &get("/two", &NONE), 0) else {
+        panic!("not a 500")
+    };
+    assert_eq!(index, 2);
 }
