@@ -129,6 +129,11 @@ fn bind(
         }
         .map_err(err)?;
     }
+    // `[::]` takes IPv4 too whatever the host's `net.ipv6.bindv6only` says: an IPv6 pod's
+    // listeners (`sidecar`'s `in_family`) still answer its IPv4 callers.
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        socket.set_only_v6(false).map_err(err)?;
+    }
     socket.bind(&addr.into()).map_err(err)?;
     socket.listen(1024).map_err(err)?;
     socket.set_nonblocking(true).map_err(err)?;
