@@ -274,31 +274,10 @@ async fn the_cluster() {
         )
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    // The proxies run as their own uid: they read their token under it.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
-    std::fs::write(&mesh, MESH).unwrap();
     let control_addr = format!("{NODE}:{CONTROL_PORT}");
-    let (_control, _) = kube_support::control_on(
-        &control_addr,
-        &state,
-        &mesh,
-        &api.kubeconfig().unwrap(),
-        &dir.path().join("control.log"),
-    );
-    let _webhook = kube_support::webhook::start(
-        &kube,
-        dir.path(),
-        WEBHOOK,
-        &format!("https://{control_addr}"),
-        &state,
-    )
-    .await;
+    let node =
+        kube_support::webhook::NodePlane::start(&api, &kube, MESH, &control_addr, WEBHOOK).await;
+    let (dir, state) = (&node.dir, &node.state);
 
     let (accounts, services) = (
         Api::<ServiceAccount>::namespaced(kube.clone(), "shop"),
@@ -394,7 +373,7 @@ async fn the_cluster() {
         &api_ip,
         &running["api-2"],
         &control_addr,
-        &state,
+        state,
     )
     .await;
     drop(running.remove("api-2"));

@@ -149,24 +149,10 @@ impl App {
 async fn the_pod() {
     let api = ApiServer::start().await.unwrap();
     let kube = api.client().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    // The proxy runs as its own uid: it reads its token under it.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let (state, mesh) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
-    std::fs::write(&mesh, kube_support::MESH).unwrap();
-    let (_control, _) = kube_support::control_on(
-        CONTROL,
-        &state,
-        &mesh,
-        &api.kubeconfig().unwrap(),
-        &dir.path().join("control.log"),
-    );
-    let control = format!("https://{CONTROL}");
-    let _webhook = kube_support::webhook::start(&kube, dir.path(), WEBHOOK, &control, &state).await;
+    let node =
+        kube_support::webhook::NodePlane::start(&api, &kube, kube_support::MESH, CONTROL, WEBHOOK)
+            .await;
+    let dir = &node.dir;
     let account = ServiceAccount {
         metadata: ObjectMeta {
             name: Some("web".into()),

@@ -13,13 +13,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hopwise_control::pb;
 
 mod common;
+use common::traffic::Traffic;
 use common::{free, metric, spawn_logged as spawn};
 
 /// b's app: `/hang` never answers, `/fail` answers 503, anything else 200 `ok`.
@@ -103,48 +102,6 @@ fn admin_config(admin: SocketAddr) -> serde_json::Value {
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap()).unwrap()
-}
-
-/// Steady traffic through a: `/` must always answer 200 `ok`.
-struct Traffic {
-    stop: Arc<AtomicBool>,
-    sent: Arc<AtomicUsize>,
-    failed: Arc<Mutex<Vec<String>>>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Traffic {
-    fn start(port: SocketAddr) -> Traffic {
-        let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicUsize::new(0));
-        let failed = Arc::new(Mutex::new(Vec::new()));
-        let thread = {
-            let (stop, sent, failed) = (stop.clone(), sent.clone(), failed.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let (status, text) = get(port, "/");
-                    sent.fetch_add(1, Ordering::Relaxed);
-                    if status != 200 || !text.ends_with("\r\n\r\nok") {
-                        failed.lock().unwrap().push(text);
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-            })
-        };
-        Traffic {
-            stop,
-            sent,
-            failed,
-            thread,
-        }
-    }
-
-    fn stop(self) -> (usize, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap();
-        let failed = self.failed.lock().unwrap().clone();
-        (self.sent.load(Ordering::Relaxed), failed)
-    }
 }
 
 /// A control plane: its address and its state directory (its `ca.pem` and `admin-token`).
@@ -309,7 +266,15 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     let (code, text) = get_from(ports.outbound, "c", "/");
     assert_eq!(code, 404, "{text}");
     assert!(text.contains("x-hopwise-error: no-route"), "{text}");
-    let traffic = Traffic::start(a_port);
+    // `/` must always answer 200 `ok`.
+    let traffic = Traffic::start(Duration::from_millis(5), move || {
+        let (status, text) = get(a_port, "/");
+        if status == 200 && text.ends_with("\r\n\r\nok") {
+            Ok(String::new())
+        } else {
+            Err(text)
+        }
+    });
 
     // Version 2, by `hopwise control apply`: a timeout of 1 s, two retries on 5xx, a calls c
     // too, and only c may call b's /private.
@@ -437,7 +402,8 @@ fn policy_changes_reach_running_proxies_without_a_failed_request() {
     assert_eq!(status(&rt, at).config_version, 4);
     assert_eq!(get(a_port, "/private").0, 403);
 
-    let (sent, failed) = traffic.stop();
+    let sent = traffic.sent();
+    let (_, failed) = traffic.stop();
     println!("steady traffic: {sent} requests, {} failed", failed.len());
     assert!(sent > 0);
     assert!(failed.is_empty(), "{failed:?}");

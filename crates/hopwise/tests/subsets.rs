@@ -11,12 +11,10 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::traffic::Traffic;
 use common::{Proc, backend, body, free, http_get, run_status, spawn, spawn_logged, until_all};
 
 /// b's routes: `/canary` to v2 alone, `/gone` to a subset no copy carries, the rest split
@@ -110,55 +108,6 @@ services:
     assert!(resp.contains("x-hopwise-error: no-endpoint"), "{resp}");
 }
 
-/// Steady traffic through a's port for b: each answer's body, and every failed answer whole.
-struct Traffic {
-    stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<String>>>,
-    failed: Arc<Mutex<Vec<String>>>,
-    thread: JoinHandle<()>,
-}
-
-impl Traffic {
-    fn start(port: SocketAddr) -> Traffic {
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let failed = Arc::new(Mutex::new(Vec::new()));
-        let thread = {
-            let (stop, seen, failed) = (stop.clone(), seen.clone(), failed.clone());
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let resp = http_get(port, "/", "b");
-                    let answer = body(&resp).to_owned();
-                    if !resp.starts_with("HTTP/1.1 200") || !["v1", "v2"].contains(&&*answer) {
-                        failed.lock().unwrap().push(resp);
-                    }
-                    seen.lock().unwrap().push(answer);
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            })
-        };
-        Traffic {
-            stop,
-            seen,
-            failed,
-            thread,
-        }
-    }
-
-    /// How many answers it has seen so far.
-    fn sent(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-
-    fn stop(self) -> (Vec<String>, Vec<String>) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap();
-        let seen = self.seen.lock().unwrap().clone();
-        let failed = self.failed.lock().unwrap().clone();
-        (seen, failed)
-    }
-}
-
 fn apply(server: SocketAddr, state: &Path, file: &Path) {
     let out = Command::new(env!("CARGO_BIN_EXE_hopwise"))
         .args(["control", "apply", file.to_str().unwrap()])
@@ -250,7 +199,14 @@ services:
     assert_eq!(body(&resp), "v2", "{resp}");
 
     // Everything to v2, applied while requests run.
-    let traffic = Traffic::start(local);
+    // Each answer's body; a failed answer whole.
+    let traffic = Traffic::start(Duration::from_millis(2), move || {
+        let resp = http_get(local, "/", "b");
+        match body(&resp) {
+            "v1" | "v2" if resp.starts_with("HTTP/1.1 200") => Ok(body(&resp).to_owned()),
+            _ => Err(resp),
+        }
+    });
     let start = Instant::now();
     while traffic.sent() < 50 {
         assert!(start.elapsed() < Duration::from_secs(30), "no traffic");
@@ -261,7 +217,7 @@ services:
     // In force once the last 50 answers in a row came from v2 alone.
     let start = Instant::now();
     loop {
-        let seen = traffic.seen.lock().unwrap().clone();
+        let seen = traffic.seen();
         if seen.len() >= 50 && seen[seen.len() - 50..].iter().all(|s| s == "v2") {
             break;
         }

@@ -12,6 +12,7 @@ pub mod echo;
 pub mod etcd;
 pub mod netns;
 pub mod run;
+pub mod traffic;
 pub mod up;
 
 /// A loopback port nothing listens on (yet), held for this test process's life.

@@ -89,3 +89,45 @@ pub async fn start(
     }
     webhook
 }
+
+/// The node's part of a test that runs injected pods: a directory the proxies' uid can read
+/// (`dir`), `hopwise control --kubernetes` on the mesh file `mesh` listening at `control` (an
+/// address pods reach), its state (`state`), and the injection webhook at `webhook`, registered
+/// with the API server and naming that control plane. Both processes stop when it is dropped.
+pub struct NodePlane {
+    pub dir: tempfile::TempDir,
+    pub state: std::path::PathBuf,
+    _control: Proc,
+    _webhook: Proc,
+}
+
+impl NodePlane {
+    pub async fn start(
+        api: &hopwise_kube::testing::ApiServer,
+        kube: &kube::Client,
+        mesh: &str,
+        control: &str,
+        webhook: &str,
+    ) -> NodePlane {
+        let dir = tempfile::tempdir().unwrap();
+        // The proxies run as their own uid: they read their token under it.
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let (state, file) = (dir.path().join("state"), dir.path().join("mesh.yaml"));
+        std::fs::write(&file, mesh).unwrap();
+        let kubeconfig = api.kubeconfig().unwrap();
+        let log = dir.path().join("control.log");
+        let (control_proc, _) = super::control_on(control, &state, &file, &kubeconfig, &log);
+        let url = format!("https://{control}");
+        let webhook = start(kube, dir.path(), webhook, &url, &state).await;
+        NodePlane {
+            dir,
+            state,
+            _control: control_proc,
+            _webhook: webhook,
+        }
+    }
+}
